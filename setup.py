@@ -1,0 +1,28 @@
+"""deltacrawl: a batch-iterative web crawler on Apache Spark with a Delta Lake crawl database."""
+from setuptools import setup
+
+setup(
+    name="deltacrawl",
+    version="0.1.0",
+    description="Batch-iterative web crawler on Apache Spark with a Delta Lake crawl database",
+    long_description=open("README.md", encoding="utf-8").read() if __import__("os").path.exists("README.md") else "",
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=["crawl", "jobs", "conf"],
+    package_data={"conf": ["*.toml"]},
+    include_package_data=True,
+    install_requires=[
+        # pyspark and delta-spark are a matched pair: delta-spark 4.4.x is built for Spark 4.2
+        # (it declares pyspark<=4.2.0). The Delta jars (4.4.0) are cached by jobs/jars.py.
+        "pyspark==4.2.0",
+        "delta-spark==4.4.0",
+        "aiohttp>=3.9,<4",
+        "selectolax>=0.3.21",
+        "protego>=0.3",
+        "pyarrow>=15",
+        # PySpark 4.2 does not fully support pandas >= 3
+        "pandas>=2.0,<3",
+    ],
+    extras_require={"test": ["pytest>=8"]},
+    entry_points={"console_scripts": ["deltacrawl=jobs.cli:main"]},
+)
