@@ -1,0 +1,114 @@
+"""Configuration: the documented defaults in conf/defaults.toml, overridden by a site file and
+by ``key=value`` pairs.
+
+A config is a flat, read-only mapping of dotted keys (``fetch.delay_s``) to typed values. Every
+key must exist in the defaults file, and an override must have the default's type (ints are
+accepted where a float is expected): a typo is an error, never a silent fallback.
+"""
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+
+class ConfigError(ValueError):
+    """A configuration problem the user can fix; its message is one clear line."""
+
+
+def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def load_defaults() -> dict[str, Any]:
+    text = resources.files("conf").joinpath("defaults.toml").read_text(encoding="utf-8")
+    return _flatten(tomllib.loads(text))
+
+
+def _coerce(key: str, default: Any, value: Any) -> Any:
+    """Return ``value`` converted to the type of ``default`` or raise ConfigError."""
+    kind = type(default)
+    if isinstance(value, str) and kind is not str:
+        text = value.strip()
+        try:
+            if kind is bool:
+                lowered = text.lower()
+                if lowered in ("true", "1", "yes", "on"):
+                    return True
+                if lowered in ("false", "0", "no", "off"):
+                    return False
+                raise ValueError(text)
+            if kind is int:
+                return int(text)
+            if kind is float:
+                return float(text)
+        except ValueError:
+            raise ConfigError(f"config key '{key}' expects {kind.__name__}, got '{value}'") from None
+        raise ConfigError(f"config key '{key}' cannot be set from the command line")
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if type(value) is not kind:
+        raise ConfigError(f"config key '{key}' expects {kind.__name__}, got {value!r}")
+    return value
+
+
+def parse_pairs(pairs: Iterable[str]) -> dict[str, str]:
+    """Parse ``key=value`` strings (from ``--conf``)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--conf expects key=value, got '{pair}'")
+        out[key.strip()] = value
+    return out
+
+
+def build_config(conf_file: str | None = None, overrides: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+    """Defaults, then the site file, then explicit overrides; validated and frozen."""
+    defaults = load_defaults()
+    merged = dict(defaults)
+    layers: list[Mapping[str, Any]] = []
+    if conf_file:
+        try:
+            with open(conf_file, "rb") as fh:
+                layers.append(_flatten(tomllib.load(fh)))
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {conf_file}") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {conf_file}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {conf_file} is not valid TOML: {exc}") from None
+    if overrides:
+        layers.append(overrides)
+    for layer in layers:
+        for key, value in layer.items():
+            if key not in defaults:
+                raise ConfigError(f"unknown config key '{key}' (every key is listed in conf/defaults.toml)")
+            merged[key] = _coerce(key, defaults[key], value)
+    _validate(merged)
+    return MappingProxyType(merged)
+
+
+def _validate(cfg: Mapping[str, Any]) -> None:
+    positive = ["crawldb.host_buckets", "generate.max_urls_per_host", "generate.top_n", "generate.lease_s",
+                "fetch.max_concurrency", "fetch.max_body_bytes", "fetch.total_timeout_s",
+                "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.task_time_limit_s",
+                "fetch.robots_max_bytes", "spark.shuffle_partitions", "parse.max_outlinks",
+                "update.refetch_interval_s", "update.retry_interval_s"]
+    for key in positive:
+        if cfg[key] <= 0:
+            raise ConfigError(f"config key '{key}' must be > 0, got {cfg[key]}")
+    non_negative = ["fetch.delay_s", "fetch.max_crawl_delay_s", "fetch.tasks", "fetch.robots_ttl_s",
+                    "update.max_retries", "update.max_depth", "devweb.hosts", "devweb.pages_per_host",
+                    "devweb.port", "devweb.crawl_delay_s", "stats.top_hosts"]
+    for key in non_negative:
+        if cfg[key] < 0:
+            raise ConfigError(f"config key '{key}' must be >= 0, got {cfg[key]}")

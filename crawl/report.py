@@ -1,0 +1,31 @@
+"""Plain-text rendering of crawl statistics (the readdb-style table of ``deltacrawl stats``)."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+
+def _section(title: str, rows: Sequence[tuple[str, Any]], total: int | None = None) -> list[str]:
+    lines = [title]
+    if not rows:
+        return lines + ["  (none)"]
+    width = max(len(str(k)) for k, _ in rows)
+    for key, value in rows:
+        share = f"  {100.0 * value / total:5.1f}%" if total else ""
+        lines.append(f"  {str(key):<{width}}  {value:>10,}{share}")
+    return lines
+
+
+def format_stats(stats: Mapping[str, Any]) -> str:
+    """Render the dict produced by jobs.stats.collect_stats."""
+    total = int(stats["total_urls"])
+    lines = [f"crawldb {stats['crawl_root']}  (Delta version {stats['version']})",
+             f"  {'total URLs':<14}{total:>12,}",
+             f"  {'hosts':<14}{int(stats['hosts']):>12,}",
+             f"  {'due now':<14}{int(stats['due_now']):>12,}",
+             f"  {'leased':<14}{int(stats['leased']):>12,}",
+             f"  {'max depth':<14}{int(stats['max_depth'] or 0):>12,}"]
+    lines += _section("by status", stats["by_status"], total)
+    lines += _section("by HTTP status", [(str(k) if k is not None else "(none)", v)
+                                         for k, v in stats["by_http_status"]], total)
+    lines += _section(f"top {len(stats['top_hosts'])} hosts by URLs", stats["top_hosts"], total)
+    return "\n".join(lines)

@@ -1,0 +1,63 @@
+"""robots.txt policy per RFC 9309 (protego parses; status handling and caching are ours).
+
+How a fetch result becomes a policy (RFC 9309 section 2.3.1):
+  * 2xx                    -> parse the body (first ``max_bytes`` bytes, section 2.5).
+  * 4xx ("unavailable")    -> no restrictions: everything allowed. 429 is the exception: a
+                              server asking us to slow down is treated as unreachable, which
+                              is the polite reading (as Google does).
+  * 5xx, network error     -> "unreachable": everything disallowed until the next attempt.
+Redirects are followed by the fetcher (at least five hops, section 2.3.1.2) before this is
+called; a redirect chain that does not end is a network error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protego import Protego
+
+UNREACHABLE_STATUS = -1  # robots_status recorded when no HTTP answer was obtained
+
+
+@dataclass(frozen=True)
+class RobotsPolicy:
+    status: int                  # HTTP status of the robots.txt fetch, or UNREACHABLE_STATUS
+    allow_all: bool
+    disallow_all: bool
+    crawl_delay_s: float | None
+    _parser: Protego | None = None
+    agent: str = "*"
+
+    def allowed(self, url: str) -> bool:
+        if self.disallow_all:
+            return False
+        if self.allow_all or self._parser is None:
+            return True
+        return bool(self._parser.can_fetch(url, self.agent))
+
+
+def policy_from_fetch(status: int, body: bytes | str | None, agent: str, max_bytes: int) -> RobotsPolicy:
+    """Build the policy for an agent from a robots.txt fetch (status code and body)."""
+    if status == UNREACHABLE_STATUS or status == 429 or status >= 500:
+        return RobotsPolicy(status=status, allow_all=False, disallow_all=True, crawl_delay_s=None, agent=agent)
+    if 400 <= status < 500 or not (200 <= status < 300):
+        return RobotsPolicy(status=status, allow_all=True, disallow_all=False, crawl_delay_s=None, agent=agent)
+    if body is None:
+        body = b""
+    if isinstance(body, str):
+        body = body.encode("utf-8", "replace")
+    text = body[:max_bytes].decode("utf-8", "replace")
+    try:
+        parser = Protego.parse(text)
+        delay = parser.crawl_delay(agent)
+    except Exception:  # protego is lenient, but a hostile file must never crash a fetch task
+        return RobotsPolicy(status=status, allow_all=True, disallow_all=False, crawl_delay_s=None, agent=agent)
+    crawl_delay = float(delay) if delay is not None and float(delay) >= 0 else None
+    return RobotsPolicy(status=status, allow_all=False, disallow_all=False, crawl_delay_s=crawl_delay,
+                        _parser=parser, agent=agent)
+
+
+def effective_delay(configured_delay_s: float, policy: RobotsPolicy) -> float:
+    """Gap between two requests to a host: the larger of our delay and the robots Crawl-delay."""
+    if policy.crawl_delay_s is None:
+        return configured_delay_s
+    return max(configured_delay_s, policy.crawl_delay_s)

@@ -1,0 +1,189 @@
+"""The status model of a URL in the crawldb, and its transitions as pure functions.
+
+Like Nutch's CrawlDatum, every URL has exactly one status:
+
+    unfetched      known, never fetched (injected seed or discovered outlink)
+    fetched        last fetch returned 2xx with content
+    notmodified    last (conditional) fetch returned 304: content as before
+    redirect_temp  last fetch returned 302/303/307; the target is in redirect_to
+    redirect_perm  last fetch returned 301/308; the target is in redirect_to
+    retry          last fetch failed transiently (network error, 5xx, 429); retried later
+    gone           404/410 or another permanent 4xx, or too many transient failures
+    robots_denied  robots.txt forbids it for our agent
+    duplicate      its content duplicates another URL's (dup_of); set by dedup
+
+Every status is eligible for generate once next_fetch_at has passed (gone and robots_denied
+pages are re-checked at the refetch interval, since sites and robots.txt change) except
+duplicate, which only dedup can release.
+
+A fetch attempt ends in one *fetch outcome* (``FetchStatus``), and ``apply_fetch`` maps the
+current state plus that outcome to the new state. Times are epoch seconds (floats).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+UNFETCHED = "unfetched"
+FETCHED = "fetched"
+NOTMODIFIED = "notmodified"
+REDIRECT_TEMP = "redirect_temp"
+REDIRECT_PERM = "redirect_perm"
+RETRY = "retry"
+GONE = "gone"
+ROBOTS_DENIED = "robots_denied"
+DUPLICATE = "duplicate"
+
+ALL_STATUSES = (UNFETCHED, FETCHED, NOTMODIFIED, REDIRECT_TEMP, REDIRECT_PERM, RETRY, GONE,
+                ROBOTS_DENIED, DUPLICATE)
+GENERATABLE_STATUSES = tuple(s for s in ALL_STATUSES if s != DUPLICATE)
+
+
+class FetchStatus:
+    """What one fetch attempt of one URL ended in (the ``fetch_status`` column of a segment)."""
+    OK = "ok"                         # 2xx, body read
+    NOT_MODIFIED = "not_modified"     # 304
+    REDIRECT = "redirect"             # 3xx with a usable Location
+    NOT_FOUND = "not_found"           # 404, 410
+    CLIENT_ERROR = "client_error"     # other 4xx except 429 (and 3xx without a usable Location)
+    SERVER_ERROR = "server_error"     # 5xx, 429
+    NETWORK_ERROR = "network_error"   # DNS, connect, timeout, reset, malformed response
+    ROBOTS_DENIED = "robots_denied"   # robots.txt forbids it: no request was sent
+    DEFERRED = "deferred"             # the host was deferred (e.g. Crawl-delay too large): no request
+
+    ALL = (OK, NOT_MODIFIED, REDIRECT, NOT_FOUND, CLIENT_ERROR, SERVER_ERROR, NETWORK_ERROR,
+           ROBOTS_DENIED, DEFERRED)
+
+
+PERMANENT_REDIRECT_CODES = (301, 308)
+
+
+def classify_http_status(code: int, has_location: bool = False) -> str:
+    """Map an HTTP status code to a FetchStatus."""
+    if 200 <= code < 300:
+        return FetchStatus.OK
+    if code == 304:
+        return FetchStatus.NOT_MODIFIED
+    if 300 <= code < 400:
+        return FetchStatus.REDIRECT if has_location else FetchStatus.CLIENT_ERROR
+    if code in (404, 410):
+        return FetchStatus.NOT_FOUND
+    if code == 429 or 500 <= code < 600:
+        return FetchStatus.SERVER_ERROR
+    if 400 <= code < 500:
+        return FetchStatus.CLIENT_ERROR
+    return FetchStatus.NETWORK_ERROR  # 1xx or nonsense: the exchange did not work
+
+
+def new_url_state(url: str, host: str, bucket: int, url_key: int, depth: int, score: float,
+                  now: float) -> dict[str, Any]:
+    """The row of a URL the crawldb has never seen: unfetched and due now."""
+    return {
+        "url": url, "url_hash": url_key, "host": host, "host_bucket": bucket,
+        "status": UNFETCHED, "depth": depth, "score": score,
+        "discovered_at": now, "last_fetched_at": None, "next_fetch_at": now,
+        "fetch_interval_s": None, "retries": 0, "http_status": None,
+        "etag": None, "last_modified": None, "content_hash": None, "content_type": None,
+        "simhash": None, "change_count": 0, "fetch_count": 0, "dup_of": None,
+        "lease_until": None, "segment_id": None,
+        "warc_file": None, "warc_offset": None, "warc_length": None,
+        "redirect_to": None, "error": None,
+    }
+
+
+def lease(state: Mapping[str, Any], segment_id: str, now: float, lease_s: float) -> dict[str, Any]:
+    """generate: hand the URL to a segment until ``now + lease_s``."""
+    new = dict(state)
+    new["lease_until"] = now + lease_s
+    new["segment_id"] = segment_id
+    return new
+
+
+def is_due(state: Mapping[str, Any], now: float) -> bool:
+    """Eligible for generate: generatable status, next_fetch_at passed, not under a live lease."""
+    if state["status"] not in GENERATABLE_STATUSES:
+        return False
+    if state["next_fetch_at"] is None or state["next_fetch_at"] > now:
+        return False
+    lease_until = state.get("lease_until")
+    return lease_until is None or lease_until <= now
+
+
+def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Mapping[str, Any]) -> dict[str, Any]:
+    """update: the new state of a URL after one fetch outcome.
+
+    ``outcome`` holds fetch_status, http_status, fetched_at, content_hash, content_type, etag,
+    last_modified, redirect_to, error. ``policy`` holds the update.* config values.
+    The lease is always released: the segment is done with the URL.
+    """
+    fs = outcome["fetch_status"]
+    at = outcome["fetched_at"]
+    refetch = float(policy["update.refetch_interval_s"])
+    new = dict(state)
+    new["lease_until"] = None
+
+    if fs == FetchStatus.DEFERRED:
+        # No request was sent: the URL stays as it was and is due again; the host's deferral
+        # (host_state.deferred_until) keeps generate away from it meanwhile.
+        return new
+
+    new["last_fetched_at"] = at
+    new["http_status"] = outcome.get("http_status")
+    new["error"] = outcome.get("error")
+
+    if fs == FetchStatus.ROBOTS_DENIED:
+        new.update(status=ROBOTS_DENIED, next_fetch_at=at + refetch, fetch_interval_s=int(refetch))
+        return new
+
+    if fs in (FetchStatus.SERVER_ERROR, FetchStatus.NETWORK_ERROR):
+        retries = int(state.get("retries") or 0) + 1
+        new["retries"] = retries
+        if retries > int(policy["update.max_retries"]):
+            new.update(status=GONE, next_fetch_at=at + refetch, fetch_interval_s=int(refetch))
+        else:
+            retry_s = float(policy["update.retry_interval_s"])
+            new.update(status=RETRY, next_fetch_at=at + retry_s, fetch_interval_s=int(retry_s))
+        return new
+
+    # Every other outcome is a definite answer from the server.
+    new["retries"] = 0
+    new["fetch_count"] = int(state.get("fetch_count") or 0) + 1
+    new["next_fetch_at"] = at + refetch
+    new["fetch_interval_s"] = int(refetch)
+
+    if fs == FetchStatus.OK:
+        old_hash = state.get("content_hash")
+        new_hash = outcome.get("content_hash")
+        if old_hash is not None and new_hash is not None and old_hash != new_hash:
+            new["change_count"] = int(state.get("change_count") or 0) + 1
+        new.update(status=FETCHED, content_hash=new_hash, content_type=outcome.get("content_type"),
+                   etag=outcome.get("etag"), last_modified=outcome.get("last_modified"),
+                   redirect_to=None)
+    elif fs == FetchStatus.NOT_MODIFIED:
+        new["status"] = NOTMODIFIED
+        if outcome.get("etag"):
+            new["etag"] = outcome["etag"]
+        if outcome.get("last_modified"):
+            new["last_modified"] = outcome["last_modified"]
+    elif fs == FetchStatus.REDIRECT:
+        code = outcome.get("http_status")
+        new["status"] = REDIRECT_PERM if code in PERMANENT_REDIRECT_CODES else REDIRECT_TEMP
+        new["redirect_to"] = outcome.get("redirect_to")
+    elif fs in (FetchStatus.NOT_FOUND, FetchStatus.CLIENT_ERROR):
+        new["status"] = GONE
+    else:
+        raise ValueError(f"unknown fetch status {fs!r}")
+    return new
+
+
+def mark_duplicate(state: Mapping[str, Any], canonical_url: str) -> dict[str, Any]:
+    """dedup: the URL's content duplicates ``canonical_url``'s."""
+    new = dict(state)
+    new.update(status=DUPLICATE, dup_of=canonical_url)
+    return new
+
+
+def outlink_score(parent_score: float, n_outlinks: int, factor: float) -> float:
+    """OPIC-like share of a page's score passed to each outlink (damped by ``factor``)."""
+    if n_outlinks <= 0:
+        return 0.0
+    return float(parent_score) * factor / n_outlinks

@@ -1,0 +1,106 @@
+"""URL normalisation and the stable keys derived from a URL (host, url_hash, host_bucket).
+
+One canonical form per URL, so the crawldb never holds the same address twice:
+scheme and host lower-cased, default port dropped, IDNA host, dot-segments removed
+(RFC 3986 section 5.2.4), percent-encoding normalised, fragment dropped, empty path -> "/".
+Only http and https are crawlable; anything else is rejected with a reason.
+"""
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# Characters left as they are when re-quoting a path or query (RFC 3986 reserved + unreserved).
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
+_QUERY_SAFE = "/:@!$&'()*+,;=-._~?"
+_HOST_RE = re.compile(r"^[a-z0-9.\-_]+$")
+MAX_URL_LENGTH = 2048
+
+
+class InvalidUrl(ValueError):
+    """The string is not a crawlable http(s) URL; the message says why."""
+
+
+def _requote(part: str, safe: str) -> str:
+    # unquote then quote gives one spelling for every percent-encoding of the same bytes,
+    # but must keep an encoded delimiter (%2F, %3F, %26, %3D, %23) distinct from the raw one.
+    protected = re.sub(r"%(2[fF]|3[fF]|26|3[dD]|23|25)", lambda m: "\x00" + m.group(1).upper(), part)
+    requoted = quote(unquote(protected), safe=safe + "\x00")
+    return requoted.replace("\x00", "%")
+
+
+def _remove_dot_segments(path: str) -> str:
+    if not path:
+        return "/"
+    trailing = path.endswith("/") or path.endswith("/.") or path.endswith("/..")
+    normalised = posixpath.normpath(path)
+    if normalised.startswith("//"):
+        normalised = "/" + normalised.lstrip("/")
+    if normalised == ".":
+        normalised = "/"
+    if trailing and not normalised.endswith("/"):
+        normalised += "/"
+    return normalised
+
+
+def normalize_url(url: str, base: str | None = None) -> str:
+    """Return the canonical form of ``url`` (resolved against ``base`` if given) or raise InvalidUrl."""
+    if not isinstance(url, str):
+        raise InvalidUrl("not a string")
+    raw = url.strip()
+    if not raw:
+        raise InvalidUrl("empty URL")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in raw):
+        raise InvalidUrl("URL contains control characters")
+    if base is not None:
+        raw = urljoin(base, raw)
+    if len(raw) > MAX_URL_LENGTH:
+        raise InvalidUrl(f"URL longer than {MAX_URL_LENGTH} characters")
+    try:
+        parts = urlsplit(raw)
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidUrl(f"unparseable URL ({exc})") from None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise InvalidUrl(f"unsupported scheme '{scheme or '(none)'}'")
+    hostname = parts.hostname
+    if not hostname:
+        raise InvalidUrl("URL has no host")
+    hostname = hostname.rstrip(".")
+    try:
+        host = hostname.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        raise InvalidUrl(f"invalid host name '{hostname}'") from None
+    if not _HOST_RE.match(host) or ".." in host or host.startswith("-"):
+        raise InvalidUrl(f"invalid host name '{hostname}'")
+    netloc = host
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        if port == 0:
+            raise InvalidUrl("port 0 is not a valid port")
+        netloc = f"{host}:{port}"
+    path = _remove_dot_segments(_requote(parts.path, _PATH_SAFE))
+    query = _requote(parts.query, _QUERY_SAFE) if parts.query else ""
+    return urlunsplit((scheme, netloc, path, query, ""))
+
+
+def host_of(url: str) -> str:
+    """The host key of a normalised URL: ``host`` or ``host:port`` (the politeness unit)."""
+    return urlsplit(url).netloc
+
+
+def _hash64(text: str) -> int:
+    """A stable signed 64-bit hash (the same on every machine and Python run, unlike hash())."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
+
+
+def url_hash(url: str) -> int:
+    return _hash64(url)
+
+
+def host_bucket(host: str, buckets: int) -> int:
+    """Stable bucket of a host in [0, buckets): the crawldb's partition column."""
+    return _hash64(host) % buckets

@@ -1,0 +1,93 @@
+"""The ``deltacrawl`` command: one subcommand per step, each also runnable as
+``spark-submit jobs/<step>.py ...``.
+
+    deltacrawl inject SEEDS_FILE      deltacrawl fetch SEGMENT      deltacrawl stats
+    deltacrawl generate               deltacrawl update SEGMENT     deltacrawl crawl --seeds FILE --cycles N
+    deltacrawl devweb                 deltacrawl jars
+
+Global options (before or after the subcommand): --crawl-root PATH, --conf key=value (repeatable),
+--conf-file FILE. Every config key is documented in conf/defaults.toml.
+"""
+from __future__ import annotations
+
+import sys
+
+from jobs.common import EXIT_OK, report, run_main
+
+STEPS = ("inject", "generate", "fetch", "update", "stats", "crawl")
+USAGE = __doc__
+
+
+def devweb_main(argv: list[str] | None) -> int:
+    def configure(parser) -> None:
+        parser.description = ("Serve the bundled local test web in the foreground (loopback only; "
+                              "options devweb.*); prints its seed URLs.")
+        parser.add_argument("--log", metavar="FILE", help="append every request as a JSON line to FILE")
+
+    def body(args, cfg) -> int:
+        from crawl.devweb import DevWeb
+        web = DevWeb(hosts=int(cfg["devweb.hosts"]), pages_per_host=int(cfg["devweb.pages_per_host"]),
+                     port=int(cfg["devweb.port"]), seed=int(cfg["devweb.seed"]),
+                     crawl_delay_s=float(cfg["devweb.crawl_delay_s"]), log_path=args.log)
+        web.serve_forever()
+        return EXIT_OK
+    return run_main("deltacrawl devweb", argv, configure, body, needs_root=False)
+
+
+def jars_main(argv: list[str] | None) -> int:
+    def configure(parser) -> None:
+        parser.description = "Fetch (once) and print the Delta jars, comma-separated, for spark-submit --jars."
+
+    def body(args, cfg) -> int:
+        from jobs.jars import default_jars_dir, delta_coordinates, ensure_delta_jars
+        paths = ensure_delta_jars(default_jars_dir(cfg["spark.jars_dir"]))
+        report(",".join(str(p) for p in paths) if paths else ",".join(delta_coordinates()))
+        return EXIT_OK
+    return run_main("deltacrawl jars", argv, configure, body, needs_root=False)
+
+
+_GLOBAL_WITH_VALUE = ("--crawl-root", "--conf", "--conf-file")
+
+
+def _split_command(argv: list[str]) -> tuple[str | None, list[str]]:
+    """Find the subcommand; global options given before it are moved after it."""
+    leading: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token in _GLOBAL_WITH_VALUE and i + 1 < len(argv):
+            leading += argv[i:i + 2]
+            i += 2
+        elif token.split("=", 1)[0] in _GLOBAL_WITH_VALUE and "=" in token:
+            leading.append(token)
+            i += 1
+        else:
+            break
+    if i >= len(argv):
+        return None, leading
+    return argv[i], argv[i + 1:] + leading
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE.strip())
+        return EXIT_OK if argv else 2
+    command, rest = _split_command(argv)
+    if command is None:
+        print("deltacrawl: error: no command given (see deltacrawl --help)", file=sys.stderr)
+        return 2
+    if command in STEPS:
+        module = __import__(f"jobs.{command}", fromlist=["main"])
+        return module.main(rest)
+    if command == "devweb":
+        return devweb_main(rest)
+    if command == "jars":
+        return jars_main(rest)
+    print(f"deltacrawl: error: unknown command '{command}' (one of: {', '.join(STEPS)}, devweb, jars)",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

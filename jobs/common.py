@@ -1,0 +1,84 @@
+"""What every job shares: the global options, config loading, crawl-root checks and the
+error policy (a user's mistake is one clear line on stderr and exit code 2, never a traceback).
+
+Exit codes of every step:  0 done · 1 nothing to do (generate: nothing due) · 2 bad input
+(config, seeds, paths; nothing was changed) · 3 unexpected failure (the crawl root stays
+consistent: every table change is one Delta commit).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import traceback
+from typing import Any, Callable, Mapping
+
+from crawl.config import ConfigError, build_config, parse_pairs
+
+EXIT_OK, EXIT_NOTHING_TO_DO, EXIT_BAD_INPUT, EXIT_FAILURE = 0, 1, 2, 3
+
+
+class UserError(Exception):
+    """A problem with the user's input; the message is shown as one line."""
+
+
+def add_global_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("global options")
+    group.add_argument("--crawl-root", default="./crawl-data", metavar="PATH",
+                       help="where the crawldb, hostdb and segments live (default: ./crawl-data)")
+    group.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                       help="override one config option (repeatable); see conf/defaults.toml")
+    group.add_argument("--conf-file", metavar="FILE", help="a TOML file overriding conf/defaults.toml")
+
+
+def config_from_args(args: argparse.Namespace) -> Mapping[str, Any]:
+    return build_config(args.conf_file, parse_pairs(args.conf))
+
+
+def check_crawl_root(root: str) -> str:
+    """Make sure a local crawl root exists and is writable; return it as given."""
+    if "://" in root and not root.startswith("file://"):
+        return root  # object stores and HDFS are checked by Spark itself on first write
+    path = root[len("file://"):] if root.startswith("file://") else root
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"crawl root {root} exists and is not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise UserError(f"crawl root {root} is not writable ({exc.strerror})") from None
+    return root
+
+
+def report(line: str) -> None:
+    print(line, flush=True)
+
+
+def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.ArgumentParser], None],
+             body: Callable[[argparse.Namespace, Mapping[str, Any]], int], needs_root: bool = True) -> int:
+    """Parse arguments, load config, check the crawl root and run ``body``; map errors to exit codes."""
+    parser = argparse.ArgumentParser(prog=prog)
+    configure(parser)
+    add_global_options(parser)
+    args = parser.parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+        if needs_root:
+            args.crawl_root = check_crawl_root(args.crawl_root)
+        return body(args, cfg)
+    except (UserError, ConfigError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; the crawl root is consistent (leases expire on their own)", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the last line of defence: one line, full trace only on request
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"{prog}: failed: {type(exc).__name__}: {first[:500]}", file=sys.stderr, flush=True)
+        if os.environ.get("DELTACRAWL_DEBUG"):
+            traceback.print_exc()
+        else:
+            print(f"{prog}: set DELTACRAWL_DEBUG=1 for the full traceback", file=sys.stderr)
+        return EXIT_FAILURE

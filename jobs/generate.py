@@ -1,0 +1,127 @@
+"""generate — select the due URLs into a new segment's fetchlist and lease them.
+
+Inputs:   <crawl_root>/crawldb, <crawl_root>/hostdb.
+Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= now, no lease
+          in force, whose host is not deferred; at most generate.max_urls_per_host per host
+          (best score first, then longest due), at most generate.top_n in all.
+Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's cached
+          robots.txt when fresher than fetch.robots_ttl_s); then one MERGE writes the lease
+          (lease_until = now + generate.lease_s, segment_id) onto the selected crawldb rows.
+Re-run:   safe: leased URLs are not selected again, so a second run makes a disjoint segment
+          (or exits 1). If the job dies between the two writes, the orphan fetchlist is
+          harmless: its URLs are not leased, and update ignores results for unleased URLs.
+Exit:     0 segment written · 1 nothing due (like Nutch's generator) · 2 bad input · 3 failure.
+Example:  spark-submit --jars "$(deltacrawl jars)" jobs/generate.py --crawl-root /data/crawl
+"""
+from __future__ import annotations
+
+import secrets
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from crawl.status import GENERATABLE_STATUSES
+from jobs.common import EXIT_NOTHING_TO_DO, EXIT_OK, UserError, report, run_main
+from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, from_epoch_col, read_host_state, read_url_state,
+                         table_exists)
+
+LEASE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
+
+
+@dataclass
+class GenerateResult:
+    segment_id: str | None
+    urls: int
+    hosts: int
+
+
+def new_segment_id(now: float) -> str:
+    """Sortable by time, unique across concurrent generators."""
+    return time.strftime("%Y%m%d%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(3)
+
+
+def select_due(url_state: DataFrame, host_state: DataFrame, now: float) -> DataFrame:
+    """URLs eligible for fetching now (see module docstring)."""
+    now_ts = from_epoch_col(F.lit(now))
+    deferred = host_state.filter(F.col("deferred_until") > now_ts).select("host_bucket", "host")
+    return (url_state
+            .filter(F.col("status").isin(*GENERATABLE_STATUSES))
+            .filter(F.col("next_fetch_at") <= now_ts)
+            .filter(F.col("lease_until").isNull() | (F.col("lease_until") <= now_ts))
+            .join(deferred, ["host_bucket", "host"], "left_anti"))
+
+
+def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, Any], segment_id: str,
+                     now: float) -> DataFrame:
+    """Cap per host and in all, attach the fresh robots.txt cache; one row per URL to fetch."""
+    per_host = Window.partitionBy("host").orderBy(F.col("score").desc(), F.col("next_fetch_at").asc(),
+                                                  F.col("url").asc())
+    capped = (due.withColumn("_rank", F.row_number().over(per_host))
+              .filter(F.col("_rank") <= int(cfg["generate.max_urls_per_host"])))
+    top = capped.orderBy(F.col("score").desc(), F.col("_rank").asc(), F.col("url").asc()).limit(int(cfg["generate.top_n"]))
+    fresh_after = from_epoch_col(F.lit(now - float(cfg["fetch.robots_ttl_s"])))
+    robots = (host_state.filter(F.col("robots_fetched_at") > fresh_after)
+              .select("host_bucket", "host", "robots_status", "robots_txt", "robots_fetched_at"))
+    rows = (top.join(robots, ["host_bucket", "host"], "left")
+            .withColumn("segment_id", F.lit(segment_id))
+            .select(*FETCHLIST_SCHEMA.fieldNames(), "_rank"))
+    return rows.repartition("host").sortWithinPartitions("host", "_rank").drop("_rank")
+
+
+def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> GenerateResult:
+    now = time.time() if now is None else now
+    if not table_exists(spark, root.crawldb):
+        raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
+    segment_id = new_segment_id(now)
+    host_state = read_host_state(spark, root)
+    due = select_due(read_url_state(spark, root), host_state, now)
+    fetchlist = select_fetchlist(due, host_state, cfg, segment_id, now)
+    path = root.fetchlist(segment_id)
+    fetchlist.write.mode("errorifexists").parquet(path)
+    written = spark.read.parquet(path)
+    counts = written.agg(F.count("*").alias("urls"), F.countDistinct("host").alias("hosts")).collect()[0]
+    if counts["urls"] == 0:
+        _delete(spark, root.segment(segment_id))
+        report("generate: nothing due")
+        return GenerateResult(None, 0, 0)
+    lease_until = from_epoch_col(F.lit(now + float(cfg["generate.lease_s"])))
+    now_ts = from_epoch_col(F.lit(now))
+    (DeltaTable.forPath(spark, root.crawldb).alias("t")
+     .merge(written.select("host_bucket", "url_hash", "url", "segment_id").alias("s"), LEASE_KEY)
+     # re-checked at commit: a URL leased meanwhile by a concurrent generate keeps that lease
+     .whenMatchedUpdate(condition=(F.col("t.lease_until").isNull() | (F.col("t.lease_until") <= now_ts)),
+                        set={"lease_until": lease_until, "segment_id": F.col("s.segment_id")})
+     .execute())
+    result = GenerateResult(segment_id, int(counts["urls"]), int(counts["hosts"]))
+    report(f"generate: segment {segment_id}: {result.urls} URLs from {result.hosts} hosts")
+    return result
+
+
+def _delete(spark: SparkSession, path: str) -> None:
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(hpath, True)
+
+
+def configure(parser) -> None:
+    parser.description = "Select due URLs into a new segment and lease them (exit 1 if nothing is due)."
+
+
+def main(argv: list[str] | None = None) -> int:
+    def body(args, cfg) -> int:
+        from jobs.session import build_spark
+        result = run(build_spark(cfg), cfg, CrawlRoot(args.crawl_root))
+        if result.segment_id is None:
+            return EXIT_NOTHING_TO_DO
+        print(result.segment_id)
+        return EXIT_OK
+    return run_main("deltacrawl generate", argv, configure, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""inject — normalise seed URLs and insert the new ones into the crawldb.
+
+Inputs:   a local seeds file (one URL per line, # comments; see crawl/seeds.py).
+Outputs:  new rows in <crawl_root>/crawldb (status unfetched, depth 0, due now); creates the
+          crawldb and hostdb if they do not exist.
+Re-run:   safe. A URL already in the crawldb is left untouched (MERGE ... WHEN NOT MATCHED).
+Exit:     0 done · 2 seeds file missing/unreadable or without a single valid URL (nothing
+          written) · 3 unexpected failure.
+Example:  spark-submit --jars "$(deltacrawl jars)" jobs/inject.py seeds.txt --crawl-root /data/crawl
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+
+from crawl.seeds import SeedParse, read_seed_file
+from crawl.status import new_url_state
+from crawl.urls import host_bucket, host_of, url_hash
+from jobs.common import EXIT_OK, UserError, report, run_main
+from jobs.tables import URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch
+
+MERGE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
+SHOWN_REJECTS = 5
+
+
+@dataclass
+class InjectResult:
+    valid: int
+    inserted: int
+    already_known: int
+    rejected: int
+    duplicates: int
+
+
+def seed_rows(urls: list[str], cfg: Mapping[str, Any], now: float) -> list[dict[str, Any]]:
+    buckets = int(cfg["crawldb.host_buckets"])
+    score = float(cfg["inject.seed_score"])
+    rows = []
+    for url in urls:
+        host = host_of(url)
+        rows.append(new_url_state(url, host, host_bucket(host, buckets), url_hash(url), 0, score, now))
+    return rows
+
+
+def rows_to_url_state(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
+    schema = epoch_schema(URL_STATE_SCHEMA)
+    df = spark.createDataFrame([tuple(r[f] for f in schema.fieldNames()) for r in rows], schema)
+    return from_epoch(df, URL_STATE_TIMES)
+
+
+def load_seeds(path: str) -> SeedParse:
+    try:
+        parsed = read_seed_file(path)
+    except FileNotFoundError:
+        raise UserError(f"seeds file not found: {path}") from None
+    except IsADirectoryError:
+        raise UserError(f"seeds file is a directory: {path}") from None
+    except OSError as exc:
+        raise UserError(f"cannot read seeds file {path}: {exc.strerror}") from None
+    for number, text, reason in parsed.rejected[:SHOWN_REJECTS]:
+        report(f"inject: skipped line {number}: {text!r}: {reason}")
+    if len(parsed.rejected) > SHOWN_REJECTS:
+        report(f"inject: ... and {len(parsed.rejected) - SHOWN_REJECTS} more bad lines")
+    if not parsed.urls:
+        raise UserError(f"no valid URL in seeds file {path} ({len(parsed.rejected)} bad lines)")
+    return parsed
+
+
+def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path: str,
+        now: float | None = None, parsed: SeedParse | None = None) -> InjectResult:
+    if parsed is None:
+        parsed = load_seeds(seeds_path)  # validate before touching the crawl root
+    now = time.time() if now is None else now
+    ensure_tables(spark, root)
+    source = rows_to_url_state(spark, seed_rows(parsed.urls, cfg, now))
+    crawldb = DeltaTable.forPath(spark, root.crawldb)
+    crawldb.alias("t").merge(source.alias("s"), MERGE_KEY).whenNotMatchedInsertAll().execute()
+    metrics = crawldb.history(1).collect()[0]["operationMetrics"] or {}
+    inserted = int(metrics.get("numTargetRowsInserted", 0))
+    result = InjectResult(valid=len(parsed.urls), inserted=inserted, already_known=len(parsed.urls) - inserted,
+                          rejected=len(parsed.rejected), duplicates=parsed.duplicates)
+    report(f"inject: {result.valid} valid seeds, {result.inserted} new, {result.already_known} already known, "
+           f"{result.rejected} bad lines skipped, {result.duplicates} duplicate lines")
+    return result
+
+
+def configure(parser) -> None:
+    parser.description = "Normalise seed URLs and insert the new ones into the crawldb."
+    parser.add_argument("seeds", metavar="SEEDS_FILE", help="file with one URL per line")
+
+
+def main(argv: list[str] | None = None) -> int:
+    def body(args, cfg) -> int:
+        from jobs.session import build_spark
+        parsed = load_seeds(args.seeds)  # fail fast, before a JVM is started
+        run(build_spark(cfg), cfg, CrawlRoot(args.crawl_root), args.seeds, parsed=parsed)
+        return EXIT_OK
+    return run_main("deltacrawl inject", argv, configure, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

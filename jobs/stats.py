@@ -1,0 +1,72 @@
+"""stats — a readdb-style summary of the crawldb.
+
+Inputs:   <crawl_root>/crawldb (read only).
+Outputs:  a table on stdout: totals, URLs per status, per HTTP status, top hosts, URLs due now.
+Re-run:   always safe (reads only).
+Exit:     0 done · 2 no crawldb · 3 failure.
+Example:  spark-submit --jars "$(deltacrawl jars)" jobs/stats.py --crawl-root /data/crawl
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Mapping
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from crawl.report import format_stats
+from crawl.status import GENERATABLE_STATUSES
+from jobs.common import EXIT_OK, UserError, run_main
+from jobs.tables import CrawlRoot, from_epoch_col, read_url_state, table_exists
+
+
+def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> dict[str, Any]:
+    now = time.time() if now is None else now
+    if not table_exists(spark, root.crawldb):
+        raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
+    version = DeltaTable.forPath(spark, root.crawldb).history(1).collect()[0]["version"]
+    urls = read_url_state(spark, root).cache()
+    try:
+        now_ts = from_epoch_col(F.lit(now))
+        leased = F.col("lease_until").isNotNull() & (F.col("lease_until") > now_ts)
+        due = F.col("status").isin(*GENERATABLE_STATUSES) & (F.col("next_fetch_at") <= now_ts) & ~F.coalesce(leased, F.lit(False))
+        totals = urls.agg(F.count("*").alias("total"), F.countDistinct("host").alias("hosts"),
+                          F.sum(due.cast("int")).alias("due"), F.sum(leased.cast("int")).alias("leased"),
+                          F.max("depth").alias("max_depth")).collect()[0]
+        by_status = [(r["status"], r["n"]) for r in
+                     urls.groupBy("status").agg(F.count("*").alias("n")).orderBy(F.desc("n"), "status").collect()]
+        by_http = [(r["http_status"], r["n"]) for r in
+                   urls.groupBy("http_status").agg(F.count("*").alias("n")).orderBy(F.desc("n"), "http_status").collect()]
+        top_hosts = [(r["host"], r["n"]) for r in
+                     urls.groupBy("host").agg(F.count("*").alias("n")).orderBy(F.desc("n"), "host")
+                     .limit(int(cfg["stats.top_hosts"])).collect()]
+    finally:
+        urls.unpersist()
+    return {"crawl_root": root.root, "version": version, "total_urls": totals["total"],
+            "hosts": totals["hosts"], "due_now": totals["due"] or 0, "leased": totals["leased"] or 0,
+            "max_depth": totals["max_depth"], "by_status": by_status, "by_http_status": by_http,
+            "top_hosts": top_hosts}
+
+
+def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> dict[str, Any]:
+    stats = collect_stats(spark, cfg, root, now)
+    print(format_stats(stats), flush=True)
+    return stats
+
+
+def configure(parser) -> None:
+    parser.description = "Print a summary of the crawldb (per status, per HTTP status, top hosts, due now)."
+
+
+def main(argv: list[str] | None = None) -> int:
+    def body(args, cfg) -> int:
+        from jobs.session import build_spark
+        run(build_spark(cfg), cfg, CrawlRoot(args.crawl_root))
+        return EXIT_OK
+    return run_main("deltacrawl stats", argv, configure, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""Schemas and locations of the crawl root's tables (documented column by column in docs/crawldb.md).
+
+Layout decision: url_state and host_state are partitioned by ``host_bucket`` =
+stable_hash(host) mod ``crawldb.host_buckets`` and written sorted by host, url inside each
+bucket. A bounded bucket keeps the partition count fixed (partitionBy("host") would mean one
+directory per host: millions of tiny files), while every row of a host still lives in one
+partition, so a MERGE of one segment touches only the buckets of the hosts it fetched. See
+docs/crawldb.md for the reasoning and the alternative (liquid clustering).
+
+Pure code (crawl/) works with epoch seconds; tables hold TIMESTAMP columns for SQL users. The
+``to_epoch``/``from_epoch`` pair converts at the boundary.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (ArrayType, BooleanType, DoubleType, IntegerType, LongType, StringType,
+                               StructField, StructType, TimestampType)
+
+URL_STATE_SCHEMA = StructType([
+    StructField("url", StringType(), False),
+    StructField("url_hash", LongType(), False),
+    StructField("host", StringType(), False),
+    StructField("host_bucket", IntegerType(), False),
+    StructField("status", StringType(), False),
+    StructField("depth", IntegerType(), False),
+    StructField("score", DoubleType(), False),
+    StructField("discovered_at", TimestampType(), False),
+    StructField("last_fetched_at", TimestampType(), True),
+    StructField("next_fetch_at", TimestampType(), True),
+    StructField("fetch_interval_s", LongType(), True),
+    StructField("retries", IntegerType(), False),
+    StructField("http_status", IntegerType(), True),
+    StructField("etag", StringType(), True),
+    StructField("last_modified", StringType(), True),
+    StructField("content_hash", StringType(), True),
+    StructField("content_type", StringType(), True),
+    StructField("simhash", LongType(), True),
+    StructField("change_count", IntegerType(), False),
+    StructField("fetch_count", IntegerType(), False),
+    StructField("dup_of", StringType(), True),
+    StructField("lease_until", TimestampType(), True),
+    StructField("segment_id", StringType(), True),
+    StructField("warc_file", StringType(), True),
+    StructField("warc_offset", LongType(), True),
+    StructField("warc_length", LongType(), True),
+    StructField("redirect_to", StringType(), True),
+    StructField("error", StringType(), True),
+])
+URL_STATE_TIMES = ("discovered_at", "last_fetched_at", "next_fetch_at", "lease_until")
+
+HOST_STATE_SCHEMA = StructType([
+    StructField("host", StringType(), False),
+    StructField("host_bucket", IntegerType(), False),
+    StructField("robots_status", IntegerType(), True),
+    StructField("robots_txt", StringType(), True),
+    StructField("robots_fetched_at", TimestampType(), True),
+    StructField("robots_error", StringType(), True),
+    StructField("crawl_delay_s", DoubleType(), True),
+    StructField("deferred_until", TimestampType(), True),
+    StructField("last_fetch_at", TimestampType(), True),
+    StructField("requests", LongType(), False),
+    StructField("pages_fetched", LongType(), False),
+    StructField("errors", LongType(), False),
+    StructField("last_segment_id", StringType(), True),
+])
+HOST_STATE_TIMES = ("robots_fetched_at", "deferred_until", "last_fetch_at")
+
+FETCHLIST_SCHEMA = StructType([
+    StructField("url", StringType(), False),
+    StructField("url_hash", LongType(), False),
+    StructField("host", StringType(), False),
+    StructField("host_bucket", IntegerType(), False),
+    StructField("depth", IntegerType(), False),
+    StructField("score", DoubleType(), False),
+    StructField("segment_id", StringType(), False),
+    StructField("etag", StringType(), True),
+    StructField("last_modified", StringType(), True),
+    StructField("robots_status", IntegerType(), True),
+    StructField("robots_txt", StringType(), True),
+    StructField("robots_fetched_at", TimestampType(), True),
+])
+FETCHLIST_TIMES = ("robots_fetched_at",)
+
+# One row per attempted URL (kind = "url") or per host (kind = "host"); the fields of the other
+# kind are null. Written partitioned by kind. Times here are epoch seconds (doubles) as produced by
+# the fetcher; update converts them.
+FETCHED_SCHEMA = StructType([
+    StructField("kind", StringType(), False),
+    StructField("host", StringType(), False),
+    StructField("host_bucket", IntegerType(), False),
+    StructField("segment_id", StringType(), False),
+    # url rows
+    StructField("url", StringType(), True),
+    StructField("url_hash", LongType(), True),
+    StructField("depth", IntegerType(), True),
+    StructField("score", DoubleType(), True),
+    StructField("fetch_status", StringType(), True),
+    StructField("http_status", IntegerType(), True),
+    StructField("fetched_at", DoubleType(), True),
+    StructField("elapsed_ms", LongType(), True),
+    StructField("content_type", StringType(), True),
+    StructField("content_length", LongType(), True),
+    StructField("truncated", BooleanType(), True),
+    StructField("content_hash", StringType(), True),
+    StructField("etag", StringType(), True),
+    StructField("last_modified", StringType(), True),
+    StructField("redirect_to", StringType(), True),
+    StructField("error", StringType(), True),
+    StructField("outlinks", ArrayType(StringType()), True),
+    # host rows
+    StructField("robots_status", IntegerType(), True),
+    StructField("robots_txt", StringType(), True),
+    StructField("robots_fetched_at", DoubleType(), True),
+    StructField("robots_error", StringType(), True),
+    StructField("crawl_delay_s", DoubleType(), True),
+    StructField("deferred", BooleanType(), True),
+    StructField("requests", LongType(), True),
+    StructField("pages_fetched", LongType(), True),
+    StructField("errors", LongType(), True),
+    StructField("last_fetch_at", DoubleType(), True),
+])
+
+
+class CrawlRoot:
+    """Paths inside a crawl root (local path or any Hadoop-compatible URI)."""
+
+    def __init__(self, root: str):
+        self.root = root.rstrip("/")
+
+    @property
+    def crawldb(self) -> str:
+        return f"{self.root}/crawldb"
+
+    @property
+    def hostdb(self) -> str:
+        return f"{self.root}/hostdb"
+
+    def segment(self, segment_id: str) -> str:
+        return f"{self.root}/segments/{segment_id}"
+
+    def fetchlist(self, segment_id: str) -> str:
+        return f"{self.segment(segment_id)}/fetchlist"
+
+    def fetched(self, segment_id: str) -> str:
+        return f"{self.segment(segment_id)}/fetched"
+
+    def updated_marker(self, segment_id: str) -> str:
+        return f"{self.segment(segment_id)}/_updated"
+
+    @property
+    def is_local(self) -> bool:
+        return "://" not in self.root or self.root.startswith("file://")
+
+    def local_path(self, path: str) -> str:
+        return path[len("file://"):] if path.startswith("file://") else path
+
+
+def epoch_schema(schema: StructType) -> StructType:
+    """The same schema with TIMESTAMP columns as DOUBLE epoch seconds (for pure Python code)."""
+    return StructType([StructField(f.name, DoubleType(), f.nullable) if isinstance(f.dataType, TimestampType)
+                       else f for f in schema.fields])
+
+
+def to_epoch(df: DataFrame, columns: Iterable[str]) -> DataFrame:
+    return df.withColumns({c: F.unix_micros(F.col(c)) / F.lit(1e6) for c in columns})
+
+
+def from_epoch_col(col: Column) -> Column:
+    return F.timestamp_micros(F.round(col * F.lit(1e6)).cast("long"))
+
+
+def from_epoch(df: DataFrame, columns: Iterable[str]) -> DataFrame:
+    return df.withColumns({c: from_epoch_col(F.col(c)) for c in columns})
+
+
+def _ensure(spark: SparkSession, path: str, schema: StructType, comment: str) -> DeltaTable:
+    (DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+     .partitionedBy("host_bucket").comment(comment).execute())
+    return DeltaTable.forPath(spark, path)
+
+
+def ensure_tables(spark: SparkSession, root: CrawlRoot) -> None:
+    """Create the empty crawldb and hostdb if the crawl root has none yet (idempotent)."""
+    _ensure(spark, root.crawldb, URL_STATE_SCHEMA, "deltacrawl url_state: one row per known URL")
+    _ensure(spark, root.hostdb, HOST_STATE_SCHEMA, "deltacrawl host_state: one row per host")
+
+
+def table_exists(spark: SparkSession, path: str) -> bool:
+    return DeltaTable.isDeltaTable(spark, path)
+
+
+def read_url_state(spark: SparkSession, root: CrawlRoot) -> DataFrame:
+    return spark.read.format("delta").load(root.crawldb)
+
+
+def read_host_state(spark: SparkSession, root: CrawlRoot) -> DataFrame:
+    return spark.read.format("delta").load(root.hostdb)
+
+
+def path_exists(spark: SparkSession, path: str) -> bool:
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    return fs.exists(hpath)
+
+
+def write_marker(spark: SparkSession, path: str, text: str) -> None:
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    out = fs.create(hpath, True)
+    try:
+        out.write(bytearray(text.encode("utf-8")))
+    finally:
+        out.close()
+
+
+def list_segments(spark: SparkSession, root: CrawlRoot) -> list[str]:
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(f"{root.root}/segments")
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(hpath):
+        return []
+    return sorted(st.getPath().getName() for st in fs.listStatus(hpath) if st.isDirectory())
+
