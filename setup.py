@@ -17,7 +17,7 @@ setup(
         "pyspark==4.2.0",
         "delta-spark==4.4.0",
         "aiohttp>=3.9,<4",
-        "selectolax>=0.3.21",
+        "selectolax>=1.0",
         "protego>=0.3",
         "pyarrow>=15",
         # PySpark 4.2 does not fully support pandas >= 3

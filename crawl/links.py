@@ -7,7 +7,7 @@ removed keeping document order, and at most ``max_outlinks`` are returned.
 """
 from __future__ import annotations
 
-from selectolax.parser import HTMLParser
+from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
 from crawl.urls import InvalidUrl, normalize_url
 

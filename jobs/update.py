@@ -110,7 +110,7 @@ def merge_crawldb(spark: SparkSession, root: CrawlRoot, updates: DataFrame, disc
     (crawldb.alias("t").merge(source.alias("s"), URL_KEY)
      .whenMatchedUpdate(condition="s._fetched AND t.segment_id = s.segment_id AND t.lease_until IS NOT NULL",
                         set={name: F.col(f"s.{name}") for name in _URL_FIELDS})
-     .whenNotMatchedInsert(set={name: F.col(f"s.{name}") for name in _URL_FIELDS})
+     .whenNotMatchedInsert(values={name: F.col(f"s.{name}") for name in _URL_FIELDS})
      .execute())
     metrics = crawldb.history(1).collect()[0]["operationMetrics"] or {}
     return {"updated": int(metrics.get("numTargetRowsUpdated", 0)),
