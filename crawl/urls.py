@@ -56,7 +56,10 @@ def normalize_url(url: str, base: str | None = None) -> str:
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in raw):
         raise InvalidUrl("URL contains control characters")
     if base is not None:
-        raw = urljoin(base, raw)
+        try:
+            raw = urljoin(base, raw)
+        except ValueError as exc:  # e.g. "http://[bad/": an unbalanced IPv6 bracket
+            raise InvalidUrl(f"unparseable URL ({exc})") from None
     if len(raw) > MAX_URL_LENGTH:
         raise InvalidUrl(f"URL longer than {MAX_URL_LENGTH} characters")
     try:

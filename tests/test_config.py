@@ -1,0 +1,59 @@
+import pytest
+
+from crawl.config import ConfigError, build_config, load_defaults, parse_pairs
+
+
+def test_defaults_load_and_are_typed():
+    d = load_defaults()
+    assert d["fetch.delay_s"] == 1.0
+    assert isinstance(d["generate.max_urls_per_host"], int)
+
+
+def test_override_coerces_to_default_type():
+    cfg = build_config(overrides=parse_pairs(["fetch.delay_s=2", "generate.top_n=7", "spark.ui_enabled=true"]))
+    assert cfg["fetch.delay_s"] == 2.0 and isinstance(cfg["fetch.delay_s"], float)
+    assert cfg["generate.top_n"] == 7
+    assert cfg["spark.ui_enabled"] is True
+
+
+def test_unknown_key_is_an_error():
+    with pytest.raises(ConfigError, match="unknown config key 'fetch.dealy_s'"):
+        build_config(overrides={"fetch.dealy_s": "1"})
+
+
+def test_wrong_type_is_an_error():
+    with pytest.raises(ConfigError, match="expects int"):
+        build_config(overrides={"generate.top_n": "lots"})
+    with pytest.raises(ConfigError, match="must be > 0"):
+        build_config(overrides={"generate.top_n": "0"})
+
+
+def test_pairs_need_equals():
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_pairs(["fetch.delay_s"])
+
+
+def test_conf_file_layers_under_overrides(tmp_path):
+    site = tmp_path / "site.toml"
+    site.write_text("[fetch]\ndelay_s = 3\nuser_agent = 'x'\n")
+    cfg = build_config(str(site), {"fetch.delay_s": "4"})
+    assert cfg["fetch.delay_s"] == 4.0 and cfg["fetch.user_agent"] == "x"
+
+
+def test_conf_file_errors_are_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        build_config(str(tmp_path / "missing.toml"))
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[fetch\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        build_config(str(bad))
+    typo = tmp_path / "typo.toml"
+    typo.write_text("[fetch]\nspeed = 3\n")
+    with pytest.raises(ConfigError, match="unknown config key 'fetch.speed'"):
+        build_config(str(typo))
+
+
+def test_config_is_read_only():
+    cfg = build_config()
+    with pytest.raises(TypeError):
+        cfg["fetch.delay_s"] = 0

@@ -1,0 +1,30 @@
+"""crawl/ is the pure library: it must never import pyspark (house style, DESIGN.md)."""
+import ast
+import pathlib
+import subprocess
+import sys
+
+CRAWL = pathlib.Path(__file__).resolve().parent.parent / "crawl"
+
+
+def test_no_pyspark_import_in_source():
+    offenders = []
+    for path in CRAWL.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ("pyspark", "delta", "jobs")]
+    assert offenders == []
+
+
+def test_importing_every_crawl_module_loads_no_pyspark():
+    modules = [p.stem for p in CRAWL.glob("*.py") if p.stem != "__init__"]
+    code = ("import sys\n" + "".join(f"import crawl.{m}\n" for m in modules)
+            + "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'delta')]\n"
+            + "print(bad); sys.exit(1 if bad else 0)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,127 @@
+"""Every transition of the status model (crawl/status.py)."""
+import pytest
+
+from crawl import status as S
+from crawl.status import FetchStatus as FS
+
+POLICY = {"update.refetch_interval_s": 1000, "update.retry_interval_s": 100, "update.max_retries": 2}
+T0 = 1_000_000.0
+
+
+def state(**kw):
+    s = S.new_url_state("http://a.com/", "a.com", 3, 42, 1, 0.5, T0)
+    s.update(kw)
+    return s
+
+
+def outcome(fs, code=None, at=T0 + 10, **kw):
+    o = {"fetch_status": fs, "http_status": code, "fetched_at": at, "content_hash": None, "content_type": None,
+         "etag": None, "last_modified": None, "redirect_to": None, "error": None}
+    o.update(kw)
+    return o
+
+
+def test_new_url_is_unfetched_and_due():
+    s = state()
+    assert s["status"] == S.UNFETCHED and s["next_fetch_at"] == T0 and s["depth"] == 1
+    assert S.is_due(s, T0) and not S.is_due(s, T0 - 1)
+
+
+def test_lease_blocks_generate_until_expiry():
+    leased = S.lease(state(), "seg1", T0, 60)
+    assert leased["segment_id"] == "seg1" and leased["lease_until"] == T0 + 60
+    assert not S.is_due(leased, T0 + 59)
+    assert S.is_due(leased, T0 + 60)
+
+
+def test_duplicate_is_never_due():
+    assert not S.is_due(S.mark_duplicate(state(), "http://b.com/"), T0 + 10**9)
+
+
+def test_ok_fetch():
+    new = S.apply_fetch(state(lease_until=T0 + 5, retries=1), outcome(FS.OK, 200, content_hash="h1",
+                                                                       content_type="text/html", etag='"e"'), POLICY)
+    assert new["status"] == S.FETCHED and new["http_status"] == 200
+    assert new["last_fetched_at"] == T0 + 10 and new["next_fetch_at"] == T0 + 1010
+    assert new["content_hash"] == "h1" and new["etag"] == '"e"' and new["fetch_count"] == 1
+    assert new["retries"] == 0 and new["lease_until"] is None and new["change_count"] == 0
+
+
+def test_changed_content_counts_a_change():
+    new = S.apply_fetch(state(status=S.FETCHED, content_hash="old"), outcome(FS.OK, 200, content_hash="new"), POLICY)
+    assert new["change_count"] == 1
+    same = S.apply_fetch(state(status=S.FETCHED, content_hash="old"), outcome(FS.OK, 200, content_hash="old"), POLICY)
+    assert same["change_count"] == 0
+
+
+def test_not_modified_keeps_content():
+    new = S.apply_fetch(state(status=S.FETCHED, content_hash="h", etag="e1"), outcome(FS.NOT_MODIFIED, 304), POLICY)
+    assert new["status"] == S.NOTMODIFIED and new["content_hash"] == "h" and new["etag"] == "e1"
+
+
+@pytest.mark.parametrize("code,expected", [(301, S.REDIRECT_PERM), (308, S.REDIRECT_PERM),
+                                           (302, S.REDIRECT_TEMP), (303, S.REDIRECT_TEMP), (307, S.REDIRECT_TEMP)])
+def test_redirects(code, expected):
+    new = S.apply_fetch(state(), outcome(FS.REDIRECT, code, redirect_to="http://a.com/new"), POLICY)
+    assert new["status"] == expected and new["redirect_to"] == "http://a.com/new"
+
+
+@pytest.mark.parametrize("fs,code", [(FS.NOT_FOUND, 404), (FS.NOT_FOUND, 410), (FS.CLIENT_ERROR, 403)])
+def test_permanent_errors_are_gone(fs, code):
+    new = S.apply_fetch(state(), outcome(fs, code), POLICY)
+    assert new["status"] == S.GONE and new["next_fetch_at"] == T0 + 1010
+
+
+@pytest.mark.parametrize("fs,code", [(FS.SERVER_ERROR, 503), (FS.SERVER_ERROR, 429), (FS.NETWORK_ERROR, None)])
+def test_transient_errors_retry_then_give_up(fs, code):
+    s = state()
+    s = S.apply_fetch(s, outcome(fs, code, error="boom"), POLICY)
+    assert s["status"] == S.RETRY and s["retries"] == 1 and s["next_fetch_at"] == T0 + 110 and s["error"] == "boom"
+    s = S.apply_fetch(s, outcome(fs, code), POLICY)
+    assert s["status"] == S.RETRY and s["retries"] == 2
+    s = S.apply_fetch(s, outcome(fs, code), POLICY)
+    assert s["status"] == S.GONE and s["retries"] == 3
+
+
+def test_retry_then_success_resets_retries():
+    s = S.apply_fetch(state(), outcome(FS.NETWORK_ERROR), POLICY)
+    s = S.apply_fetch(s, outcome(FS.OK, 200, content_hash="x"), POLICY)
+    assert s["status"] == S.FETCHED and s["retries"] == 0 and s["error"] is None
+
+
+def test_robots_denied():
+    new = S.apply_fetch(state(), outcome(FS.ROBOTS_DENIED), POLICY)
+    assert new["status"] == S.ROBOTS_DENIED and new["fetch_count"] == 0 and new["next_fetch_at"] == T0 + 1010
+
+
+def test_deferred_leaves_the_url_due_and_unleased():
+    before = state(lease_until=T0 + 50, segment_id="s")
+    new = S.apply_fetch(before, outcome(FS.DEFERRED), POLICY)
+    assert new["status"] == S.UNFETCHED and new["next_fetch_at"] == before["next_fetch_at"]
+    assert new["lease_until"] is None and new["last_fetched_at"] is None
+
+
+def test_unknown_outcome_is_rejected():
+    with pytest.raises(ValueError):
+        S.apply_fetch(state(), outcome("weird", 200), POLICY)
+
+
+def test_apply_fetch_is_pure():
+    s = state()
+    copy = dict(s)
+    S.apply_fetch(s, outcome(FS.OK, 200), POLICY)
+    assert s == copy
+
+
+@pytest.mark.parametrize("code,loc,expected", [
+    (200, False, FS.OK), (204, False, FS.OK), (304, False, FS.NOT_MODIFIED), (301, True, FS.REDIRECT),
+    (302, False, FS.CLIENT_ERROR), (404, False, FS.NOT_FOUND), (410, False, FS.NOT_FOUND),
+    (403, False, FS.CLIENT_ERROR), (429, False, FS.SERVER_ERROR), (500, False, FS.SERVER_ERROR),
+    (503, False, FS.SERVER_ERROR), (100, False, FS.NETWORK_ERROR)])
+def test_classify_http_status(code, loc, expected):
+    assert S.classify_http_status(code, loc) == expected
+
+
+def test_outlink_score():
+    assert S.outlink_score(1.0, 4, 0.5) == 0.125
+    assert S.outlink_score(1.0, 0, 0.5) == 0.0
