@@ -213,6 +213,15 @@ class HostFetcher:
                                          error=f"Crawl-delay {policy.crawl_delay_s}s above fetch.max_crawl_delay_s")
                            for row in self.rows)
             return results
+        if policy.disallow_all:
+            # robots.txt unreachable (5xx, 429, network error): RFC 9309 2.3.1.4 says assume
+            # complete disallow. No page is requested, and the URLs are retried later rather
+            # than marked robots_denied, because the cause is transient.
+            fs = FetchStatus.NETWORK_ERROR if policy.status == UNREACHABLE_STATUS else FetchStatus.SERVER_ERROR
+            reason = self.host_row.get("robots_error") or f"HTTP {policy.status}"
+            results.extend(self._outcome(row, fs, error=f"robots.txt unreachable ({reason}): host not crawled")
+                           for row in self.rows)
+            return results
         for row in self.rows:
             if self.budget.expired():
                 break  # not attempted: no row, the lease expires and the URL is due again

@@ -1,0 +1,132 @@
+"""The fetcher (crawl/fetcher.py) against the real test web on loopback, without Spark."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from crawl.config import build_config
+from crawl.fetcher import fetch_partition
+from crawl.status import FetchStatus as FS
+from crawl.urls import host_bucket, host_of, normalize_url, url_hash
+from tests.politeness import assert_polite
+
+DELAY = 0.2
+
+
+def cfg(**kw):
+    base = {"fetch.delay_s": DELAY, "fetch.connect_timeout_s": 2.0, "fetch.read_timeout_s": 2.0,
+            "fetch.total_timeout_s": 4.0}
+    base.update({k.replace("__", "."): v for k, v in kw.items()})
+    return build_config(overrides=base)
+
+
+def rows_for(urls, **extra):
+    rows = []
+    for u in urls:
+        u = normalize_url(u)
+        host = host_of(u)
+        row = {"url": u, "url_hash": url_hash(u), "host": host, "host_bucket": host_bucket(host, 16),
+               "depth": 0, "score": 1.0, "segment_id": "seg", "etag": None, "last_modified": None,
+               "robots_status": None, "robots_txt": None, "robots_fetched_at": None}
+        row.update(extra)
+        rows.append(row)
+    return rows
+
+
+def host_urls(web, i, pages=4):
+    base = web.seed_urls()[i]
+    urls = [base] + [f"{base}p/{k}.html" for k in range(pages)]
+    if web.has_private(i):
+        urls += [f"{base}private/0.html", f"{base}private/1.html"]
+    return urls
+
+
+def kind_index(web, kind):
+    return next(i for i in range(len(web.host_names)) if web.robots_kind(i) == kind)
+
+
+def test_fetches_politely_and_obeys_robots(devweb):
+    urls = [u for i in range(4) for u in host_urls(devweb, i)]
+    out = fetch_partition(rows_for(urls), cfg())
+    url_rows = {r["url"]: r for r in out if r["kind"] == "url"}
+    host_rows = [r for r in out if r["kind"] == "host"]
+    assert set(url_rows) == {normalize_url(u) for u in urls}
+    assert len(host_rows) == 4
+    for url, r in url_rows.items():
+        if devweb.is_disallowed(url):
+            assert r["fetch_status"] == FS.ROBOTS_DENIED
+        else:
+            assert r["fetch_status"] == FS.OK and r["http_status"] == 200, r
+            assert r["content_hash"] and r["content_length"] > 0
+            assert set(r["outlinks"]) == set(devweb.outlinks(url)) - {url}
+    assert_polite(devweb, devweb.requests(), DELAY)
+    delay_host = [h for h in host_rows if devweb.robots_kind(devweb.host_names.index(h["host"])) == "crawl_delay"][0]
+    assert delay_host["crawl_delay_s"] == devweb.crawl_delay_s
+    missing = [h for h in host_rows if devweb.robots_kind(devweb.host_names.index(h["host"])) == "missing"][0]
+    assert missing["robots_status"] == 404 and missing["robots_txt"] is None
+
+
+def test_cached_robots_is_not_fetched_again(devweb):
+    import time
+    i = kind_index(devweb, "disallow")
+    rows = rows_for(host_urls(devweb, i), robots_status=200, robots_txt="User-agent: *\nDisallow: /p/\n",
+                    robots_fetched_at=time.time() - 60)
+    out = fetch_partition(rows, cfg())
+    paths = [e["path"] for e in devweb.requests()]
+    assert "/robots.txt" not in paths
+    # the cached policy (not the live one) was obeyed
+    assert not any(p.startswith("/p/") for p in paths)
+    assert {r["fetch_status"] for r in out if r["kind"] == "url" and "/p/" in r["url"]} == {FS.ROBOTS_DENIED}
+
+
+def test_large_crawl_delay_defers_the_host(devweb):
+    i = kind_index(devweb, "crawl_delay")
+    out = fetch_partition(rows_for(host_urls(devweb, i)), cfg(fetch__max_crawl_delay_s=0.1))
+    assert {r["fetch_status"] for r in out if r["kind"] == "url"} == {FS.DEFERRED}
+    assert [e["path"] for e in devweb.requests()] == ["/robots.txt"]
+    assert [r["deferred"] for r in out if r["kind"] == "host"] == [True]
+
+
+def _closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_dead_host_is_a_retry_not_a_crash(devweb):
+    dead = f"http://127.0.0.1:{_closed_port()}/"
+    urls = [dead, dead + "a.html"] + host_urls(devweb, kind_index(devweb, "allow_all"), pages=1)
+    out = fetch_partition(rows_for(urls), cfg())
+    by_url = {r["url"]: r for r in out if r["kind"] == "url"}
+    assert by_url[dead]["fetch_status"] == FS.NETWORK_ERROR and "robots.txt unreachable" in by_url[dead]["error"]
+    assert by_url[dead + "a.html"]["fetch_status"] == FS.NETWORK_ERROR
+    assert sum(r["fetch_status"] == FS.OK for r in by_url.values()) == 2  # the live host is unaffected
+
+
+def test_not_found_page(devweb):
+    base = devweb.seed_urls()[kind_index(devweb, "allow_all")]
+    out = fetch_partition(rows_for([base + "nope.html"]), cfg())
+    r = [r for r in out if r["kind"] == "url"][0]
+    assert r["fetch_status"] == FS.NOT_FOUND and r["http_status"] == 404
+
+
+def test_task_time_limit_leaves_the_rest_unattempted(devweb):
+    i = kind_index(devweb, "allow_all")
+    urls = host_urls(devweb, i, pages=8)
+    out = fetch_partition(rows_for(urls), cfg(fetch__task_time_limit_s=0.5, fetch__delay_s=0.3))
+    attempted = [r for r in out if r["kind"] == "url"]
+    assert 1 <= len(attempted) < len(urls)
+
+
+def test_empty_partition():
+    assert fetch_partition([], cfg()) == []
+
+
+@pytest.mark.parametrize("concurrency", [1, 8])
+def test_one_request_in_flight_per_host(devweb, concurrency):
+    urls = [u for i in range(3) for u in host_urls(devweb, i, pages=3)]
+    fetch_partition(rows_for(urls), cfg(fetch__max_concurrency=concurrency, fetch__delay_s=0.05))
+    assert_polite(devweb, devweb.requests(), 0.05)
