@@ -22,7 +22,8 @@ from crawl.seeds import SeedParse, read_seed_file
 from crawl.status import new_url_state
 from crawl.urls import host_bucket, host_of, url_hash
 from jobs.common import EXIT_OK, UserError, report, run_main
-from jobs.tables import URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch
+from jobs.tables import (URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch,
+                         merge_metrics, table_version)
 
 MERGE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 SHOWN_REJECTS = 5
@@ -79,9 +80,9 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
     ensure_tables(spark, root)
     source = rows_to_url_state(spark, seed_rows(parsed.urls, cfg, now))
     crawldb = DeltaTable.forPath(spark, root.crawldb)
+    before = table_version(crawldb)
     crawldb.alias("t").merge(source.alias("s"), MERGE_KEY).whenNotMatchedInsertAll().execute()
-    metrics = crawldb.history(1).collect()[0]["operationMetrics"] or {}
-    inserted = int(metrics.get("numTargetRowsInserted", 0))
+    inserted = merge_metrics(crawldb, before).get("numTargetRowsInserted", 0)
     result = InjectResult(valid=len(parsed.urls), inserted=inserted, already_known=len(parsed.urls) - inserted,
                           rejected=len(parsed.rejected), duplicates=parsed.duplicates)
     report(f"inject: {result.valid} valid seeds, {result.inserted} new, {result.already_known} already known, "

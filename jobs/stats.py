@@ -19,14 +19,14 @@ from pyspark.sql import functions as F
 from crawl.report import format_stats
 from crawl.status import GENERATABLE_STATUSES
 from jobs.common import EXIT_OK, UserError, run_main
-from jobs.tables import CrawlRoot, from_epoch_col, read_url_state, table_exists
+from jobs.tables import CrawlRoot, from_epoch_col, read_url_state, table_exists, table_version
 
 
 def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
-    version = DeltaTable.forPath(spark, root.crawldb).history(1).collect()[0]["version"]
+    version = table_version(DeltaTable.forPath(spark, root.crawldb))
     urls = read_url_state(spark, root).cache()
     try:
         now_ts = from_epoch_col(F.lit(now))

@@ -189,6 +189,19 @@ def ensure_tables(spark: SparkSession, root: CrawlRoot) -> None:
     _ensure(spark, root.hostdb, HOST_STATE_SCHEMA, "deltacrawl host_state: one row per host")
 
 
+def table_version(table: DeltaTable) -> int:
+    return int(table.history(1).collect()[0]["version"])
+
+
+def merge_metrics(table: DeltaTable, version_before: int) -> dict[str, int]:
+    """operationMetrics of the commit made after ``version_before``; {} if none was made
+    (Delta skips the commit of a MERGE that changes nothing)."""
+    last = table.history(1).collect()[0]
+    if int(last["version"]) <= version_before:
+        return {}
+    return {k: int(v) for k, v in (last["operationMetrics"] or {}).items() if str(v).lstrip("-").isdigit()}
+
+
 def table_exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 

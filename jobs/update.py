@@ -29,7 +29,8 @@ from crawl.status import FetchStatus, apply_fetch, new_url_state, outlink_score
 from crawl.urls import host_bucket, host_of, url_hash
 from jobs.common import EXIT_OK, UserError, report, run_main
 from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, epoch_schema,
-                         from_epoch, from_epoch_col, path_exists, read_url_state, to_epoch, write_marker)
+                         from_epoch, from_epoch_col, merge_metrics, path_exists, read_url_state, table_version,
+                         to_epoch, write_marker)
 
 URL_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 _OUTCOME_FIELDS = ("fetch_status", "http_status", "fetched_at", "content_hash", "content_type", "etag",
@@ -107,14 +108,14 @@ def merge_crawldb(spark: SparkSession, root: CrawlRoot, updates: DataFrame, disc
     source = (updates.withColumn("_fetched", F.lit(True))
               .unionByName(discovered.withColumn("_fetched", F.lit(False))))
     crawldb = DeltaTable.forPath(spark, root.crawldb)
+    before = table_version(crawldb)
     (crawldb.alias("t").merge(source.alias("s"), URL_KEY)
      .whenMatchedUpdate(condition="s._fetched AND t.segment_id = s.segment_id AND t.lease_until IS NOT NULL",
                         set={name: F.col(f"s.{name}") for name in _URL_FIELDS})
      .whenNotMatchedInsert(values={name: F.col(f"s.{name}") for name in _URL_FIELDS})
      .execute())
-    metrics = crawldb.history(1).collect()[0]["operationMetrics"] or {}
-    return {"updated": int(metrics.get("numTargetRowsUpdated", 0)),
-            "inserted": int(metrics.get("numTargetRowsInserted", 0))}
+    metrics = merge_metrics(crawldb, before)
+    return {"updated": metrics.get("numTargetRowsUpdated", 0), "inserted": metrics.get("numTargetRowsInserted", 0)}
 
 
 def merge_hostdb(spark: SparkSession, root: CrawlRoot, hosts: DataFrame, cfg: Mapping[str, Any], now: float) -> int:

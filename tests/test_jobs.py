@@ -1,0 +1,166 @@
+"""The Spark jobs one by one, on real Spark and Delta (one shared session)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F
+
+from jobs import fetch, generate, inject, stats, update
+from jobs.common import UserError
+from tests.conftest import make_config, write_seeds
+
+
+def version(spark, path):
+    return DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
+
+
+def table(spark, path):
+    return {r["url"]: r.asDict() for r in spark.read.format("delta").load(path).collect()}
+
+
+def test_inject_is_idempotent_and_skips_bad_lines(spark, cfg, root, tmp_path, capsys):
+    seeds = write_seeds(tmp_path / "seeds.txt", ["http://a.example/", "HTTP://A.example:80/", "bad url",
+                                                 "mailto:x@y", "http://b.example/x"])
+    first = inject.run(spark, cfg, root, seeds)
+    assert (first.inserted, first.rejected, first.duplicates) == (2, 2, 1)
+    assert "skipped line 3" in capsys.readouterr().out
+    rows = table(spark, root.crawldb)
+    assert set(rows) == {"http://a.example/", "http://b.example/x"}
+    assert {r["status"] for r in rows.values()} == {"unfetched"}
+    assert {r["depth"] for r in rows.values()} == {0}
+    v = version(spark, root.crawldb)
+    second = inject.run(spark, cfg, root, seeds)
+    assert (second.inserted, second.already_known) == (0, 2)
+    assert table(spark, root.crawldb) == rows
+    assert version(spark, root.crawldb) <= v + 1
+
+
+def test_inject_without_valid_url_writes_nothing(spark, cfg, root, tmp_path):
+    seeds = write_seeds(tmp_path / "seeds.txt", ["junk", "ftp://x/"])
+    with pytest.raises(UserError, match="no valid URL"):
+        inject.run(spark, cfg, root, seeds)
+    assert not DeltaTable.isDeltaTable(spark, root.crawldb)
+
+
+def _inject_hosts(spark, cfg, root, tmp_path, hosts=3, per_host=5, now=None):
+    urls = [f"http://h{h}.example/p{p}" for h in range(hosts) for p in range(per_host)]
+    inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", urls), now=now)
+    return urls
+
+
+def test_generate_caps_per_host_and_in_all_and_leases(spark, root, tmp_path):
+    cfg = make_config(generate__max_urls_per_host=2, generate__top_n=5)
+    now = time.time()
+    _inject_hosts(spark, cfg, root, tmp_path, now=now - 10)
+    result = generate.run(spark, cfg, root, now=now)
+    assert result.urls == 5
+    fl = spark.read.parquet(root.fetchlist(result.segment_id))
+    per_host = {r["host"]: r["n"] for r in fl.groupBy("host").agg(F.count("*").alias("n")).collect()}
+    assert max(per_host.values()) <= 2 and sum(per_host.values()) == 5
+    rows = table(spark, root.crawldb)
+    leased = {u for u, r in rows.items() if r["lease_until"] is not None}
+    assert leased == {r["url"] for r in fl.collect()}
+    assert {rows[u]["segment_id"] for u in leased} == {result.segment_id}
+    # leased URLs are not generated again: segments are disjoint until all 15 are leased
+    seen = set(leased)
+    for step in range(1, 10):
+        nxt = generate.run(spark, cfg, root, now=now + step)
+        if nxt.segment_id is None:
+            break
+        urls = {r["url"] for r in spark.read.parquet(root.fetchlist(nxt.segment_id)).collect()}
+        assert urls.isdisjoint(seen)
+        seen |= urls
+    assert nxt.segment_id is None and len(seen) == 15
+    # once leases expire, everything is due again
+    later = now + float(cfg["generate.lease_s"]) + 10
+    assert generate.run(spark, make_config(), root, now=later).urls == 15
+
+
+def test_generate_ranks_by_score(spark, root, tmp_path):
+    cfg = make_config(generate__max_urls_per_host=1)
+    now = time.time()
+    _inject_hosts(spark, cfg, root, tmp_path, hosts=1, per_host=4, now=now - 10)
+    DeltaTable.forPath(spark, root.crawldb).update("url = 'http://h0.example/p2'", {"score": F.lit(9.0)})
+    result = generate.run(spark, cfg, root, now=now)
+    assert [r["url"] for r in spark.read.parquet(root.fetchlist(result.segment_id)).collect()] == ["http://h0.example/p2"]
+
+
+def test_generate_nothing_due_writes_no_segment(spark, cfg, root, tmp_path):
+    now = time.time()
+    _inject_hosts(spark, cfg, root, tmp_path, hosts=1, per_host=1, now=now)
+    assert generate.run(spark, cfg, root, now=now - 100).segment_id is None
+    from jobs.tables import list_segments
+    assert list_segments(spark, root) == []
+
+
+def test_generate_without_crawldb_is_a_user_error(spark, cfg, root):
+    with pytest.raises(UserError, match="no crawldb"):
+        generate.run(spark, cfg, root)
+
+
+def test_fetch_update_cycle_and_update_idempotence(spark, cfg, root, tmp_path, devweb):
+    inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", devweb.seed_urls()[:4]))
+    seg = generate.run(spark, cfg, root).segment_id
+    fetched = fetch.run(spark, cfg, root, seg)
+    assert fetched.urls == 4 and fetched.hosts == 4 and fetched.by_fetch_status == {"ok": 4}
+    first = update.run(spark, cfg, root, seg)
+    assert first.updated == 4 and first.new_urls > 0
+    rows = table(spark, root.crawldb)
+    for seed in devweb.seed_urls()[:4]:
+        r = rows[seed]
+        assert r["status"] == "fetched" and r["http_status"] == 200 and r["lease_until"] is None
+        assert r["content_hash"] and r["last_fetched_at"] and r["next_fetch_at"] > r["last_fetched_at"]
+    outlinks = {u for s in devweb.seed_urls()[:4] for u in devweb.outlinks(s)}
+    assert outlinks <= set(rows)
+    assert {rows[u]["depth"] for u in outlinks} == {1}
+    assert {rows[u]["status"] for u in outlinks} == {"unfetched"}
+    hosts = {r["host"]: r.asDict() for r in spark.read.format("delta").load(root.hostdb).collect()}
+    assert len(hosts) == 4 and all(h["robots_fetched_at"] is not None for h in hosts.values())
+    assert sum(h["requests"] for h in hosts.values()) == 8  # robots.txt + one page per host
+
+    crawl_v, host_v = version(spark, root.crawldb), version(spark, root.hostdb)
+    again = update.run(spark, cfg, root, seg)
+    assert again.already_applied
+    assert (version(spark, root.crawldb), version(spark, root.hostdb)) == (crawl_v, host_v)
+    # even if the marker is lost (job died after the MERGEs), a re-run changes no row
+    import shutil
+    shutil.rmtree(root.updated_marker(seg), ignore_errors=True)
+    import os
+    if os.path.exists(root.updated_marker(seg)):
+        os.remove(root.updated_marker(seg))
+    hosts_before = spark.read.format("delta").load(root.hostdb).collect()
+    update.run(spark, cfg, root, seg)
+    assert table(spark, root.crawldb) == rows
+    assert sorted(map(str, spark.read.format("delta").load(root.hostdb).collect())) == sorted(map(str, hosts_before))
+
+    with pytest.raises(UserError, match="already updated"):
+        fetch.run(spark, cfg, root, seg)
+
+    summary = stats.collect_stats(spark, cfg, root)
+    assert summary["total_urls"] == len(rows)
+    assert dict(summary["by_status"])["fetched"] == 4
+    assert dict(summary["by_http_status"])[200] == 4
+    assert summary["due_now"] == len(rows) - 4
+
+
+def test_second_cycle_uses_robots_cache(spark, cfg, root, tmp_path, devweb):
+    inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", devweb.seed_urls()[:2]))
+    for _ in range(2):
+        seg = generate.run(spark, cfg, root).segment_id
+        fetch.run(spark, cfg, root, seg)
+        update.run(spark, cfg, root, seg)
+    robots = [e for e in devweb.requests() if e["path"] == "/robots.txt"]
+    assert len(robots) == 2  # once per host, not once per cycle
+
+
+def test_update_of_unfetched_or_unknown_segment(spark, cfg, root, tmp_path):
+    _inject_hosts(spark, cfg, root, tmp_path, hosts=1, per_host=1)
+    seg = generate.run(spark, cfg, root).segment_id
+    with pytest.raises(UserError, match="has not been fetched"):
+        update.run(spark, cfg, root, seg)
+    with pytest.raises(UserError, match="no segment"):
+        update.run(spark, cfg, root, "20990101000000-ffffff")
+    with pytest.raises(UserError, match="no segment"):
+        fetch.run(spark, cfg, root, "20990101000000-ffffff")
