@@ -518,8 +518,10 @@ class DevWeb:
         self.stop()
 
     def serve_forever(self) -> None:
-        """Serve in the foreground until KeyboardInterrupt or SIGTERM, then stop cleanly."""
-        self.start()
+        """Serve in the foreground until KeyboardInterrupt or SIGTERM, then stop cleanly.
+        Starts the server unless start() was already called (so a caller can print the seeds first)."""
+        if self._thread is None:
+            self.start()
         done = threading.Event()
         old_term = None
         in_main = threading.current_thread() is threading.main_thread()

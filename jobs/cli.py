@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from jobs.common import EXIT_OK, report, run_main
+from jobs.common import EXIT_OK, UserError, report, run_main
 
 STEPS = ("inject", "generate", "fetch", "update", "stats", "crawl")
 USAGE = __doc__
@@ -29,6 +29,13 @@ def devweb_main(argv: list[str] | None) -> int:
         web = DevWeb(hosts=int(cfg["devweb.hosts"]), pages_per_host=int(cfg["devweb.pages_per_host"]),
                      port=int(cfg["devweb.port"]), seed=int(cfg["devweb.seed"]),
                      crawl_delay_s=float(cfg["devweb.crawl_delay_s"]), log_path=args.log)
+        try:
+            web.start()
+        except OSError as exc:
+            raise UserError(f"cannot serve on port {cfg['devweb.port']}: {exc.strerror or exc} "
+                            f"(try --conf devweb.port=0)") from None
+        for url in web.seed_urls():
+            print(url, flush=True)
         web.serve_forever()
         return EXIT_OK
     return run_main("deltacrawl devweb", argv, configure, body, needs_root=False)
