@@ -12,6 +12,7 @@ Pure code (crawl/) works with epoch seconds; tables hold TIMESTAMP columns for S
 """
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 from delta.tables import DeltaTable
@@ -19,6 +20,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BooleanType, DoubleType, IntegerType, LongType, StringType,
                                StructField, StructType, TimestampType)
+
+from jobs.common import UserError
 
 URL_STATE_SCHEMA = StructType([
     StructField("url", StringType(), False),
@@ -125,6 +128,17 @@ FETCHED_SCHEMA = StructType([
 ])
 
 
+_SEGMENT_ID = re.compile(r"^\d{14}-[0-9a-f]{6}$")
+
+
+def check_segment_id(segment_id: str) -> str:
+    """Segment ids come from generate (time + random hex); anything else is a user error."""
+    if not _SEGMENT_ID.match(segment_id or ""):
+        raise UserError(f"invalid segment id '{segment_id}' (expected the id printed by generate, "
+                        f"like 20261129120000-a1b2c3)")
+    return segment_id
+
+
 class CrawlRoot:
     """Paths inside a crawl root (local path or any Hadoop-compatible URI)."""
 
@@ -140,7 +154,7 @@ class CrawlRoot:
         return f"{self.root}/hostdb"
 
     def segment(self, segment_id: str) -> str:
-        return f"{self.root}/segments/{segment_id}"
+        return f"{self.root}/segments/{check_segment_id(segment_id)}"
 
     def fetchlist(self, segment_id: str) -> str:
         return f"{self.segment(segment_id)}/fetchlist"

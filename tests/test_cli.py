@@ -1,0 +1,112 @@
+"""Bad input through the real command line: one clear line on stderr, non-zero exit, crawldb unchanged."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from delta.tables import DeltaTable
+
+from jobs import cli
+from tests.conftest import FAST, write_seeds
+
+CONF = [arg for k, v in FAST.items() for arg in ("--conf", f"{k}={v}")]
+
+
+@pytest.fixture
+def seeded_root(spark, tmp_path):
+    root = str(tmp_path / "crawl")
+    seeds = write_seeds(tmp_path / "good.txt", ["http://a.example/", "http://b.example/"])
+    assert cli.main(["inject", seeds, "--crawl-root", root, *CONF]) == 0
+    return root
+
+
+def crawldb_state(spark, root):
+    dt = DeltaTable.forPath(spark, f"{root}/crawldb")
+    return dt.history(1).collect()[0]["version"], sorted(map(str, dt.toDF().collect()))
+
+
+def one_error_line(err: str, prog: str) -> str:
+    lines = [line for line in err.strip().splitlines() if line.startswith(prog)]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "malformed", "directory"])
+def test_bad_seeds_file(spark, seeded_root, tmp_path, capsys, case):
+    path = tmp_path / "seeds.txt"
+    if case == "empty":
+        path.write_text("")
+    elif case == "malformed":
+        path.write_text("not a url\nhttp//missing-colon.com\nftp://x.example/\n\x00\x01binary\n")
+    elif case == "directory":
+        path.mkdir()
+    before = crawldb_state(spark, seeded_root)
+    capsys.readouterr()
+    rc = cli.main(["inject", str(path), "--crawl-root", seeded_root, *CONF])
+    err = capsys.readouterr().err
+    assert rc == 2
+    line = one_error_line(err, "deltacrawl inject")
+    assert {"missing": "not found", "empty": "no valid URL", "malformed": "no valid URL",
+            "directory": "directory"}[case] in line
+    assert crawldb_state(spark, seeded_root) == before
+
+
+def test_unknown_config_key(spark, seeded_root, capsys):
+    before = crawldb_state(spark, seeded_root)
+    rc = cli.main(["generate", "--crawl-root", seeded_root, "--conf", "generate.topn=5"])
+    assert rc == 2
+    assert "unknown config key 'generate.topn'" in one_error_line(capsys.readouterr().err, "deltacrawl generate")
+    assert crawldb_state(spark, seeded_root) == before
+
+
+def test_bad_config_value_and_file(spark, seeded_root, tmp_path, capsys):
+    assert cli.main(["stats", "--crawl-root", seeded_root, "--conf", "stats.top_hosts=many"]) == 2
+    assert "expects int" in one_error_line(capsys.readouterr().err, "deltacrawl stats")
+    assert cli.main(["stats", "--crawl-root", seeded_root, "--conf-file", str(tmp_path / "nope.toml")]) == 2
+    assert "config file not found" in one_error_line(capsys.readouterr().err, "deltacrawl stats")
+
+
+def test_crawl_root_not_writable(spark, tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    seeds = write_seeds(tmp_path / "good.txt", ["http://a.example/"])
+    rc = cli.main(["inject", seeds, "--crawl-root", str(blocker / "crawl"), *CONF])
+    assert rc == 2
+    assert "is not writable" in one_error_line(capsys.readouterr().err, "deltacrawl inject")
+    assert cli.main(["inject", seeds, "--crawl-root", str(blocker), *CONF]) == 2
+    assert "not a directory" in one_error_line(capsys.readouterr().err, "deltacrawl inject")
+
+
+def test_generate_exit_codes(spark, seeded_root, capsys):
+    assert cli.main(["generate", "--crawl-root", seeded_root, *CONF]) == 0
+    segment = capsys.readouterr().out.strip().splitlines()[-1]
+    assert os.path.isdir(f"{seeded_root}/segments/{segment}/fetchlist")
+    assert cli.main(["generate", "--crawl-root", seeded_root, *CONF]) == 1  # everything is leased
+
+
+def test_unknown_segment_and_command(spark, seeded_root, capsys):
+    assert cli.main(["fetch", "20990101000000-abcdef", "--crawl-root", seeded_root, *CONF]) == 2
+    assert "no segment" in one_error_line(capsys.readouterr().err, "deltacrawl fetch")
+    assert cli.main(["update", "../../etc", "--crawl-root", seeded_root, *CONF]) == 2
+    assert "invalid segment id" in one_error_line(capsys.readouterr().err, "deltacrawl update")
+    assert cli.main(["frobnicate"]) == 2
+    assert "unknown command" in capsys.readouterr().err
+
+
+def test_global_options_before_the_command(spark, seeded_root, capsys):
+    assert cli.main(["--crawl-root", seeded_root, "stats", *CONF]) == 0
+    assert "total URLs" in capsys.readouterr().out
+
+
+def test_installed_entry_point_reports_bad_config_without_traceback(tmp_path):
+    exe = os.path.join(os.path.dirname(sys.executable), "deltacrawl")
+    proc = subprocess.run([exe, "stats", "--crawl-root", str(tmp_path), "--conf", "nope=1"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("deltacrawl stats: error: unknown config key 'nope' "
+                                   "(every key is listed in conf/defaults.toml)")
+    help_proc = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
+    assert help_proc.returncode == 0 and "deltacrawl inject SEEDS_FILE" in help_proc.stdout
