@@ -9,7 +9,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
     packages=["crawl", "jobs", "conf"],
-    package_data={"conf": ["*.toml"]},
+    package_data={"conf": ["*.toml", "*.properties"]},
     include_package_data=True,
     install_requires=[
         # pyspark and delta-spark are a matched pair: delta-spark 4.4.x is built for Spark 4.2

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib import resources
 from typing import Any, Mapping
 
 from pyspark.sql import SparkSession
@@ -35,9 +36,11 @@ def build_spark(cfg: Mapping[str, Any]) -> SparkSession:
                .config("spark.sql.adaptive.enabled", "true"))
     if not _under_spark_submit():
         master = cfg["spark.master"]
+        log_conf = resources.files("conf").joinpath("log4j2.properties")
         builder = (builder.master(master)
                    .config("spark.driver.memory", cfg["spark.driver_memory"])
-                   .config("spark.ui.enabled", str(cfg["spark.ui_enabled"]).lower()))
+                   .config("spark.ui.enabled", str(cfg["spark.ui_enabled"]).lower())
+                   .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log_conf}"))
         if master.startswith("local"):
             # Keep the driver on loopback (this machine's host name may resolve elsewhere), and run
             # Python workers with the interpreter that runs us, so they see the same packages.

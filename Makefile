@@ -1,0 +1,39 @@
+# deltacrawl — the two quick-start commands, and what they need.
+#
+#   make demo   set up, start the bundled local test web, crawl it for 3 cycles, print stats
+#   make test   set up, run the whole test suite
+#
+# Both are idempotent: the virtual environment (.venv) is rebuilt only when setup.py changes,
+# and Delta's jars are fetched from Maven Central once into ~/.cache/deltacrawl/jars.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+JARS   := $(VENV)/.jars
+CRAWL_ROOT ?= ./crawl-data
+
+.PHONY: demo test setup clean-data
+
+demo: setup
+	$(BIN)/deltacrawl crawl --with-devweb --cycles 3 --crawl-root $(CRAWL_ROOT)
+
+test: setup
+	$(BIN)/python -m pytest -q tests
+
+setup: $(STAMP) $(JARS)
+
+$(STAMP): setup.py
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "deltacrawl needs Python >= 3.11"; exit 1; }
+	@command -v java >/dev/null || { echo "deltacrawl needs Java 17 (java not found on PATH)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+$(JARS): $(STAMP)
+	$(BIN)/deltacrawl jars
+	touch $(JARS)
+
+clean-data:
+	rm -rf $(CRAWL_ROOT) spark-warehouse metastore_db derby.log
