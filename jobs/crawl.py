@@ -10,6 +10,10 @@ Example:  spark-submit --jars "$(deltacrawl jars)" jobs/crawl.py --seeds seeds.t
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our packages, not sibling files
+    import os as _os, sys as _sys
+    _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+
 import os
 import sys
 import time

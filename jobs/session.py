@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from importlib import resources
 from typing import Any, Mapping
 
@@ -32,6 +33,8 @@ def build_spark(cfg: Mapping[str, Any]) -> SparkSession:
                # Delta's log replay defaults to 50 partitions: far too many for small tables.
                .config("spark.databricks.delta.snapshotPartitions", str(cfg["spark.shuffle_partitions"]))
                .config("spark.sql.session.timeZone", "UTC")
+               # tables are addressed by path; keep Spark from creating ./spark-warehouse in the cwd
+               .config("spark.sql.warehouse.dir", os.path.join(tempfile.gettempdir(), "deltacrawl-spark-warehouse"))
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.adaptive.enabled", "true"))
     if not _under_spark_submit():

@@ -12,6 +12,7 @@ Pure code (crawl/) works with epoch seconds; tables hold TIMESTAMP columns for S
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import Iterable
 
@@ -143,6 +144,9 @@ class CrawlRoot:
     """Paths inside a crawl root (local path or any Hadoop-compatible URI)."""
 
     def __init__(self, root: str):
+        if "://" not in root:
+            # Delta's table builder misreads relative paths ("./crawl-data") as attribute names
+            root = os.path.abspath(root)
         self.root = root.rstrip("/")
 
     @property
