@@ -82,3 +82,16 @@ def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.Ar
         else:
             print(f"{prog}: set DELTACRAWL_DEBUG=1 for the full traceback", file=sys.stderr)
         return EXIT_FAILURE
+
+
+def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argparse.ArgumentParser], None],
+                   step: Callable[..., int], precheck: Callable[[argparse.ArgumentParser], Any] | None = None) -> int:
+    """run_main for a Spark step: ``precheck(args)`` validates input before a JVM is started, then
+    ``step(spark, cfg, root, args)`` runs with the one SparkSession and the crawl root."""
+    def body(args: argparse.Namespace, cfg: Mapping[str, Any]) -> int:
+        if precheck is not None:
+            precheck(args)
+        from jobs.session import build_spark
+        from jobs.tables import CrawlRoot
+        return step(build_spark(cfg), cfg, CrawlRoot(args.crawl_root), args)
+    return run_main(prog, argv, configure, body)

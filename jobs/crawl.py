@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError("--cycles must be at least 1")
         if not args.seeds and not args.with_devweb:
             raise UserError("give --seeds FILE (or --with-devweb to crawl the bundled test web)")
-        with ExitStack() as stack:
+        with ExitStack() as stack:  # the test web (if any) lives as long as the crawl
             seeds = args.seeds or start_devweb(cfg, args.crawl_root, stack)
             inject.load_seeds(seeds)  # fail fast, before a JVM is started
             run(build_spark(cfg), cfg, CrawlRoot(args.crawl_root), seeds, args.cycles)

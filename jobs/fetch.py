@@ -25,8 +25,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawl.fetcher import FETCHLIST_FIELDS, fetch_partition
-from jobs.common import EXIT_OK, UserError, report, run_main
-from jobs.tables import FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, path_exists, to_epoch
+from jobs.common import EXIT_OK, UserError, report, run_spark_step
+from jobs.tables import FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, check_segment_id, path_exists, to_epoch
 
 _FETCHED_FIELDS = FETCHED_SCHEMA.fieldNames()
 
@@ -78,12 +78,13 @@ def configure(parser) -> None:
     parser.add_argument("segment", metavar="SEGMENT", help="segment id printed by generate")
 
 
+def step(spark, cfg, root, args) -> int:
+    run(spark, cfg, root, args.segment)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
-    def body(args, cfg) -> int:
-        from jobs.session import build_spark
-        run(build_spark(cfg), cfg, CrawlRoot(args.crawl_root), args.segment)
-        return EXIT_OK
-    return run_main("deltacrawl fetch", argv, configure, body)
+    return run_spark_step("deltacrawl fetch", argv, configure, step, lambda args: check_segment_id(args.segment))
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from crawl.status import GENERATABLE_STATUSES
-from jobs.common import EXIT_NOTHING_TO_DO, EXIT_OK, UserError, report, run_main
-from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, from_epoch_col, read_host_state, read_url_state,
+from jobs.common import EXIT_NOTHING_TO_DO, EXIT_OK, UserError, report, run_spark_step
+from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, delete_path, from_epoch_col, read_host_state, read_url_state,
                          table_exists)
 
 LEASE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
@@ -90,7 +90,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
     written = spark.read.parquet(path)
     counts = written.agg(F.count("*").alias("urls"), F.countDistinct("host").alias("hosts")).collect()[0]
     if counts["urls"] == 0:
-        _delete(spark, root.segment(segment_id))
+        delete_path(spark, root.segment(segment_id))
         report("generate: nothing due")
         return GenerateResult(None, 0, 0)
     lease_until = from_epoch_col(F.lit(now + float(cfg["generate.lease_s"])))
@@ -106,25 +106,20 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
     return result
 
 
-def _delete(spark: SparkSession, path: str) -> None:
-    jvm = spark.sparkContext._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(hpath, True)
-
-
 def configure(parser) -> None:
     parser.description = "Select due URLs into a new segment and lease them (exit 1 if nothing is due)."
 
 
+def step(spark, cfg, root, args) -> int:
+    result = run(spark, cfg, root)
+    if result.segment_id is None:
+        return EXIT_NOTHING_TO_DO
+    print(result.segment_id)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
-    def body(args, cfg) -> int:
-        from jobs.session import build_spark
-        result = run(build_spark(cfg), cfg, CrawlRoot(args.crawl_root))
-        if result.segment_id is None:
-            return EXIT_NOTHING_TO_DO
-        print(result.segment_id)
-        return EXIT_OK
-    return run_main("deltacrawl generate", argv, configure, body)
+    return run_spark_step("deltacrawl generate", argv, configure, step)
 
 
 if __name__ == "__main__":

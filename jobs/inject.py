@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from crawl.seeds import SeedParse, read_seed_file
 from crawl.status import new_url_state
 from crawl.urls import host_bucket, host_of, url_hash
-from jobs.common import EXIT_OK, UserError, report, run_main
+from jobs.common import EXIT_OK, UserError, report, run_spark_step
 from jobs.tables import (URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch,
                          merge_metrics, table_version)
 
@@ -100,12 +100,13 @@ def configure(parser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def body(args, cfg) -> int:
-        from jobs.session import build_spark
-        parsed = load_seeds(args.seeds)  # fail fast, before a JVM is started
-        run(build_spark(cfg), cfg, CrawlRoot(args.crawl_root), args.seeds, parsed=parsed)
+    parsed: list[SeedParse] = []
+
+    def step(spark, cfg, root, args) -> int:
+        run(spark, cfg, root, args.seeds, parsed=parsed[0])
         return EXIT_OK
-    return run_main("deltacrawl inject", argv, configure, body)
+    # the seeds are read and checked before a JVM is started
+    return run_spark_step("deltacrawl inject", argv, configure, step, lambda args: parsed.append(load_seeds(args.seeds)))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from crawl.report import format_stats
 from crawl.status import GENERATABLE_STATUSES
-from jobs.common import EXIT_OK, UserError, run_main
+from jobs.common import EXIT_OK, UserError, run_spark_step
 from jobs.tables import CrawlRoot, from_epoch_col, read_url_state, table_exists, table_version
 
 
@@ -64,12 +64,13 @@ def configure(parser) -> None:
     parser.description = "Print a summary of the crawldb (per status, per HTTP status, top hosts, due now)."
 
 
+def step(spark, cfg, root, args) -> int:
+    run(spark, cfg, root)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
-    def body(args, cfg) -> int:
-        from jobs.session import build_spark
-        run(build_spark(cfg), cfg, CrawlRoot(args.crawl_root))
-        return EXIT_OK
-    return run_main("deltacrawl stats", argv, configure, body)
+    return run_spark_step("deltacrawl stats", argv, configure, step)
 
 
 if __name__ == "__main__":

@@ -232,17 +232,24 @@ def read_host_state(spark: SparkSession, root: CrawlRoot) -> DataFrame:
     return spark.read.format("delta").load(root.hostdb)
 
 
+def _hadoop_path(spark: SparkSession, path: str):
+    """(FileSystem, Path) through Hadoop, so local paths, s3a:// and hdfs:// all work."""
+    hpath = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
+    return hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hpath
+
+
 def path_exists(spark: SparkSession, path: str) -> bool:
-    jvm = spark.sparkContext._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, hpath = _hadoop_path(spark, path)
     return fs.exists(hpath)
 
 
+def delete_path(spark: SparkSession, path: str) -> None:
+    fs, hpath = _hadoop_path(spark, path)
+    fs.delete(hpath, True)
+
+
 def write_marker(spark: SparkSession, path: str, text: str) -> None:
-    jvm = spark.sparkContext._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, hpath = _hadoop_path(spark, path)
     out = fs.create(hpath, True)
     try:
         out.write(bytearray(text.encode("utf-8")))
@@ -251,9 +258,7 @@ def write_marker(spark: SparkSession, path: str, text: str) -> None:
 
 
 def list_segments(spark: SparkSession, root: CrawlRoot) -> list[str]:
-    jvm = spark.sparkContext._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path(f"{root.root}/segments")
-    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, hpath = _hadoop_path(spark, f"{root.root}/segments")
     if not fs.exists(hpath):
         return []
     return sorted(st.getPath().getName() for st in fs.listStatus(hpath) if st.isDirectory())

@@ -31,9 +31,9 @@ from pyspark.sql import functions as F
 
 from crawl.status import FetchStatus, apply_fetch, new_url_state, outlink_score
 from crawl.urls import host_bucket, host_of, url_hash
-from jobs.common import EXIT_OK, UserError, report, run_main
+from jobs.common import EXIT_OK, UserError, report, run_spark_step
 from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, epoch_schema,
-                         from_epoch, from_epoch_col, merge_metrics, path_exists, read_url_state, table_version,
+                         check_segment_id, from_epoch, from_epoch_col, merge_metrics, path_exists, read_url_state, table_version,
                          to_epoch, write_marker)
 
 URL_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
@@ -186,12 +186,13 @@ def configure(parser) -> None:
     parser.add_argument("segment", metavar="SEGMENT", help="segment id printed by generate")
 
 
+def step(spark, cfg, root, args) -> int:
+    run(spark, cfg, root, args.segment)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
-    def body(args, cfg) -> int:
-        from jobs.session import build_spark
-        run(build_spark(cfg), cfg, CrawlRoot(args.crawl_root), args.segment)
-        return EXIT_OK
-    return run_main("deltacrawl update", argv, configure, body)
+    return run_spark_step("deltacrawl update", argv, configure, step, lambda args: check_segment_id(args.segment))
 
 
 if __name__ == "__main__":

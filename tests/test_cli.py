@@ -110,3 +110,29 @@ def test_installed_entry_point_reports_bad_config_without_traceback(tmp_path):
                                    "(every key is listed in conf/defaults.toml)")
     help_proc = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
     assert help_proc.returncode == 0 and "deltacrawl inject SEEDS_FILE" in help_proc.stdout
+
+
+def test_step_runs_under_spark_submit(spark, tmp_path):
+    """Each step is also a standalone Spark application: spark-submit jobs/<step>.py ..."""
+    from jobs.jars import default_jars_dir, ensure_delta_jars
+    bin_dir = os.path.dirname(sys.executable)
+    jars = ",".join(str(p) for p in ensure_delta_jars(default_jars_dir()))
+    seeds = write_seeds(tmp_path / "seeds.txt", ["http://a.example/", "junk"])
+    root = tmp_path / "crawl"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1", PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jobs", "inject.py")
+    proc = subprocess.run([os.path.join(bin_dir, "spark-submit"), "--master", "local[1]", "--jars", jars,
+                           "--conf", "spark.ui.enabled=false", script, seeds, "--crawl-root", str(root)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "1 new" in proc.stdout and "skipped line 2" in proc.stdout
+    assert [r["url"] for r in spark.read.format("delta").load(str(root / "crawldb")).collect()] == ["http://a.example/"]
+
+
+def test_relative_crawl_root(spark, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_seeds(tmp_path / "seeds.txt", ["http://a.example/"])
+    assert cli.main(["inject", "seeds.txt", "--crawl-root", "./rel-root", *CONF]) == 0
+    assert DeltaTable.isDeltaTable(spark, str(tmp_path / "rel-root" / "crawldb"))
+    assert not (tmp_path / "spark-warehouse").exists()
