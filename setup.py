@@ -22,6 +22,7 @@ setup(
         "pyarrow>=15",
         # PySpark 4.2 does not fully support pandas >= 3
         "pandas>=2.0,<3",
+        "warcio>=1.7",
     ],
     extras_require={"test": ["pytest>=8"]},
     entry_points={"console_scripts": ["deltacrawl=jobs.cli:main"]},

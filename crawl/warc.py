@@ -1,0 +1,487 @@
+"""WARC/1.1 output for the fetcher: one ``WarcWriter`` per Spark task.
+
+Files look like Common Crawl's: ``{prefix}-{YYYYMMDDHHMMSS}-{serial:05d}.warc.gz`` (the timestamp
+is when the file was opened, UTC). Every record is its own gzip member, so a reader can seek
+straight to a record's offset (``read_record``). Each file starts with a ``warcinfo`` record and
+is written as ``{name}.open``; it is renamed to its final name only when it is complete (on roll
+or ``close``), so a task that dies never leaves a half-written file under a final name. A file
+is rolled once it has reached ``max_file_bytes``: the next exchange goes into a new file with the
+next serial (an exchange's request and response always share a file).
+
+Everything the web sends is sanitised rather than trusted: header names are reduced to token
+characters, header values lose control characters and have non-ASCII percent-encoded, URLs are
+percent-encoded where they hold spaces, controls or non-ASCII. The body handed in is the decoded
+payload, so the stored HTTP headers are made to agree with it: Content-Encoding and
+Transfer-Encoding are removed and Content-Length is set to the stored length; the original values
+are kept as ``X-Crawler-Content-Encoding`` / ``X-Crawler-Transfer-Encoding`` /
+``X-Crawler-Content-Length`` (as Common Crawl and StormCrawler do).
+
+A non-http(s) target URI (only garbage input can give one) is still written, but without
+WARC-Payload-Digest: readers take the whole block of such a record as its payload.
+
+Pure library code: no pyspark here.
+"""
+from __future__ import annotations
+
+import http
+import io
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterable
+from urllib.parse import quote, urlsplit
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+WARC_VERSION = "WARC/1.1"
+WARC_FORMAT = "WARC File Format 1.1"
+WARC_CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
+REVISIT_PROFILE_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+OPEN_SUFFIX = ".open"
+FILE_SUFFIX = ".warc.gz"
+
+_TOKEN_DROP = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")   # every control character but TAB
+# Printable ASCII that may stay as is in a URI (RFC 3986 reserved + unreserved + "%").
+_URI_SAFE = "!#$%&'()*+,-./:;=?@[]_~"
+# Printable ASCII that may stay as is in a header value (everything visible, space, tab).
+_VALUE_SAFE = "".join(chr(c) for c in range(0x20, 0x7f) if not chr(c).isalnum()) + "\t"
+_HEADER_NAME_MAX = 256
+_HEADER_VALUE_MAX = 16384
+
+
+def _software() -> str:
+    try:
+        from importlib.metadata import version
+        return f"deltacrawl/{version('deltacrawl')}"
+    except Exception:  # not installed (e.g. run from a source tree)
+        return "deltacrawl/unknown"
+
+
+# --------------------------------------------------------------------------- sanitising
+def _raw(value: Any) -> bytes:
+    """Any value to the bytes it stands for (str as UTF-8; the lone surrogates aiohttp uses for
+    undecodable header bytes become those bytes again). Never fails."""
+    if value is None:
+        return b""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if not isinstance(value, str):
+        value = str(value)
+    try:
+        return value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "replace")
+
+
+def _to_text(value: Any) -> str:
+    """Any value to str: UTF-8 where valid, else Latin-1 (never fails)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            pass
+    raw = _raw(value)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def _ascii_value(value: Any, limit: int = _HEADER_VALUE_MAX) -> str:
+    """A header value safe to write on one line: control characters become spaces, bytes
+    outside ASCII are percent-encoded (as received), surrounding whitespace is stripped and
+    the length capped."""
+    raw = _CONTROL.sub(b" ", _raw(value)).strip()
+    if not raw.isascii():
+        return quote(raw, safe=_VALUE_SAFE)[:limit]
+    return raw.decode("ascii")[:limit]
+
+
+def _header_name(name: Any) -> str:
+    return _TOKEN_DROP.sub("", _to_text(name))[:_HEADER_NAME_MAX]
+
+
+def _clean_headers(headers: Iterable[Any] | None) -> list[tuple[str, str]]:
+    """(name, value) pairs with valid token names and one-line ASCII values; junk is dropped."""
+    out: list[tuple[str, str]] = []
+    if not headers:
+        return out
+    try:
+        items = list(headers.items()) if hasattr(headers, "items") else list(headers)
+    except Exception:
+        return out
+    for item in items:
+        try:
+            name, value = item
+        except (TypeError, ValueError):
+            continue
+        name = _header_name(name)
+        if name:
+            out.append((name, _ascii_value(value)))
+    return out
+
+
+def _clean_uri(url: Any) -> str:
+    """A URI with no whitespace, controls or non-ASCII (those are percent-encoded) and a
+    lower-case scheme."""
+    text = quote(_raw(url).strip(), safe=_URI_SAFE)
+    scheme, sep, rest = text.partition(":")
+    if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.\-]*", scheme):
+        text = scheme.lower() + ":" + rest
+    return text
+
+
+def _is_http(uri: str) -> bool:
+    # WARC readers (warcio among them) only parse the HTTP headers of http(s) records
+    return uri.startswith(("http:", "https:"))
+
+
+class _WARCWriter(WARCWriter):
+    """warcio's writer, except that it can be told to leave out WARC-Payload-Digest.
+
+    Readers treat the whole block of a non-http(s) record as its payload, so the digest of the
+    HTTP body would fail their check; for such (garbage) URIs the optional header is omitted."""
+
+    def ensure_digest(self, record, block=True, payload=True):
+        if getattr(record, "no_payload_digest", False):
+            record.rec_headers.remove_header("WARC-Payload-Digest")
+            payload = False
+        super().ensure_digest(record, block=block, payload=payload)
+
+    def create_warc_record(self, uri, record_type, *args, **kwargs):
+        record = super().create_warc_record(uri, record_type, *args, **kwargs)
+        if record_type in ("request", "response") and not _is_http(uri or ""):
+            record.no_payload_digest = True
+            record.rec_headers.remove_header("WARC-Payload-Digest")
+        return record
+
+
+def _request_target(uri: str) -> tuple[str, str]:
+    """(path?query for the request line, Host header value)."""
+    try:
+        parts = urlsplit(uri)
+        path = parts.path or "/"
+        if parts.query:
+            path += "?" + parts.query
+        return path, parts.netloc
+    except ValueError:
+        return "/", ""
+
+
+def _warc_date(ts: Any) -> str:
+    """Epoch seconds -> WARC-Date (UTC, second precision, microseconds when non-zero)."""
+    try:
+        ts = float(ts)
+        if not math.isfinite(ts):
+            raise ValueError
+        dt = datetime.fromtimestamp(ts, timezone.utc)
+    except (TypeError, ValueError, OverflowError, OSError):
+        dt = datetime.now(timezone.utc)
+    text = dt.strftime("%Y-%m-%dT%H:%M:%S")
+    if dt.microsecond:
+        text += f".{dt.microsecond:06d}"
+    return text + "Z"
+
+
+def _status_line(status: Any, reason: Any) -> str:
+    try:
+        code = int(status)
+        if not 0 <= code <= 999:
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        code = 0
+    text = _ascii_value(reason, 512)
+    if not text:
+        try:
+            text = http.HTTPStatus(code).phrase
+        except ValueError:
+            text = ""
+    return f"{code:03d} {text}".rstrip()
+
+
+def _record_id(value: Any) -> str | None:
+    text = _ascii_value(value, 512).replace(" ", "")
+    if not text:
+        return None
+    return text if text.startswith("<") and text.endswith(">") else f"<{text}>"
+
+
+def _adjust_response_headers(headers: list[tuple[str, str]], body_len: int) -> list[tuple[str, str]]:
+    """Make stored headers agree with the stored (decoded, maybe truncated) payload."""
+    out: list[tuple[str, str]] = []
+    moved: list[tuple[str, str]] = []
+    lengths: list[str] = []
+    for name, value in headers:
+        lower = name.lower()
+        if lower == "content-encoding":
+            if value.strip().lower() in ("", "identity"):
+                continue
+            moved.append(("X-Crawler-Content-Encoding", value))
+        elif lower == "transfer-encoding":
+            moved.append(("X-Crawler-Transfer-Encoding", value))
+        elif lower == "content-length":
+            lengths.append(value)
+        else:
+            out.append((name, value))
+    if lengths and (len(lengths) > 1 or lengths[0].strip() != str(body_len)):
+        moved.extend(("X-Crawler-Content-Length", v) for v in lengths)
+    out.extend(moved)
+    out.append(("Content-Length", str(body_len)))
+    return out
+
+
+# --------------------------------------------------------------------------- writer
+@dataclass(frozen=True)
+class WarcLocation:
+    warc_file: str       # file name (no directory)
+    offset: int          # byte offset of the record's gzip member in the file
+    length: int          # compressed length of that member
+    record_id: str       # WARC-Record-ID of the response/revisit record
+    payload_digest: str | None  # "sha1:BASE32..." as warcio computes it
+
+
+class WarcWriter:
+    """Writes rolled, per-record-gzipped WARC/1.1 files into ``directory``.
+
+    Files are opened lazily: a writer that writes nothing creates no file. Use as a context
+    manager or call ``close()``; if the ``with`` block raises, the current file is closed but left
+    under its ``.open`` name (exactly what a hard crash leaves), since the task's results that
+    would point into it are not committed.
+    """
+
+    def __init__(self, directory: str, prefix: str, max_file_bytes: int, info: dict[str, str]):
+        if not prefix or "/" in prefix or os.sep in prefix:
+            raise ValueError(f"bad WARC file prefix: {prefix!r}")
+        if int(max_file_bytes) <= 0:
+            raise ValueError(f"max_file_bytes must be > 0, got {max_file_bytes!r}")
+        self.directory = directory
+        self.prefix = prefix
+        self.max_file_bytes = int(max_file_bytes)
+        self.info = dict(info or {})
+        self.files: list[str] = []
+        self._serial = 0
+        self._fh: io.BufferedWriter | None = None
+        self._name: str | None = None
+        self._warcinfo_id: str | None = None
+        self._closed = False
+        self._warc = _WARCWriter(None, gzip=True, warc_version=WARC_VERSION)
+        os.makedirs(directory, exist_ok=True)
+
+    # -- files
+    def _open_new(self) -> None:
+        stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+        self._name = f"{self.prefix}-{stamp}-{self._serial:05d}{FILE_SUFFIX}"
+        self._serial += 1
+        self._fh = open(os.path.join(self.directory, self._name + OPEN_SUFFIX), "wb")
+        self._warc.out = self._fh
+        fields: dict[str, str] = {
+            "software": _software(),
+            "format": WARC_FORMAT,
+            "conformsTo": WARC_CONFORMS_TO,
+        }
+        for key, value in self.info.items():
+            key = _header_name(key)
+            if key and key not in ("format", "conformsTo"):
+                fields[key] = _ascii_value(value)
+        record = self._warc.create_warcinfo_record(self._name, fields)
+        self._warcinfo_id = record.rec_headers.get_header("WARC-Record-ID")
+        self._write(record)
+
+    def _finish_current(self, rename: bool = True) -> None:
+        if self._fh is None:
+            return
+        fh, name = self._fh, self._name
+        self._fh = self._name = self._warcinfo_id = None
+        self._warc.out = None
+        try:
+            fh.flush()
+            if rename:
+                try:
+                    os.fsync(fh.fileno())
+                except OSError:
+                    pass
+        finally:
+            fh.close()
+        if rename:
+            os.replace(os.path.join(self.directory, name + OPEN_SUFFIX),
+                       os.path.join(self.directory, name))
+            self.files.append(name)
+
+    def _ensure_room(self) -> None:
+        if self._closed:
+            raise ValueError("WarcWriter is closed")
+        if self._fh is not None and self._fh.tell() >= self.max_file_bytes:
+            self._finish_current()
+        if self._fh is None:
+            self._open_new()
+
+    def _write(self, record) -> tuple[int, int]:
+        """Write one record as one gzip member; (offset, compressed length). On an I/O error
+        the partial member is cut off again so the file stays valid, then the error is raised."""
+        fh = self._fh
+        start = fh.tell()
+        try:
+            self._warc.write_record(record)
+            fh.flush()
+        except BaseException:
+            try:
+                fh.seek(start)
+                fh.truncate(start)
+            except Exception:
+                pass
+            raise
+        return start, fh.tell() - start
+
+    # -- records
+    def _base_headers(self, rec_type: str, uri: str, date: str, ip: Any) -> dict[str, str]:
+        headers = {"WARC-Type": rec_type, "WARC-Record-ID": self._warc._make_warc_id(),
+                   "WARC-Target-URI": uri, "WARC-Date": date}
+        if self._warcinfo_id:
+            headers["WARC-Warcinfo-ID"] = self._warcinfo_id
+        ip_text = _ascii_value(ip, 64).replace(" ", "") if ip else ""
+        if ip_text:
+            headers["WARC-IP-Address"] = ip_text
+        return headers
+
+    def _request_record(self, uri: str, date: str, ip: Any, request_headers: Any,
+                        concurrent_to: str):
+        path, host = _request_target(uri)
+        headers = _clean_headers(request_headers)
+        if host and not any(n.lower() == "host" for n, _ in headers):
+            headers.insert(0, ("Host", host))
+        http_headers = StatusAndHeaders(f"{path} HTTP/1.1", headers, protocol="GET")
+        warc_headers = self._base_headers("request", uri, date, ip)
+        warc_headers["WARC-Concurrent-To"] = concurrent_to
+        return self._warc.create_warc_record(uri, "request", http_headers=http_headers,
+                                             warc_headers_dict=warc_headers)
+
+    def write_exchange(self, url: str, request_headers: list[tuple[str, str]], status: int, reason: str,
+                       response_headers: list[tuple[str, str]], body: bytes, fetched_at: float,
+                       ip: str | None = None, truncated: str | None = None) -> WarcLocation:
+        """A request record then a response record (the request's WARC-Concurrent-To names the
+        response); returns the response record's location."""
+        uri = _clean_uri(url)
+        date = _warc_date(fetched_at)
+        if body is None:
+            body = b""
+        elif not isinstance(body, bytes):
+            body = body.encode("utf-8", "replace") if isinstance(body, str) else bytes(body)
+        self._ensure_room()
+
+        resp_headers = _adjust_response_headers(_clean_headers(response_headers), len(body))
+        http_headers = StatusAndHeaders(_status_line(status, reason), resp_headers, protocol="HTTP/1.1")
+        warc_headers = self._base_headers("response", uri, date, ip)
+        trunc = _TOKEN_DROP.sub("", _to_text(truncated))[:64] if truncated else ""
+        if trunc:
+            warc_headers["WARC-Truncated"] = trunc
+        response = self._warc.create_warc_record(uri, "response", payload=io.BytesIO(body),
+                                                 length=len(body), http_headers=http_headers,
+                                                 warc_headers_dict=warc_headers)
+        resp_id = response.rec_headers.get_header("WARC-Record-ID")
+        request = self._request_record(uri, date, ip, request_headers, resp_id)
+
+        self._write(request)
+        offset, length = self._write(response)
+        return WarcLocation(self._name, offset, length, resp_id,
+                            response.rec_headers.get_header("WARC-Payload-Digest"))
+
+    def write_revisit(self, url: str, request_headers, status: int, reason: str, response_headers,
+                      fetched_at: float, refers_to_record_id: str | None, refers_to_date: float | None,
+                      refers_to_uri: str | None, payload_digest: str | None) -> WarcLocation:
+        """A request record then a revisit record (profile server-not-modified, for a 304) with
+        WARC-Refers-To / -Refers-To-Date / -Refers-To-Target-URI when known; returns the
+        revisit record's location."""
+        uri = _clean_uri(url)
+        date = _warc_date(fetched_at)
+        self._ensure_room()
+
+        http_headers = StatusAndHeaders(_status_line(status, reason), _clean_headers(response_headers),
+                                        protocol="HTTP/1.1")
+        warc_headers = self._base_headers("revisit", uri, date, None)
+        revisit = self._warc.create_warc_record(uri, "revisit", http_headers=http_headers,
+                                                warc_headers_dict=warc_headers)
+        rec = revisit.rec_headers
+        rec.add_header("WARC-Profile", REVISIT_PROFILE_NOT_MODIFIED)
+        ref_id = _record_id(refers_to_record_id) if refers_to_record_id else None
+        if ref_id:
+            rec.add_header("WARC-Refers-To", ref_id)
+        if refers_to_date is not None:
+            rec.add_header("WARC-Refers-To-Date", _warc_date(refers_to_date))
+        ref_uri = _clean_uri(refers_to_uri) if refers_to_uri else ""
+        if ref_uri:
+            rec.add_header("WARC-Refers-To-Target-URI", ref_uri)
+        digest = _ascii_value(payload_digest, 256).replace(" ", "") if payload_digest else ""
+        if digest:
+            rec.add_header("WARC-Payload-Digest", digest)
+        rev_id = rec.get_header("WARC-Record-ID")
+        request = self._request_record(uri, date, None, request_headers, rev_id)
+
+        self._write(request)
+        offset, length = self._write(revisit)
+        return WarcLocation(self._name, offset, length, rev_id, digest or None)
+
+    def close(self) -> list[str]:
+        """Finish the current file (rename it to its final name); return all final names."""
+        if not self._closed:
+            self._closed = True
+            self._finish_current()
+        return list(self.files)
+
+    def abort(self) -> None:
+        """Close without finalising: the current file stays under its ``.open`` name."""
+        if not self._closed:
+            self._closed = True
+            self._finish_current(rename=False)
+
+    def __enter__(self) -> "WarcWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+# --------------------------------------------------------------------------- reading
+def read_record(path: str, offset: int) -> dict:
+    """Seek to ``offset`` in a WARC file and read ONE record.
+
+    Returns {"warc_type", "target_uri", "warc_date", "record_id", "http_status" (int or None),
+    "http_headers" (list of (name, value)), "payload" (bytes as stored; for records written here
+    that is the decoded body)}. Raises ValueError if no record starts at ``offset``.
+    """
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        try:
+            record = next(iter(ArchiveIterator(fh)))
+        except StopIteration:
+            raise ValueError(f"no WARC record at offset {offset} in {path}") from None
+        except Exception as exc:
+            raise ValueError(f"no WARC record at offset {offset} in {path}: {exc}") from exc
+        rec = record.rec_headers
+        status = None
+        headers: list[tuple[str, str]] = []
+        if record.http_headers is not None:
+            headers = list(record.http_headers.headers)
+            if record.rec_type in ("response", "revisit"):
+                try:
+                    status = int(record.http_headers.get_statuscode())
+                except (TypeError, ValueError):
+                    status = None
+        return {
+            "warc_type": record.rec_type,
+            "target_uri": rec.get_header("WARC-Target-URI"),
+            "warc_date": rec.get_header("WARC-Date"),
+            "record_id": rec.get_header("WARC-Record-ID"),
+            "http_status": status,
+            "http_headers": headers,
+            "payload": record.raw_stream.read(),
+        }
