@@ -48,28 +48,96 @@ server. The port must be known: either ``port != 0`` or ``start()`` was
 called.
 
 Every request is recorded in an in-memory log (``requests()``) and, when
-``log_path`` is set, also appended to a JSON-lines file.
+``log_path`` is set, also appended to a JSON-lines file. An entry has ``ts``
+(time the handler started), ``host``, ``path``, ``method``, ``user_agent``,
+``status`` and ``done_ts`` (time the handler finished or the connection was
+dropped; ``None`` while a streamed response is still running). The JSON-lines
+file gets an entry once it is complete.
+
+Hostile hosts (opt-in, ``hostile=True``)
+----------------------------------------
+With ``hostile=True`` the DevWeb also serves one extra host per behaviour in
+``HOSTILE``, on the loopback addresses after the normal hosts (host
+``hosts + j`` serves ``HOSTILE[j]``) and on the same port.
+``hostile_hosts`` maps a behaviour name to its ``"ip:port"``;
+``hostile_urls(name)`` gives the absolute URLs to seed for it. Normal hosts
+never link to hostile hosts, and ``host_names``, ``seed_urls()``,
+``outlinks()`` and ``is_disallowed()`` cover the normal hosts only. Each
+hostile host has a ``/`` index that links to its entry points, and generic
+pages ``/p/0.html`` .. ``/p/4.html``. Hosts whose behaviour is about robots.txt
+(and ``crawl_delay_big``) also have ``/private/0.html`` and ``/private/1.html``.
+Unless the behaviour says otherwise, robots.txt allows everything::
+
+    robots_500            robots.txt -> 500
+    robots_redirect       robots.txt -> 301 /real-robots.txt (Disallow: /private/)
+    robots_redirect_loop  robots.txt -> 301 /robots.txt, forever
+    robots_huge           2 MiB robots.txt: Disallow: /private/ at the top,
+                          Disallow: /p/ only after 600 KiB (and again later)
+    robots_429            robots.txt -> 429
+    crawl_delay_big       Crawl-delay: 3600 (and Disallow: /private/)
+    drip                  /slow.html: headers at once, then a 600-byte body one
+                          byte every 100 ms (60 s)
+    no_headers            /hang.html: never answers; the connection is closed
+                          after 60 s (logged with status 0)
+    huge                  /big.html: 50 MiB text/html, streamed in 64 KiB chunks
+    gzip_bomb             /bomb.html: Content-Encoding: gzip, ~100 KB on the wire,
+                          ~100 MB once decompressed
+    redirects             /rN/0 -> N hops -> /final.html (any N in 1..50; hops use
+                          301/302/303/307/308 in turn, relative and absolute
+                          Location forms alternate); /loop/a <-> /loop/b (302);
+                          /offsite -> 302 to /p/0.html of normal host 0
+    rate_limited          every page (not robots.txt) -> 429 Retry-After: 2 unless
+                          2 s have passed since the last 429 of that host;
+                          /date.html gives Retry-After as an IMF-fixdate (now + 3 s)
+    unavailable           pages (not robots.txt) -> 503 on every other request
+                          (the first one included), no Retry-After
+    conditional           pages carry ETag and Last-Modified and answer 304 to a
+                          matching If-None-Match or (without If-None-Match) to an
+                          If-Modified-Since not older than Last-Modified
+    messy                 /malformed.html, /wrong-charset.html (cp1252 bytes labelled
+                          utf-8), /sjis.html (only a <meta charset="shift_jis">),
+                          /bom.html, /nul.html, /empty.html (0 bytes),
+                          /many-links.html (100,000 links to /l/<i>.html), /image.png,
+                          /doc.pdf, /page.xhtml (application/xhtml+xml)
+    traps                 /cal/<year>/<month> links to the next and previous months;
+                          /s/<id>/page links to /s/<new id>/page; /a/ links to a/
+                          (/a/a/, /a/a/a/, ...)
+
+Streamed responses (drip, no_headers, huge) end within a moment when the client
+disconnects or ``stop()`` is called. Big bodies (gzip bomb, huge robots.txt,
+the 100,000-link page) are built once per process, lazily, off the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import errno
+import hashlib
 import json
+import math
 import random
 import re
 import signal
 import socket
+import struct
 import threading
 import time
-from typing import Any
+import zlib
+from typing import Any, Callable
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 from aiohttp import web
 
-__all__ = ["DevWeb", "host_address", "KINDS"]
+__all__ = ["DevWeb", "host_address", "KINDS", "HOSTILE"]
 
 KINDS = ("disallow", "crawl_delay", "missing", "allow_all")
+
+HOSTILE = (
+    "robots_500", "robots_redirect", "robots_redirect_loop", "robots_huge", "robots_429",
+    "crawl_delay_big", "drip", "no_headers", "huge", "gzip_bomb", "redirects",
+    "rate_limited", "unavailable", "conditional", "messy", "traps",
+)
 
 _PAGE_RE = re.compile(r"^/(p|private)/(\d+)\.html$")
 
@@ -126,6 +194,7 @@ class DevWeb:
         cross_host_links: int = 1,
         crawl_delay_s: float = 0.5,
         log_path: str | None = None,
+        hostile: bool = False,
     ):
         if hosts < 1:
             raise ValueError("hosts must be >= 1")
@@ -136,6 +205,8 @@ class DevWeb:
         if not (0 <= port <= 65535):
             raise ValueError("port must be in 0..65535")
         host_address(hosts - 1)  # validates the host count
+        if hostile:
+            host_address(hosts + len(HOSTILE) - 1)
         self.hosts = hosts
         self.pages_per_host = pages_per_host
         self.requested_port = port
@@ -148,6 +219,15 @@ class DevWeb:
         self.private_pages = max(1, pages_per_host // 5)
         self.addresses: list[str] = [host_address(i) for i in range(hosts)]
         self.host_names: list[str] = [f"{a}:{port}" for a in self.addresses] if port else []
+        self.hostile = hostile
+        self._hostile_addresses: list[str] = (
+            [host_address(hosts + j) for j in range(len(HOSTILE))] if hostile else []
+        )
+        self.hostile_hosts: dict[str, str] = self._hostile_names() if port else {}
+        # hostile state, only touched on the event loop thread
+        self._last_429: float | None = None
+        self._unavailable_count = 0
+        self._streams: set[asyncio.BaseTransport] = set()
 
         self._log: list[dict[str, Any]] = []
         self._log_lock = threading.Lock()
@@ -178,6 +258,19 @@ class DevWeb:
     def seed_urls(self) -> list[str]:
         self._need_port()
         return [f"http://{a}:{self.port}/" for a in self.addresses]
+
+    def _hostile_names(self) -> dict[str, str]:
+        return {name: f"{a}:{self.port}" for name, a in zip(HOSTILE, self._hostile_addresses)}
+
+    def hostile_urls(self, name: str) -> list[str]:
+        """Absolute URLs to seed for hostile behaviour ``name`` (needs ``hostile=True``)."""
+        self._need_port()
+        if not self.hostile:
+            raise KeyError(f"DevWeb was created without hostile=True: {name!r}")
+        if name not in HOSTILE:
+            raise KeyError(f"unknown hostile behaviour {name!r} (one of {', '.join(HOSTILE)})")
+        root = f"http://{self.hostile_hosts[name]}"
+        return [root + p for p in _hostile_entry_paths(name, self.seed)]
 
     def _need_port(self) -> None:
         if not self.port:
@@ -349,8 +442,19 @@ class DevWeb:
     # ------------------------------------------------------------------ log
 
     def _record(self, entry: dict[str, Any]) -> None:
+        """Append ``entry``; it goes to the log file now if complete (done_ts set), else in _finish()."""
         with self._log_lock:
             self._log.append(entry)
+            if self._log_file is not None and entry.get("done_ts") is not None:
+                self._log_file.write(json.dumps(entry) + "\n")
+                self._log_file.flush()
+
+    def _finish(self, entry: dict[str, Any]) -> None:
+        """Set done_ts of an entry already passed to _record(), under the lock."""
+        with self._log_lock:
+            if entry.get("done_ts") is not None:
+                return
+            entry["done_ts"] = time.time()
             if self._log_file is not None:
                 self._log_file.write(json.dumps(entry) + "\n")
                 self._log_file.flush()
@@ -363,6 +467,266 @@ class DevWeb:
         with self._log_lock:
             self._log.clear()
 
+    # ------------------------------------------------------------------ hostile hosts
+
+    def _entry(self, request: web.Request, ts: float, ip: str, port: int) -> dict[str, Any]:
+        return {
+            "ts": ts,
+            "host": f"{ip}:{port}",
+            "path": request.path_qs,
+            "method": request.method,
+            "user_agent": request.headers.get("User-Agent", ""),
+            "status": 0,
+            "done_ts": None,
+        }
+
+    async def _handle_hostile(self, request: web.Request, name: str, entry: dict[str, Any]) -> web.StreamResponse:
+        try:
+            got = await self._hostile_response(request, name)
+        except BaseException:  # e.g. the client left while a big body was being built
+            self._record(entry)
+            self._finish(entry)
+            raise
+        if isinstance(got, web.StreamResponse):
+            entry["status"] = got.status
+            entry["done_ts"] = time.time()
+            self._record(entry)
+            return got
+        transport = request.transport
+        if transport is not None:
+            self._streams.add(transport)
+        try:
+            return await got(request, entry)
+        finally:
+            self._finish(entry)
+            if transport is not None:
+                self._streams.discard(transport)
+
+    async def _pause(self, delay: float) -> bool:
+        """Sleep ``delay`` seconds; True (early) once the server is stopping."""
+        evt = self._stop_evt
+        if evt is None or evt.is_set():
+            return True
+        try:
+            await asyncio.wait_for(evt.wait(), delay)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def _hostile_page(self, name: str, path: str) -> web.Response | None:
+        """The generic HTML pages of a hostile host ("/", /p/k.html, /private/k.html), else None."""
+        if path == "/":
+            links = [(p, p) for p in _hostile_entry_paths(name, self.seed) if p != "/"]
+            links.append(("/p/0.html", "Page 0"))
+            return _html(f"Hostile host: {name}", links)
+        m = _PAGE_RE.match(path)
+        if not m:
+            return None
+        area, k = m.group(1), int(m.group(2))
+        if area == "p" and k < _HOSTILE_PAGES:
+            links = [(f"/p/{(k + 1) % _HOSTILE_PAGES}.html", "Next"), ("/", "Home")]
+            if name in _HOSTILE_PRIVATE:
+                links.append((f"/private/{k % _HOSTILE_PRIVATE_PAGES}.html", "Members only"))
+            return _html(f"{name} page {k}", links)
+        if area == "private" and name in _HOSTILE_PRIVATE and k < _HOSTILE_PRIVATE_PAGES:
+            return _html(f"{name} private page {k}", [("/", "Home"), ("/p/0.html", "Page 0")])
+        return None
+
+    async def _hostile_response(self, request: web.Request, name: str) -> Any:
+        """A finished response, or an async callable (request, entry) that streams one."""
+        path = request.path
+        if path == "/robots.txt":
+            return await self._hostile_robots(name)
+        if name == "robots_redirect" and path == "/real-robots.txt":
+            return _text("User-agent: *\nDisallow: /private/\n")
+        if name == "drip" and path == "/slow.html":
+            return self._drip
+        if name == "no_headers" and path == "/hang.html":
+            return self._hang
+        if name == "huge" and path == "/big.html":
+            return self._huge
+        if name == "gzip_bomb" and path == "/bomb.html":
+            body = await _cached_async("gzip_bomb", _make_gzip_bomb)
+            return web.Response(body=body, headers={"Content-Type": "text/html; charset=utf-8",
+                                                    "Content-Encoding": "gzip"})
+        if name == "redirects":
+            got = self._redirect(request)
+            if got is not None:
+                return got
+        if name == "rate_limited":
+            return self._rate_limited(path)
+        if name == "unavailable":
+            page = self._hostile_page(name, path)
+            if page is None:
+                return _not_found()
+            self._unavailable_count += 1
+            if self._unavailable_count % 2 == 1:
+                return web.Response(status=503, text="<html><body><h1>503 Service Unavailable</h1></body></html>\n",
+                                    content_type="text/html", charset="utf-8")
+            return page
+        if name == "conditional":
+            return self._conditional(request)
+        if name == "messy":
+            got = await _messy(path)
+            if got is not None:
+                return got
+        if name == "traps":
+            got = self._trap(path)
+            if got is not None:
+                return got
+        page = self._hostile_page(name, path)
+        return page if page is not None else _not_found()
+
+    async def _hostile_robots(self, name: str) -> web.Response:
+        if name == "robots_500":
+            return web.Response(status=500, text="Internal Server Error\n")
+        if name == "robots_429":
+            return web.Response(status=429, text="Too Many Requests\n")
+        if name == "robots_redirect":
+            return web.Response(status=301, headers={"Location": "/real-robots.txt"})
+        if name == "robots_redirect_loop":
+            return web.Response(status=301, headers={"Location": "/robots.txt"})
+        if name == "robots_huge":
+            return web.Response(body=await _cached_async("robots_huge", _make_huge_robots),
+                                headers={"Content-Type": "text/plain; charset=utf-8"})
+        if name == "crawl_delay_big":
+            return _text("User-agent: *\nCrawl-delay: 3600\nDisallow: /private/\n")
+        return _text("User-agent: *\nDisallow:\n")
+
+    def _redirect(self, request: web.Request) -> web.Response | None:
+        path = request.path
+        root = f"http://{self.hostile_hosts['redirects']}"
+        if path == "/final.html":
+            return _html("Final destination", [("/", "Home")])
+        if path == "/offsite":
+            return web.Response(status=302, headers={"Location": f"http://{self.addresses[0]}:{self.port}/p/0.html"})
+        if path in ("/loop/a", "/loop/b"):
+            return web.Response(status=302, headers={"Location": "/loop/b" if path == "/loop/a" else "/loop/a"})
+        m = _REDIRECT_RE.match(path)
+        if not m:
+            return None
+        n, i = int(m.group(1)), int(m.group(2))
+        if not (1 <= n <= 50 and i < n):
+            return None
+        target = f"/r{n}/{i + 1}" if i + 1 < n else "/final.html"
+        if i % 2 == 1:
+            target = root + target
+        return web.Response(status=_REDIRECT_CODES[i % len(_REDIRECT_CODES)], headers={"Location": target})
+
+    def _rate_limited(self, path: str) -> web.Response:
+        if path == "/date.html":
+            page: web.Response | None = _html("Date page", [("/", "Home")])
+        else:
+            page = self._hostile_page("rate_limited", path)
+        if page is None:
+            return _not_found()
+        now = time.time()
+        if self._last_429 is not None and now - self._last_429 >= _RATE_WINDOW_S:
+            return page
+        self._last_429 = now
+        if path == "/date.html":
+            retry = email.utils.formatdate(math.ceil(now) + 3, usegmt=True)
+        else:
+            retry = str(int(_RATE_WINDOW_S))
+        return web.Response(status=429, headers={"Retry-After": retry},
+                            text="<html><body><h1>429 Too Many Requests</h1></body></html>\n",
+                            content_type="text/html", charset="utf-8")
+
+    def _conditional(self, request: web.Request) -> web.Response:
+        page = self._hostile_page("conditional", request.path)
+        if page is None:
+            return _not_found()
+        assert isinstance(page.body, bytes)
+        etag = '"' + hashlib.sha1(page.body).hexdigest()[:16] + '"'
+        headers = {"ETag": etag, "Last-Modified": _LAST_MODIFIED}
+        inm = request.headers.get("If-None-Match")
+        ims = request.headers.get("If-Modified-Since")
+        if inm is not None:
+            tags = {t.strip().removeprefix("W/") for t in inm.split(",")}
+            fresh = "*" in tags or etag in tags
+        elif ims is not None:
+            try:
+                fresh = email.utils.parsedate_to_datetime(ims).timestamp() >= _LAST_MODIFIED_TS
+            except (TypeError, ValueError, IndexError, OverflowError):
+                fresh = False
+        else:
+            fresh = False
+        if fresh and request.method in ("GET", "HEAD"):
+            return web.Response(status=304, headers=headers)
+        page.headers.update(headers)
+        return page
+
+    def _trap(self, path: str) -> web.Response | None:
+        m = _CAL_RE.match(path)
+        if m:
+            y, mo = int(m.group(1)), int(m.group(2))
+            if not 1 <= mo <= 12:
+                return None
+            ny, nm = (y, mo + 1) if mo < 12 else (y + 1, 1)
+            py, pm = (y, mo - 1) if mo > 1 else (y - 1, 12)
+            links = [(f"/cal/{ny}/{nm}", "Next month")]
+            if py >= 1:
+                links.append((f"/cal/{py}/{pm}", "Previous month"))
+            return _html(f"Calendar {y}-{mo:02d}", links + [("/", "Home")])
+        m = _SESSION_RE.match(path)
+        if m:
+            new = _session_id(f"{self.seed}:{m.group(1)}")
+            return _html("Session page", [(f"/s/{new}/page", "Continue"), ("/", "Home")])
+        if _REPEAT_RE.match(path):
+            depth = path.count("a/")
+            return _html(f"Depth {depth}", [("a/", "Deeper"), ("/", "Home")])
+        return None
+
+    async def _drip(self, request: web.Request, entry: dict[str, Any]) -> web.StreamResponse:
+        body = _DRIP_BODY
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/html; charset=utf-8"})
+        resp.content_length = len(body)
+        entry["status"] = 200
+        self._record(entry)
+        try:
+            await resp.prepare(request)
+            for i in range(len(body)):
+                if i and await self._pause(_DRIP_INTERVAL_S):
+                    _drop(request)
+                    break
+                await resp.write(body[i:i + 1])
+        except ConnectionError:  # the client went away
+            pass
+        return resp
+
+    async def _hang(self, request: web.Request, entry: dict[str, Any]) -> web.StreamResponse:
+        self._record(entry)  # status 0: no status line is ever sent
+        deadline = time.monotonic() + _HANG_S
+        while time.monotonic() < deadline:
+            tr = request.transport
+            if tr is None or tr.is_closing():
+                break
+            if await self._pause(min(0.2, max(0.0, deadline - time.monotonic()))):
+                break
+        _drop(request)
+        # the transport is closed: aiohttp fails to send this and ignores that quietly
+        return web.Response(status=200)
+
+    async def _huge(self, request: web.Request, entry: dict[str, Any]) -> web.StreamResponse:
+        chunk = _huge_chunk()
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/html; charset=utf-8"})
+        resp.content_length = _HUGE_BYTES
+        entry["status"] = 200
+        self._record(entry)
+        try:
+            await resp.prepare(request)
+            sent = 0
+            while sent < _HUGE_BYTES:
+                if self._stop_evt is None or self._stop_evt.is_set():
+                    _drop(request)
+                    break
+                part = chunk if _HUGE_BYTES - sent >= len(chunk) else chunk[:_HUGE_BYTES - sent]
+                await resp.write(part)
+                sent += len(part)
+        except ConnectionError:
+            pass
+        return resp
+
     # ------------------------------------------------------------------ server
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
@@ -374,6 +738,10 @@ class DevWeb:
             local_ip, local_port = "", 0
         host = _address_index(local_ip)
         if host is not None and host >= self.hosts:
+            j = host - self.hosts
+            if self.hostile and j < len(HOSTILE):
+                entry = self._entry(request, ts, local_ip, local_port)
+                return await self._handle_hostile(request, HOSTILE[j], entry)
             host = None
         path = request.path
         resp: web.Response
@@ -392,6 +760,7 @@ class DevWeb:
             "method": request.method,
             "user_agent": request.headers.get("User-Agent", ""),
             "status": resp.status,
+            "done_ts": time.time(),
         })
         return resp
 
@@ -403,7 +772,7 @@ class DevWeb:
             socks: list[socket.socket] = []
             port = self.requested_port
             try:
-                for addr in self.addresses:
+                for addr in self.addresses + self._hostile_addresses:
                     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                     socks.append(s)
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -430,6 +799,7 @@ class DevWeb:
             socks = self._bind_all()
             self._sockets = socks
             self.host_names = [f"{a}:{self.port}" for a in self.addresses]
+            self.hostile_hosts = self._hostile_names()
             if self.log_path:
                 self._log_file = open(self.log_path, "a", encoding="utf-8")
             ready = threading.Event()
@@ -466,7 +836,9 @@ class DevWeb:
         self._stop_evt = asyncio.Event()
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        # handler_cancellation: a client that disconnects cancels its (streaming) handler
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0,
+                               handler_cancellation=True)
         try:
             await runner.setup()
             for s in self._sockets:
@@ -480,6 +852,10 @@ class DevWeb:
         try:
             await self._stop_evt.wait()
         finally:
+            # streamed hostile responses may block in drain(): drop their connections first
+            for tr in list(self._streams):
+                tr.abort()
+            self._streams.clear()
             await runner.cleanup()
 
     def _cleanup_resources(self) -> None:
@@ -537,6 +913,9 @@ class DevWeb:
             + "); Ctrl-C to stop",
             flush=True,
         )
+        if self.hostile:
+            print("devweb: hostile hosts: "
+                  + ", ".join(f"{n}={h}" for n, h in self.hostile_hosts.items()), flush=True)
         try:
             while not done.wait(0.5):
                 if self._thread is None or not self._thread.is_alive():
@@ -558,3 +937,243 @@ def _not_found() -> web.Response:
         content_type="text/html",
         charset="utf-8",
     )
+
+
+# ---------------------------------------------------------------------- hostile content
+
+_HOSTILE_PAGES = 5
+_HOSTILE_PRIVATE_PAGES = 2
+_HOSTILE_PRIVATE = frozenset({"robots_500", "robots_redirect", "robots_redirect_loop", "robots_huge",
+                              "robots_429", "crawl_delay_big"})
+_DRIP_INTERVAL_S = 0.1
+_DRIP_BYTES = 600  # 60 s at one byte per 100 ms
+_HANG_S = 60.0
+_HUGE_BYTES = 50 * 1024 * 1024
+_HUGE_CHUNK = 64 * 1024
+_BOMB_BYTES = 100 * 1024 * 1024
+_ROBOTS_HUGE_BYTES = 2 * 1024 * 1024
+_ROBOTS_TAIL_AT = 600 * 1024
+_MANY_LINKS = 100_000
+_RATE_WINDOW_S = 2.0
+_LAST_MODIFIED = "Thu, 01 Jan 2026 00:00:00 GMT"
+_LAST_MODIFIED_TS = email.utils.parsedate_to_datetime(_LAST_MODIFIED).timestamp()
+_REDIRECT_CODES = (301, 302, 303, 307, 308)
+_REDIRECT_RE = re.compile(r"^/r(\d{1,3})/(\d{1,3})$")
+_CAL_RE = re.compile(r"^/cal/(\d{1,5})/(\d{1,2})$")
+_SESSION_RE = re.compile(r"^/s/([A-Za-z0-9_-]{1,64})/page$")
+_REPEAT_RE = re.compile(r"^/(a/)+$")
+_LEAF_RE = re.compile(r"^/l/(\d{1,6})\.html$")
+
+_MESSY_PATHS = ("/malformed.html", "/wrong-charset.html", "/sjis.html", "/bom.html", "/nul.html",
+                "/empty.html", "/many-links.html", "/image.png", "/doc.pdf", "/page.xhtml")
+
+
+def _session_id(key: str) -> str:
+    return hashlib.sha1(key.encode("utf-8")).hexdigest()[:16]
+
+
+def _hostile_entry_paths(name: str, seed: int) -> list[str]:
+    """Paths (on the behaviour's host) a test should seed; see DevWeb.hostile_urls()."""
+    if name in _HOSTILE_PRIVATE:
+        return ["/", "/p/0.html", "/p/1.html", "/private/0.html"]
+    if name == "drip":
+        return ["/slow.html"]
+    if name == "no_headers":
+        return ["/hang.html"]
+    if name == "huge":
+        return ["/big.html"]
+    if name == "gzip_bomb":
+        return ["/bomb.html"]
+    if name == "redirects":
+        return ["/r2/0", "/r5/0", "/r8/0", "/loop/a", "/offsite"]
+    if name == "rate_limited":
+        return ["/p/0.html", "/p/1.html", "/p/2.html", "/date.html"]
+    if name in ("unavailable", "conditional"):
+        return ["/p/0.html", "/p/1.html", "/p/2.html"]
+    if name == "messy":
+        return ["/", *_MESSY_PATHS]
+    if name == "traps":
+        return ["/cal/2026/11", f"/s/{_session_id(f'{seed}:traps')}/page", "/a/"]
+    raise KeyError(name)  # pragma: no cover
+
+
+def _html(title: str, links: list[tuple[str, str]]) -> web.Response:
+    items = "".join(f'<li><a href="{_html_escape(h)}">{_html_escape(t)}</a></li>\n' for h, t in links)
+    return web.Response(
+        text=f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<title>{_html_escape(title)}</title>\n</head>\n<body>\n<h1>{_html_escape(title)}</h1>\n"
+        f"<ul>\n{items}</ul>\n</body>\n</html>\n",
+        content_type="text/html", charset="utf-8")
+
+
+def _text(body: str) -> web.Response:
+    return web.Response(text=body, content_type="text/plain", charset="utf-8")
+
+
+def _raw(body: bytes, content_type: str) -> web.Response:
+    return web.Response(body=body, headers={"Content-Type": content_type})
+
+
+def _drop(request: web.Request) -> None:
+    """Close the client connection without sending (anything more)."""
+    tr = request.transport
+    if tr is not None and not tr.is_closing():
+        tr.abort()
+
+
+_CACHE: dict[str, bytes] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _cached(key: str, make: Callable[[], bytes]) -> bytes:
+    with _CACHE_LOCK:
+        got = _CACHE.get(key)
+        if got is None:
+            got = _CACHE[key] = make()
+        return got
+
+
+async def _cached_async(key: str, make: Callable[[], bytes]) -> bytes:
+    """_cached(), building the value in a worker thread so the event loop keeps serving."""
+    got = _CACHE.get(key)
+    if got is not None:
+        return got
+    return await asyncio.get_running_loop().run_in_executor(None, _cached, key, make)
+
+
+def _make_drip_body() -> bytes:
+    head = b'<!DOCTYPE html>\n<html><head><title>Slow page</title></head><body>\n<p><a href="/">Home</a></p>\n<p>'
+    tail = b"</p>\n</body></html>\n"
+    return head + b"." * (_DRIP_BYTES - len(head) - len(tail)) + tail
+
+
+_DRIP_BODY = _make_drip_body()
+
+
+def _huge_chunk() -> bytes:
+    def make() -> bytes:
+        line = b"<p>huge page filler text: spark delta crawl frontier batch fetch parse</p>\n"
+        head = b"<!DOCTYPE html>\n<html><head><title>Huge page</title></head><body>\n"
+        body = head + line * (_HUGE_CHUNK // len(line) + 1)
+        return body[:_HUGE_CHUNK]
+    return _cached("huge_chunk", make)
+
+
+def _make_gzip_bomb() -> bytes:
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: gzip container
+    head = b"<!DOCTYPE html>\n<html><head><title>Bomb</title></head><body>\n"
+    out = [comp.compress(head)]
+    block = b" " * (1 << 20)
+    for _ in range(_BOMB_BYTES // len(block)):
+        out.append(comp.compress(block))
+    out.append(comp.flush())
+    return b"".join(out)
+
+
+def _make_huge_robots() -> bytes:
+    """2 MiB: Disallow: /private/ first; Disallow: /p/ only from 600 KiB on (at 600 KiB, 1 MiB, the end)."""
+    out = bytearray(b"User-agent: *\nDisallow: /private/\n")
+    n = 0
+
+    def pad_to(limit: int) -> None:  # comment lines up to exactly ``limit`` bytes
+        nonlocal n
+        while len(out) < limit:
+            line = b"# filler %07d: this robots.txt is far larger than 500 KiB\n" % n
+            n += 1
+            room = limit - len(out)
+            # never a blank line (legacy parsers end a group there): the last line is >= "#\n"
+            out.extend(line if len(line) + 1 < room else b"#" * (room - 1) + b"\n")
+
+    rule = b"Disallow: /p/\n"
+    for at in (_ROBOTS_TAIL_AT, 1024 * 1024, _ROBOTS_HUGE_BYTES - len(rule)):
+        pad_to(at)
+        out.extend(rule)
+    assert len(out) == _ROBOTS_HUGE_BYTES
+    return bytes(out)
+
+
+def _make_many_links() -> bytes:
+    head = b'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>100,000 links</title></head><body>\n'
+    links = b"".join(b'<a href="/l/%d.html">link %d</a>\n' % (i, i) for i in range(_MANY_LINKS))
+    return head + links + b"</body></html>\n"
+
+
+def _make_png() -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    ihdr = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)  # 1x1, 8-bit RGB
+    idat = zlib.compress(b"\x00\xff\x00\x00")
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+_PDF = (b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n"
+        b"2 0 obj << /Type /Pages /Kids [3 0 R] /Count 1 >> endobj\n"
+        b"3 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >> endobj\n"
+        b"trailer << /Root 1 0 R >>\n%%EOF\n")
+
+_MALFORMED = (
+    b"<html><head><title>Messy <b>page</title>\n<body><p>Unclosed paragraph <div><span>nested "
+    b"<a href=\"/l/1.html\">one\n<a href='/l/2.html'>two</a <a href=/l/3.html>three</a>\n"
+    b"<<<>>> &&&; &nbsp &#xZZZZ; &#99999999; </p></p></div></table></td></tr>\n"
+    b"<a href=\"javascript:alert(1)\">js</a> <a href=\"mailto:nobody@localhost\">mail</a> "
+    b"<a href=\"\">empty</a> <a href=\"   /l/4.html  \">spaced</a> <a href=\"http://[::1\">broken</a>\n"
+    b"<a href=\"/l/5.html\" href=\"/l/6.html\">double href</a> <a>no href</a> <A HREF=\"/L/7.HTML\">caps</A>\n"
+    b"<script>document.write(\"<a href='/l/8.html'>\");</script> <style>a{}</style>\n"
+    b"\xff\xfe garbage bytes \x80\x81 <![CDATA[ x ]]> <?php echo 1; ?>\n"
+    b"<!-- unterminated comment <a href=\"/l/9.html\">hidden</a>\n"
+)
+
+_WRONG_CHARSET = (
+    "<!DOCTYPE html>\n<html><head><title>Caf\u00e9 \u201cquotes\u201d</title></head><body>\n"
+    "<p>Na\u00efve caf\u00e9 \u2013 \u201csmart quotes\u201d \u2026 \u20ac5</p>\n"
+    "<a href=\"/l/10.html\">next</a>\n</body></html>\n"
+).encode("cp1252")
+
+_SJIS = (
+    "<!DOCTYPE html>\n<html><head><meta charset=\"shift_jis\"><title>\u65e5\u672c\u8a9e\u306e\u30da\u30fc\u30b8</title>"
+    "</head><body>\n<p>\u3053\u3093\u306b\u3061\u306f\u4e16\u754c</p>\n"
+    "<a href=\"/l/11.html\">\u6b21\u3078</a>\n</body></html>\n"
+).encode("shift_jis")
+
+_BOM = b"\xef\xbb\xbf" + (
+    "<!DOCTYPE html>\n<html><head><title>BOM \u00fcber</title></head><body>\n"
+    "<p>Starts with a UTF-8 byte order mark: \u00fcber \u2713</p>\n<a href=\"/l/12.html\">next</a>\n</body></html>\n"
+).encode("utf-8")
+
+_NUL = (b"<!DOCTYPE html>\n<html><head><title>NUL\x00bytes</title></head><body>\x00\x00\n"
+        b"<p>before\x00after</p>\n<a href=\"/l/13.html\">after a nul</a>\x00\n</body></html>\n")
+
+_XHTML = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml">\n'
+    b"<head><title>XHTML page</title></head>\n<body><p>Served as application/xhtml+xml.</p>\n"
+    b'<a href="/l/14.html">next</a><br/></body>\n</html>\n'
+)
+
+
+async def _messy(path: str) -> web.Response | None:
+    if path == "/":
+        return _html("Messy pages", [(p, p.lstrip("/")) for p in _MESSY_PATHS])
+    if path == "/malformed.html":
+        return _raw(_MALFORMED, "text/html")
+    if path == "/wrong-charset.html":
+        return _raw(_WRONG_CHARSET, "text/html; charset=utf-8")
+    if path == "/sjis.html":
+        return _raw(_SJIS, "text/html")
+    if path == "/bom.html":
+        return _raw(_BOM, "text/html")
+    if path == "/nul.html":
+        return _raw(_NUL, "text/html; charset=utf-8")
+    if path == "/empty.html":
+        return _raw(b"", "text/html; charset=utf-8")
+    if path == "/many-links.html":
+        return _raw(await _cached_async("many_links", _make_many_links), "text/html; charset=utf-8")
+    if path == "/image.png":
+        return _raw(_cached("png", _make_png), "image/png")
+    if path == "/doc.pdf":
+        return _raw(_PDF, "application/pdf")
+    if path == "/page.xhtml":
+        return _raw(_XHTML, "application/xhtml+xml")
+    m = _LEAF_RE.match(path)
+    if m and int(m.group(1)) < _MANY_LINKS:
+        return _html(f"Leaf {int(m.group(1))}", [])
+    return None
