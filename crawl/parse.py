@@ -1,0 +1,561 @@
+"""Page parsing that a hostile page cannot turn into a failed Spark task.
+
+Three layers:
+
+  * ``decode_html`` picks the charset (BOM, HTTP header, ``<meta>`` prescan, utf-8, and a
+    windows-1252 fallback for undeclared pages that are plainly not utf-8) and never raises;
+  * ``parse_page`` decodes, extracts outlinks with ``crawl.links.extract_outlinks`` and reads
+    ``<title>``, in-process; it never raises either, but it cannot protect the process from a
+    page that makes the parser hang, eat all memory or crash in native code;
+  * ``ParserPool`` runs ``parse_page`` in child processes (``ProcessPoolExecutor`` with the
+    forkserver start method) under an address-space limit (``RLIMIT_AS``) and a wall-clock
+    limit. A memory blow-up comes back as ``MemoryError``, a native crash as
+    ``BrokenProcessPool``, a hang as a timeout after which the workers are killed; in every
+    case the caller gets a ``ParseResult`` whose ``error`` starts with ``"parse_error: "`` and
+    the next call gets a fresh pool. The fetch task itself is never at risk.
+
+Whatever runs in a child is looked up by reference (pickle), so it must be a module-level
+function of an importable module: ``parse_page`` by default, or one of the ``_hostile_*``
+test hooks at the bottom of this file. As with any spawn/forkserver pool, each worker imports
+the parent's ``__main__`` module, so a script that uses ParserPool needs the usual
+``if __name__ == "__main__":`` guard (pytest and PySpark workers are fine).
+"""
+from __future__ import annotations
+
+import asyncio
+import codecs
+import multiprocessing
+import os
+import pickle
+import re
+import resource
+import signal
+import threading
+import time
+import weakref
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Callable
+
+from selectolax.lexbor import LexborHTMLParser
+
+from crawl.links import extract_outlinks
+
+_ERROR_TEXT_LIMIT = 300
+_TITLE_LIMIT = 1000
+_PRESCAN_BYTES = 4096
+_START_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    outlinks: list[str]
+    charset: str              # Python codec name of the encoding actually used ("" if not decoded)
+    title: str | None         # whitespace-collapsed <title> text; None when absent or blank
+    error: str | None         # None, or "parse_error: <why>"
+
+
+def _exc_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+
+
+def _parse_error(why: str, charset: str = "") -> ParseResult:
+    return ParseResult([], charset, None, f"parse_error: {why}"[:_ERROR_TEXT_LIMIT])
+
+
+# --------------------------------------------------------------------------------------------
+# Charset detection and decoding
+# --------------------------------------------------------------------------------------------
+
+# Labels Python does not know, mapped to one it does (WHATWG Encoding Standard spellings).
+_LABEL_ALIASES = {
+    "windows-31j": "cp932", "x-sjis": "cp932", "ms932": "cp932", "csshiftjis": "cp932",
+    "windows-874": "cp874", "x-mac-cyrillic": "mac-cyrillic", "x-mac-ukrainian": "mac-cyrillic",
+    "iso-8859-8-i": "iso8859-8", "csiso88598i": "iso8859-8", "logical": "iso8859-8", "visual": "iso8859-8",
+    "x-gbk": "gbk", "ks_c_5601-1987": "cp949", "ks_c_5601-1989": "cp949", "windows-949": "cp949",
+    "unicode-1-1-utf-8": "utf-8", "unicode11utf8": "utf-8", "unicode20utf8": "utf-8",
+    "x-unicode20utf8": "utf-8", "x-cp1250": "cp1250", "x-cp1251": "cp1251", "x-cp1252": "cp1252",
+    "x-cp1253": "cp1253", "x-cp1254": "cp1254", "x-cp1255": "cp1255", "x-cp1256": "cp1256",
+    "x-cp1257": "cp1257", "x-cp1258": "cp1258", "x-euc-jp": "euc_jp", "x-x-big5": "big5hkscs",
+}
+# After codecs.lookup: the encoding browsers really use for that name (WHATWG: latin1 and ascii
+# mean windows-1252, Shift_JIS means Windows-31J, and so on).
+_SUPERSETS = {
+    "ascii": "cp1252", "iso8859-1": "cp1252", "iso8859-9": "cp1254", "iso8859-11": "cp874",
+    "tis-620": "cp874", "shift_jis": "cp932", "euc_kr": "cp949", "gb2312": "gbk",
+    "big5": "big5hkscs", "utf-16": "utf-16-le",
+}
+# Only real web encodings are accepted: this keeps out Python's text transforms and
+# dangerous or odd codecs (utf-7, idna, unicode_escape, rot-13, ...).
+_ALLOWED = frozenset(
+    ["utf-8", "utf-16-le", "utf-16-be", "cp866", "koi8-r", "koi8-u", "mac-roman", "mac-cyrillic",
+     "cp874", "gbk", "gb18030", "big5hkscs", "euc_jp", "iso2022_jp", "cp932", "cp949"]
+    + [f"iso8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)]
+    + [f"cp125{n}" for n in range(9)])
+
+_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+_HEADER_CHARSET_RE = re.compile(r"""charset\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s;,"']+))""", re.I)
+_COMMENT_RE = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
+_META_RE = re.compile(r"<meta[\s/][^>]*>?", re.I)
+_ATTR_RE = re.compile(r"""([^\s=/>]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+)))?""")
+
+
+def _resolve_label(label: str | None) -> str | None:
+    """A charset label -> an allowed Python codec name, or None if unknown/unsupported."""
+    if not label:
+        return None
+    name = label.strip().strip("\"'").strip().lower()
+    if not name or len(name) > 40:
+        return None
+    name = _LABEL_ALIASES.get(name, name)
+    try:
+        name = codecs.lookup(name).name
+    except (LookupError, ValueError, TypeError):
+        return None
+    name = _SUPERSETS.get(name, name)
+    return name if name in _ALLOWED else None
+
+
+def _header_charset(content_type_header: str | None) -> str | None:
+    if not content_type_header:
+        return None
+    m = _HEADER_CHARSET_RE.search(content_type_header)
+    if not m:
+        return None
+    return _resolve_label(next(g for g in m.groups() if g is not None))
+
+
+def _meta_charset(head: bytes) -> str | None:
+    """Simplified HTML-standard prescan: the first <meta> outside comments in ``head`` that
+    names a supported charset, either as ``charset=`` or as ``http-equiv=Content-Type`` with
+    ``content="...; charset=..."``."""
+    text = _COMMENT_RE.sub("", head.decode("latin-1"))
+    for tag in _META_RE.finditer(text):
+        attrs: dict[str, str] = {}
+        for m in _ATTR_RE.finditer(tag.group(0)[5:]):
+            name = m.group(1).lower()
+            if name not in attrs:
+                attrs[name] = next((g for g in m.groups()[1:] if g is not None), "")
+        label = None
+        if "charset" in attrs:
+            label = attrs["charset"]
+        elif attrs.get("http-equiv", "").strip().lower() == "content-type" and "content" in attrs:
+            cm = _HEADER_CHARSET_RE.search(attrs["content"])
+            label = next(g for g in cm.groups() if g is not None) if cm else None
+        if label is not None and label.strip().lower() == "x-user-defined":
+            return "cp1252"
+        charset = _resolve_label(label)
+        if charset is not None:
+            # A page cannot declare UTF-16 in its own ASCII-compatible bytes: the standard says utf-8.
+            return "utf-8" if charset.startswith("utf-16") else charset
+    return None
+
+
+def _decode_default(body: bytes) -> tuple[str, str]:
+    """No usable declaration: utf-8, unless that produces many errors, then windows-1252.
+
+    "Many" means more than one decoding error per 10 non-ASCII bytes: windows-1252 text fails on
+    nearly every non-ASCII byte, while a utf-8 page with a stray bad byte, or cut off mid-character
+    by the body size limit, stays utf-8.
+    """
+    text = body.decode("utf-8", "replace")
+    bad = text.count("\ufffd") - body.count(b"\xef\xbf\xbd")
+    if bad > 0:
+        non_ascii = len(body) - len(body.translate(None, bytes(range(128, 256))))
+        if bad * 10 > non_ascii:
+            return body.decode("cp1252", "replace"), "cp1252"
+    return text, "utf-8"
+
+
+def decode_html(body: bytes, content_type_header: str | None) -> tuple[str, str]:
+    """Charset by precedence: BOM, then HTTP header charset, then <meta charset> / <meta http-equiv=Content-Type>
+    in the first 4 KiB (HTML standard prescan, simplified), then utf-8; unknown/bogus charset names fall back to
+    utf-8 (and windows-1252 when utf-8 decoding has many errors); undecodable bytes replaced, never raises.
+    Returns (text, charset_used). NUL bytes removed.
+
+    A bogus name is skipped like a missing one (a bogus header charset lets <meta> decide, as in
+    browsers). A declared charset is obeyed even if the bytes disagree (windows-1252 bytes under
+    ``charset=utf-8`` decode as utf-8 with replacement characters); only the undeclared default
+    falls back to windows-1252. ``charset_used`` is the Python codec name (e.g. "utf-8", "cp1252",
+    "cp932" for Shift_JIS, "utf-16-le"), so ``body.decode(charset_used, "replace")`` reproduces it.
+    """
+    try:
+        body = bytes(body or b"")
+        for bom, charset in _BOMS:
+            if body.startswith(bom):
+                text, used = body[len(bom):].decode(charset, "replace"), charset
+                break
+        else:
+            charset = _header_charset(content_type_header) or _meta_charset(body[:_PRESCAN_BYTES])
+            if charset is None:
+                text, used = _decode_default(body)
+            else:
+                text, used = body.decode(charset, "replace"), charset
+        return text.replace("\x00", ""), used
+    except Exception:  # a codec bug or MemoryError: last resort, then give up quietly
+        try:
+            return bytes(body or b"").decode("utf-8", "replace").replace("\x00", ""), "utf-8"
+        except Exception:
+            return "", "utf-8"
+
+
+# --------------------------------------------------------------------------------------------
+# Content type check and in-process parse
+# --------------------------------------------------------------------------------------------
+
+_PARSEABLE_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_UNKNOWN_TYPES = frozenset({"", "unknown/unknown", "application/unknown", "*/*"})
+# WHATWG MIME Sniffing, "identifying a resource with an unknown MIME type": HTML patterns,
+# each followed by a tag-terminating byte (space or ">").
+_HTML_SNIFF = (b"<!doctype html", b"<html", b"<head", b"<script", b"<iframe", b"<h1", b"<div",
+               b"<font", b"<table", b"<a", b"<style", b"<title", b"<b", b"<body", b"<br", b"<p", b"<!--")
+_SNIFF_WS = b" \t\n\r\x0c"
+
+
+def is_parseable(content_type_header: str | None, body_head: bytes) -> bool:
+    """True only for text/html and application/xhtml+xml, or (no usable content type) a body that
+    starts like HTML after whitespace and a BOM (WHATWG MIME sniffing patterns)."""
+    try:
+        media = (content_type_header or "").split(";", 1)[0].strip().lower()
+        if media not in _UNKNOWN_TYPES:
+            return media in _PARSEABLE_TYPES
+        head = bytes(body_head or b"")[:1024]
+        for bom, charset in _BOMS:
+            if head.startswith(bom):
+                head = head[len(bom):]
+                if charset != "utf-8":
+                    head = head.decode(charset, "replace").encode("utf-8", "replace")
+                break
+        head = head.lstrip(_SNIFF_WS).lower()
+        for pattern in _HTML_SNIFF:
+            if head.startswith(pattern) and head[len(pattern):len(pattern) + 1] in (b" ", b">"):
+                return True
+        return False
+    except Exception:
+        return False
+
+
+def _title(html: str) -> str | None:
+    node = LexborHTMLParser(html).css_first("title")
+    if node is None:
+        return None
+    title = re.sub(r"[\t\n\x0c\r ]+", " ", node.text(deep=True) or "").strip(" ")
+    return title[:_TITLE_LIMIT] or None
+
+
+def parse_page(body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+    """In-process parse (decode_html + crawl.links.extract_outlinks + <title>). Never raises."""
+    charset = ""
+    try:
+        text, charset = decode_html(body, content_type_header)
+        outlinks = extract_outlinks(text, url, max_outlinks) if max_outlinks > 0 else []
+        return ParseResult(outlinks, charset, _title(text), None)
+    except MemoryError:
+        return _parse_error("memory limit exceeded (MemoryError)", charset)
+    except RecursionError:
+        return _parse_error("recursion limit exceeded", charset)
+    except Exception as exc:
+        return _parse_error(_exc_text(exc), charset)
+
+
+# --------------------------------------------------------------------------------------------
+# The process pool
+# --------------------------------------------------------------------------------------------
+
+def _child_init(memory_limit_bytes: int) -> None:
+    """Runs once in each worker process: address-space cap, no core dumps, ignore ^C."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ValueError, OSError):
+        pass
+    if memory_limit_bytes:
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = memory_limit_bytes if hard == resource.RLIM_INFINITY else min(memory_limit_bytes, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _child_ping() -> int:
+    return os.getpid()
+
+
+def _mp_context() -> multiprocessing.context.BaseContext:
+    try:
+        ctx = multiprocessing.get_context("forkserver")
+    except ValueError:  # no forkserver on this platform
+        return multiprocessing.get_context("spawn")
+    # Only takes effect if the forkserver is not running yet: workers are then forked with
+    # selectolax and crawl already imported, and the parent's __main__ is not preloaded.
+    ctx.set_forkserver_preload(["crawl.parse"])
+    return ctx
+
+
+def _kill_executor(executor: ProcessPoolExecutor) -> list:
+    """Kill the executor's worker processes and shut it down without waiting.
+
+    ProcessPoolExecutor cannot cancel a call that is already running, so we reach into the
+    private ``_processes`` dict (pid -> multiprocessing.Process, CPython 3.8-3.13) and kill the
+    workers; the executor's manager thread then sees them die, fails their futures with
+    BrokenProcessPool and joins them. ``shutdown`` sets ``_processes`` to None, so the snapshot
+    is taken first.
+    """
+    procs: list = []
+    for _ in range(3):
+        try:
+            procs = list((getattr(executor, "_processes", None) or {}).values())
+            break
+        except RuntimeError:  # dict changed size during iteration (a worker was just spawned)
+            continue
+    for proc in procs:
+        try:
+            proc.kill()
+        except Exception:
+            pass
+    try:
+        executor.shutdown(wait=False, cancel_futures=True)
+    except Exception:
+        pass
+    return procs
+
+
+_LIVE_POOLS: "weakref.WeakSet[ParserPool]" = weakref.WeakSet()
+
+
+def _close_live_pools() -> None:
+    for pool in list(_LIVE_POOLS):
+        pool.close()
+
+
+# concurrent.futures joins its executors' workers at interpreter exit, which would wait forever
+# on a worker stuck in a hostile page. threading._register_atexit (private, CPython >= 3.9) hooks
+# run in reverse order of registration, so this one (registered after concurrent.futures.process
+# was imported) kills our workers first.
+try:
+    threading._register_atexit(_close_live_pools)  # type: ignore[attr-defined]
+except Exception:  # pragma: no cover - interpreter already shutting down, or not CPython
+    pass
+
+
+class _PoolClosed(Exception):
+    pass
+
+
+class ParserPool:
+    """``parse_page`` in worker processes, with a memory and a time limit per page.
+
+    The pool is started lazily (in a thread, so the event loop is not blocked while the
+    forkserver and workers start) and kept across calls. At most ``workers`` calls are in a
+    child at once (an asyncio semaphore; the others wait their turn without the clock
+    running), so ``time_limit_s`` measures the page's own parse time. When a call times out,
+    or the pool breaks, the whole pool is discarded and the next call starts a new one; calls
+    that were running in the same pool when it was killed for another call's timeout are
+    retried once. (A crash cannot be pinned on one call: with ``workers > 1`` every call running
+    in the pool at that moment gets the parse_error.)
+
+    ``target`` (default ``parse_page``) is what runs in the child, with the same arguments;
+    it must be a module-level function of an importable module (it is pickled by reference).
+    """
+
+    def __init__(self, workers: int = 1, memory_limit_bytes: int = 512 * 2**20, time_limit_s: float = 10.0,
+                 *, target: Callable[[bytes, str, str | None, int], ParseResult] | None = None):
+        if int(workers) < 1:
+            raise ValueError("workers must be >= 1")
+        if not float(time_limit_s) > 0:
+            raise ValueError("time_limit_s must be > 0")
+        self.workers = int(workers)
+        self.memory_limit_bytes = int(memory_limit_bytes)
+        self.time_limit_s = float(time_limit_s)
+        self._target = parse_page if target is None else target
+        try:
+            pickle.dumps(self._target)
+        except Exception as exc:
+            raise TypeError(f"target must be a module-level function of an importable module: {exc}") from exc
+        self._lock = threading.Lock()          # executor swap vs close() (possibly from another thread)
+        self._executor: ProcessPoolExecutor | None = None
+        self._gen = 0                          # bumped for every executor installed
+        self._killed_for_timeout: set[int] = set()
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._starting: asyncio.Task | None = None
+        _LIVE_POOLS.add(self)
+
+    # -- public API -------------------------------------------------------------------------
+
+    async def parse(self, body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+        """Run parse_page in a child; on timeout kill the pool's processes and replace the pool, on MemoryError /
+        BrokenProcessPool / any exception return ParseResult([], "", None, "parse_error: ...") and recreate the
+        pool if broken. Never raises (except CancelledError, which is propagated after making sure the
+        abandoned call cannot keep a worker busy). Safe to call concurrently from many coroutines of one
+        event loop."""
+        try:
+            if self._closed:
+                return _parse_error("parser pool closed")
+            async with self._slots_for_running_loop():
+                return await self._run(body, url, content_type_header, max_outlinks)
+        except asyncio.CancelledError:
+            raise
+        except _PoolClosed:
+            return _parse_error("parser pool closed")
+        except Exception as exc:
+            return _parse_error(f"parser pool failure: {_exc_text(exc)}")
+
+    def close(self) -> None:
+        """Kill the workers and forget the pool. Idempotent; later parse() calls return an error."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            for proc in _kill_executor(executor):
+                try:
+                    proc.join(timeout=2.0)
+                except Exception:
+                    pass
+
+    def __enter__(self) -> "ParserPool":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _slots_for_running_loop(self) -> asyncio.Semaphore:
+        # asyncio primitives bind to one loop; a pool kept across asyncio.run() calls gets new ones.
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._slots is None:
+            self._loop = loop
+            self._slots = asyncio.Semaphore(self.workers)
+            self._starting = None
+        return self._slots
+
+    def _new_executor(self) -> ProcessPoolExecutor:
+        """Blocking (run in a thread): create the executor and wait until its workers are up."""
+        executor = ProcessPoolExecutor(max_workers=self.workers, mp_context=_mp_context(),
+                                       initializer=_child_init, initargs=(self.memory_limit_bytes,))
+        try:
+            pings = [executor.submit(_child_ping) for _ in range(self.workers)]
+            for ping in pings:
+                ping.result(timeout=_START_TIMEOUT_S)
+        except BaseException:
+            _kill_executor(executor)
+            raise
+        return executor
+
+    async def _start(self) -> None:
+        try:
+            executor = await asyncio.get_running_loop().run_in_executor(None, self._new_executor)
+            with self._lock:
+                if not self._closed:
+                    self._executor, executor = executor, None
+                    self._gen += 1
+            if executor is not None:  # closed while starting
+                _kill_executor(executor)
+        finally:
+            self._starting = None
+
+    async def _ready(self) -> tuple[ProcessPoolExecutor, int]:
+        while True:
+            if self._closed:
+                raise _PoolClosed()
+            executor, gen = self._executor, self._gen
+            if executor is not None:
+                return executor, gen
+            if self._starting is None:
+                self._starting = asyncio.ensure_future(self._start())
+            await asyncio.shield(self._starting)
+
+    def _discard(self, gen: int, killed_for_timeout: bool) -> None:
+        """Throw away generation ``gen`` of the executor (no-op if already replaced)."""
+        with self._lock:
+            if gen != self._gen or self._executor is None:
+                return
+            executor, self._executor = self._executor, None
+            if killed_for_timeout:
+                self._killed_for_timeout.add(gen)
+        _kill_executor(executor)
+
+    async def _run(self, body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+        for attempt in (1, 2):
+            executor, gen = await self._ready()
+            try:
+                cfut: Future = executor.submit(self._target, body, url, content_type_header, max_outlinks)
+            except Exception as exc:  # broken or shut down under us: use a new pool once
+                self._discard(gen, killed_for_timeout=False)
+                if attempt == 1:
+                    continue
+                return _parse_error(f"could not submit: {_exc_text(exc)}")
+            afut = asyncio.wrap_future(cfut)
+            try:
+                done, _ = await asyncio.wait({afut}, timeout=self.time_limit_s)
+            except asyncio.CancelledError:
+                # Nobody will wait for this call any more; if it already runs, it could run forever.
+                if not cfut.cancel() and not cfut.done():
+                    self._discard(gen, killed_for_timeout=True)
+                raise
+            if not done:
+                self._discard(gen, killed_for_timeout=True)
+                afut.cancel()
+                return _parse_error(f"timeout after {self.time_limit_s:g}s")
+            exc = afut.exception()
+            if exc is None:
+                result = afut.result()
+                if isinstance(result, ParseResult):
+                    return result
+                return _parse_error(f"target returned {type(result).__name__}, not ParseResult")
+            if isinstance(exc, MemoryError):
+                return _parse_error("memory limit exceeded (MemoryError)")
+            if isinstance(exc, BrokenProcessPool):
+                innocent = gen in self._killed_for_timeout
+                self._discard(gen, killed_for_timeout=False)
+                if innocent and attempt == 1:
+                    continue  # killed because another page in the same pool timed out
+                return _parse_error("worker process died (BrokenProcessPool)")
+            return _parse_error(_exc_text(exc))
+        return _parse_error("worker process died (BrokenProcessPool)")
+
+
+# --------------------------------------------------------------------------------------------
+# TEST HOOKS: hostile targets for ParserPool(target=...). They must live in an installed module
+# so a worker process can import them. Never used by the crawler itself.
+# --------------------------------------------------------------------------------------------
+
+def _hostile_sleep(body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+    """TEST HOOK: hang for float(body) seconds (default an hour)."""
+    time.sleep(float(body or b"3600"))
+    return ParseResult([], "utf-8", f"slept {float(body or b'3600'):g}", None)
+
+
+def _hostile_allocate(body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+    """TEST HOOK: allocate int(body) bytes (default 16 GiB) in one block. bytes(n) is calloc'd
+    and never touched, so even without a limit this costs address space, not RAM."""
+    block = bytes(int(body or str(16 * 2**30)))
+    return ParseResult([], "utf-8", f"allocated {len(block)}", None)
+
+
+def _hostile_crash(body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+    """TEST HOOK: die like a native crash: SIGSEGV, or os._exit(70) when body == b"exit"."""
+    if body == b"exit":
+        os._exit(70)
+    os.kill(os.getpid(), signal.SIGSEGV)
+    time.sleep(10)
+    return ParseResult([], "utf-8", None, None)
+
+
+def _hostile_page(body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+    """TEST HOOK: one target for both hostile and normal pages, so one pool can be shown to recover.
+    b"sleep <s>", b"alloc <bytes>", b"segv", b"exit" misbehave, b"pid" reports the worker's pid
+    in ``title``; any other body goes to parse_page."""
+    cmd, _, arg = body.partition(b" ")
+    if cmd == b"sleep":
+        return _hostile_sleep(arg, url, content_type_header, max_outlinks)
+    if cmd == b"alloc":
+        return _hostile_allocate(arg, url, content_type_header, max_outlinks)
+    if cmd in (b"segv", b"exit"):
+        return _hostile_crash(cmd, url, content_type_header, max_outlinks)
+    if cmd == b"pid":
+        return ParseResult([], "utf-8", str(os.getpid()), None)
+    return parse_page(body, url, content_type_header, max_outlinks)
