@@ -100,13 +100,15 @@ def build_config(conf_file: str | None = None, overrides: Mapping[str, Any] | No
 def _validate(cfg: Mapping[str, Any]) -> None:
     positive = ["crawldb.host_buckets", "generate.max_urls_per_host", "generate.top_n", "generate.lease_s",
                 "fetch.max_concurrency", "fetch.max_body_bytes", "fetch.total_timeout_s",
-                "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.task_time_limit_s",
+                "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.time_limit_s", "fetch.max_backoff_s", "fetch.max_consecutive_errors",
                 "fetch.robots_max_bytes", "spark.shuffle_partitions", "parse.max_outlinks",
-                "update.refetch_interval_s", "update.retry_interval_s"]
+                "update.refetch_interval_s", "update.retry_interval_s", "parse.workers",
+                "parse.memory_limit_mb", "parse.time_limit_s", "warc.max_file_bytes"]
     for key in positive:
         if cfg[key] <= 0:
             raise ConfigError(f"config key '{key}' must be > 0, got {cfg[key]}")
-    non_negative = ["fetch.delay_s", "fetch.max_crawl_delay_s", "fetch.tasks", "fetch.robots_ttl_s",
+    non_negative = ["fetch.delay_s", "fetch.delay_factor", "fetch.max_delay_s", "fetch.max_wait_in_cycle_s",
+                    "fetch.robots_retry_s", "fetch.max_crawl_delay_s", "fetch.tasks", "fetch.robots_ttl_s",
                     "update.max_retries", "update.max_depth", "devweb.hosts", "devweb.pages_per_host",
                     "devweb.port", "devweb.crawl_delay_s", "stats.top_hosts"]
     for key in non_negative:

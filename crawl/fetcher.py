@@ -1,45 +1,58 @@
 """The polite fetcher that runs inside one Spark task (``mapPartitions``).
 
-A fetch task owns whole hosts (the job hash-partitions the fetchlist by host), so politeness
-needs no coordination with other tasks:
+A fetch task owns whole hosts (the job assigns every host to exactly one task), so politeness
+needs no coordination with other tasks. Inside the task, the Mercator design:
 
-  * one asyncio coroutine per host works through that host's URLs in order: this is the
-    Mercator "back queue", and it means at most one request in flight per host;
-  * robots.txt is fetched (or taken from the hostdb cache while fresh) before the host's
-    first page, and every URL is checked against it (RFC 9309);
-  * between the end of one request and the start of the next to the same host we wait at
-    least max(fetch.delay_s, robots Crawl-delay); a Crawl-delay above fetch.max_crawl_delay_s
-    defers the whole host instead of being ignored;
-  * a semaphore caps requests in flight across the task (fetch.max_concurrency);
-  * the task stops starting requests after fetch.task_time_limit_s; URLs not reached produce
-    no row, stay leased until the lease expires, and are then due again.
+  * one FIFO of URLs per host (``HostQueue``, the "back queue");
+  * a min-heap of hosts keyed by ``next_allowed_at``: the scheduler pops the host that may be
+    contacted soonest, waits until then, and starts ONE request for it; the host goes back on
+    the heap only when that request has ended — so there is never more than one request in
+    flight per host, and at most ``fetch.max_concurrency`` in the task;
+  * robots.txt is fetched (or taken from the hostdb cache while fresh) before the host's first
+    page, and every URL is checked against it (RFC 9309, crawl/robots.py);
+  * the gap after each request is crawl.politeness.adaptive_gap: at least max(fetch.delay_s,
+    Crawl-delay), growing with the server's response time; 429/503 add Retry-After or an
+    exponential backoff; a wait longer than ``fetch.max_wait_in_cycle_s`` stops the host for
+    this cycle and records ``backoff_until`` in host_state, which generate honours;
+  * ``fetch.max_consecutive_errors`` network errors in a row stop the host for this cycle;
+  * a Crawl-delay above ``fetch.max_crawl_delay_s`` defers the host (no page requested);
+  * after ``fetch.time_limit_s`` no new request starts; every URL not attempted is reported
+    as ``not_attempted`` and stays due.
 
-Redirects are not followed for pages (as in Nutch with http.redirect.max=0): the target is
-recorded in redirect_to and becomes an outlink, so it is normalised, deduplicated and
-scheduled politely like any other URL. robots.txt redirects are followed (up to 5 hops).
+Bodies are read as a stream and cut at ``fetch.max_body_bytes`` (compressed AND decoded: we
+decompress ourselves, so a gzip bomb costs at most the limit), written to WARC (crawl/warc.py)
+when an archive is given, and parsed in a guarded child process (crawl/parse.py) when a parser
+is given. Redirects are not followed inline (as in Nutch with http.redirect.max=0): the target
+is recorded in redirect_to and becomes a URL of its own, fetched politely in a later cycle.
 
-Input rows are plain dicts (see ``FETCHLIST_FIELDS``); output rows are plain dicts with
-``kind`` = "url" (one per attempted URL) or "host" (one per host). Times are epoch seconds.
+Input rows are plain dicts (``FETCHLIST_FIELDS``); output rows are plain dicts with
+``kind`` = "url" (one per URL of the input) or "host" (one per host). Times are epoch seconds.
 """
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
+import itertools
 import time
-from collections import OrderedDict
-from typing import Any, Iterable, Mapping
+import zlib
+from collections import OrderedDict, deque
+from typing import Any, Iterable, Mapping, Protocol
 
 import aiohttp
 
-from crawl.links import extract_outlinks
+from crawl.politeness import adaptive_gap, decayed_backoff, next_backoff, parse_retry_after
 from crawl.robots import UNREACHABLE_STATUS, RobotsPolicy, effective_delay, policy_from_fetch
 from crawl.status import FetchStatus, classify_http_status
 from crawl.urls import InvalidUrl, normalize_url
 
 FETCHLIST_FIELDS = ("url", "url_hash", "host", "host_bucket", "depth", "score", "segment_id",
-                    "etag", "last_modified", "robots_status", "robots_txt", "robots_fetched_at")
+                    "etag", "last_modified", "robots_status", "robots_txt", "robots_fetched_at",
+                    "backoff_s")
 MAX_ROBOTS_REDIRECTS = 5
 _ERROR_TEXT_LIMIT = 300
+_CHUNK = 65536
+PARSEABLE_TYPES = ("text/html", "application/xhtml+xml")
 
 
 def _error_text(exc: BaseException) -> str:
@@ -47,98 +60,110 @@ def _error_text(exc: BaseException) -> str:
     return text[:_ERROR_TEXT_LIMIT]
 
 
-class _Budget:
-    """Task-wide limits: the deadline and the cap on requests in flight."""
+class Archive(Protocol):
+    """Where response bodies go (crawl.warc.WarcWriter)."""
+    def write_exchange(self, url: str, request_headers: list[tuple[str, str]], status: int, reason: str,
+                       response_headers: list[tuple[str, str]], body: bytes, fetched_at: float,
+                       ip: str | None = None, truncated: str | None = None) -> Any: ...
+    def write_revisit(self, url: str, request_headers: list[tuple[str, str]], status: int, reason: str,
+                      response_headers: list[tuple[str, str]], fetched_at: float,
+                      refers_to_record_id: str | None, refers_to_date: float | None,
+                      refers_to_uri: str | None, payload_digest: str | None) -> Any: ...
 
-    def __init__(self, cfg: Mapping[str, Any]):
-        self.deadline = time.monotonic() + float(cfg["fetch.task_time_limit_s"])
-        self.slots = asyncio.Semaphore(int(cfg["fetch.max_concurrency"]))
+
+class Parser(Protocol):
+    """Turns an HTML body into outlinks (crawl.parse.ParserPool)."""
+    async def parse(self, body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> Any: ...
+
+
+class Body:
+    """A response body read under a byte limit, decompressed by us (never more than the limit)."""
+
+    def __init__(self, data: bytes, truncated: bool, encoding_error: str | None = None):
+        self.data = data
+        self.truncated = truncated
+        self.encoding_error = encoding_error
+
+
+async def read_body(resp: aiohttp.ClientResponse, limit: int) -> Body:
+    """Read the body: at most ``limit`` raw bytes and at most ``limit`` decoded bytes."""
+    encoding = (resp.headers.get("Content-Encoding") or "").strip().lower()
+    decompressor = None
+    if encoding in ("gzip", "x-gzip"):
+        decompressor = zlib.decompressobj(wbits=31)
+    elif encoding == "deflate":
+        decompressor = zlib.decompressobj(wbits=15)  # RFC 9110 "deflate" is zlib-wrapped
+    out = bytearray()
+    raw = 0
+    try:
+        async for chunk in resp.content.iter_chunked(_CHUNK):
+            raw += len(chunk)
+            if decompressor is None:
+                out += chunk
+            else:
+                data = chunk
+                while data and len(out) <= limit:
+                    out += decompressor.decompress(data, limit + 1 - len(out))
+                    data = decompressor.unconsumed_tail
+            if len(out) > limit or raw > limit:
+                return Body(bytes(out[:limit]), True)
+        if decompressor is not None:
+            out += decompressor.flush()
+    except zlib.error as exc:
+        return Body(bytes(out[:limit]), False, f"bad {encoding} body: {exc}")
+    if len(out) > limit:
+        return Body(bytes(out[:limit]), True)
+    return Body(bytes(out), False)
+
+
+class TaskContext:
+    """What every host of one task shares."""
+
+    def __init__(self, cfg: Mapping[str, Any], session: aiohttp.ClientSession,
+                 archive: Archive | None, parser: Parser | None):
+        self.cfg = cfg
+        self.session = session
+        self.archive = archive
+        self.parser = parser
+        self.deadline = time.monotonic() + float(cfg["fetch.time_limit_s"])
+        self.request_headers = [("User-Agent", cfg["fetch.user_agent"]),
+                                ("Accept-Encoding", "gzip, deflate"),
+                                ("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5")]
 
     def expired(self) -> bool:
         return time.monotonic() >= self.deadline
 
 
-async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
-    """Read at most ``limit`` bytes of the (decoded) body; say whether more was left."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in resp.content.iter_chunked(65536):
-        room = limit - size
-        if len(chunk) > room:
-            chunks.append(chunk[:room])
-            return b"".join(chunks), True
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks), False
+class HostQueue:
+    """One host's back queue and politeness state; ``step()`` performs at most one request."""
 
-
-class HostFetcher:
-    """Fetches the URLs of one host, politely, in one coroutine."""
-
-    def __init__(self, host: str, rows: list[Mapping[str, Any]], session: aiohttp.ClientSession,
-                 cfg: Mapping[str, Any], budget: _Budget):
+    def __init__(self, host: str, rows: list[Mapping[str, Any]], ctx: TaskContext):
         self.host = host
-        self.rows = rows
-        self.session = session
-        self.cfg = cfg
-        self.budget = budget
-        self.delay_s = float(cfg["fetch.delay_s"])
-        self.last_end: float | None = None  # monotonic time the previous request to this host ended
+        self.pending: deque[Mapping[str, Any]] = deque(rows)
+        self.ctx = ctx
+        cfg = ctx.cfg
+        self.min_gap = float(cfg["fetch.delay_s"])
+        self.gap = self.min_gap
+        self.penalty = float(rows[0].get("backoff_s") or 0.0)  # carried over from earlier cycles
+        self.next_allowed = time.monotonic()
+        self.policy: RobotsPolicy | None = None
+        self.consecutive_errors = 0
+        self.results: list[dict[str, Any]] = []
         first = rows[0]
         self.host_row: dict[str, Any] = {
             "kind": "host", "host": host, "host_bucket": first["host_bucket"],
             "segment_id": first["segment_id"], "robots_status": None, "robots_txt": None,
-            "robots_fetched_at": None, "crawl_delay_s": None, "deferred": False,
+            "robots_fetched_at": None, "robots_error": None, "crawl_delay_s": None, "sitemaps": None,
+            "deferred": False, "backoff_until": None, "backoff_s": None, "stop_reason": None,
             "requests": 0, "pages_fetched": 0, "errors": 0, "last_fetch_at": None,
-            "robots_error": None,
+            "mean_response_ms": None,
         }
+        self._durations: list[float] = []
 
-    async def _wait_turn(self) -> None:
-        if self.last_end is not None:
-            gap = self.last_end + self.delay_s - time.monotonic()
-            if gap > 0:
-                await asyncio.sleep(gap)
-
-    def _done(self) -> None:
-        self.last_end = time.monotonic()
-        self.host_row["requests"] += 1
-        self.host_row["last_fetch_at"] = time.time()
-
-    async def _robots(self) -> RobotsPolicy:
-        agent = self.cfg["fetch.robots_agent"]
-        max_bytes = int(self.cfg["fetch.robots_max_bytes"])
-        first = self.rows[0]
-        cached_at = first.get("robots_fetched_at")
-        if (first.get("robots_status") is not None and cached_at is not None
-                and time.time() - cached_at < float(self.cfg["fetch.robots_ttl_s"])):
-            self.host_row["robots_status"] = first["robots_status"]
-            return policy_from_fetch(first["robots_status"], first.get("robots_txt"), agent, max_bytes)
-
-        scheme = first["url"].split("://", 1)[0]
-        url = f"{scheme}://{self.host}/robots.txt"
-        status, body = UNREACHABLE_STATUS, b""
-        try:
-            for _hop in range(MAX_ROBOTS_REDIRECTS + 1):
-                await self._wait_turn()
-                async with self.budget.slots:
-                    try:
-                        async with self.session.get(url, allow_redirects=False) as resp:
-                            location = resp.headers.get("Location")
-                            if 300 <= resp.status < 400 and location:
-                                url = normalize_url(location, base=url)
-                                continue
-                            status = resp.status
-                            body, _ = await _read_limited(resp, max_bytes)
-                            break
-                    finally:
-                        self._done()
-            # a chain longer than MAX_ROBOTS_REDIRECTS leaves status unreachable
-        except (InvalidUrl, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
-            status, body = UNREACHABLE_STATUS, b""
-            self.host_row["robots_error"] = _error_text(exc)
-        self.host_row.update(robots_status=status, robots_fetched_at=time.time(),
-                             robots_txt=body.decode("utf-8", "replace") if 200 <= status < 300 else None)
-        return policy_from_fetch(status, body, agent, max_bytes)
+    # -- bookkeeping -------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return not self.pending and self.policy is not None
 
     def _outcome(self, row: Mapping[str, Any], fetch_status: str, **fields: Any) -> dict[str, Any]:
         out = {"kind": "url", "url": row["url"], "url_hash": row["url_hash"], "host": self.host,
@@ -146,90 +171,239 @@ class HostFetcher:
                "segment_id": row["segment_id"], "fetch_status": fetch_status, "http_status": None,
                "fetched_at": time.time(), "elapsed_ms": None, "content_type": None,
                "content_length": None, "truncated": False, "content_hash": None, "etag": None,
-               "last_modified": None, "redirect_to": None, "error": None, "outlinks": []}
+               "last_modified": None, "redirect_to": None, "error": None, "outlinks": [],
+               "parse_error": None, "warc_file": None, "warc_offset": None, "warc_length": None,
+               "payload_digest": None}
         out.update(fields)
         return out
 
-    async def _fetch_page(self, row: Mapping[str, Any]) -> dict[str, Any]:
+    def give_up(self, fetch_status: str, reason: str) -> None:
+        """Report every URL still queued as not fetched in this cycle (they stay due)."""
+        while self.pending:
+            self.results.append(self._outcome(self.pending.popleft(), fetch_status, error=reason))
+
+    def _stop_for_cycle(self, reason: str, backoff_s: float | None = None) -> None:
+        self.host_row["stop_reason"] = reason
+        if backoff_s:
+            self.host_row["backoff_until"] = time.time() + backoff_s
+        self.give_up(FetchStatus.NOT_ATTEMPTED, f"host stopped for this cycle: {reason}")
+
+    def _request_ended(self, started: float) -> None:
+        ended = time.monotonic()
+        duration = ended - started
+        self._durations.append(duration)
+        self.host_row["requests"] += 1
+        self.host_row["last_fetch_at"] = time.time()
+        self.gap = adaptive_gap(self.min_gap, float(self.ctx.cfg["fetch.delay_factor"]), duration,
+                                float(self.ctx.cfg["fetch.max_delay_s"]))
+        self.next_allowed = ended + self.gap + self.penalty
+
+    def _penalise(self, retry_after: float | None) -> None:
+        """A 429/503: wait Retry-After (capped) or back off exponentially."""
+        cfg = self.ctx.cfg
+        cap = float(cfg["fetch.max_backoff_s"])
+        if retry_after is not None:
+            self.penalty = min(retry_after, cap)
+        else:
+            self.penalty = next_backoff(self.penalty, max(self.min_gap, 1.0), cap)
+        self.host_row["backoff_s"] = self.penalty
+        self.next_allowed = time.monotonic() + max(self.gap, self.penalty)
+        if self.penalty > float(cfg["fetch.max_wait_in_cycle_s"]):
+            self._stop_for_cycle(f"server asked to wait {self.penalty:.0f}s", backoff_s=self.penalty)
+
+    def finish(self) -> dict[str, Any]:
+        if self._durations:
+            self.host_row["mean_response_ms"] = 1000.0 * sum(self._durations) / len(self._durations)
+        if self.host_row["backoff_s"] is None and self.penalty == 0.0:
+            self.host_row["backoff_s"] = 0.0
+        return self.host_row
+
+    # -- the work ----------------------------------------------------------------------------
+    async def step(self) -> None:
+        """Do the next piece of work: robots.txt, or one page (skipping robots-denied URLs)."""
+        if self.policy is None:
+            await self._robots()
+            return
+        while self.pending:
+            row = self.pending[0]
+            if self.policy.allowed(row["url"]):
+                break
+            self.pending.popleft()
+            self.results.append(self._outcome(row, FetchStatus.ROBOTS_DENIED))
+        if self.pending:
+            await self._fetch_page(self.pending.popleft())
+
+    async def _robots(self) -> None:
+        cfg = self.ctx.cfg
+        agent = cfg["fetch.robots_agent"]
+        max_bytes = int(cfg["fetch.robots_max_bytes"])
+        first = self.pending[0]
+        cached_at = first.get("robots_fetched_at")
+        if (first.get("robots_status") is not None and cached_at is not None
+                and time.time() - cached_at < float(cfg["fetch.robots_ttl_s"])):
+            self.host_row["robots_status"] = first["robots_status"]
+            self._apply_policy(policy_from_fetch(first["robots_status"], first.get("robots_txt"), agent, max_bytes))
+            return
+        scheme = first["url"].split("://", 1)[0]
+        url = f"{scheme}://{self.host}/robots.txt"
+        status, body = UNREACHABLE_STATUS, b""
+        started = time.monotonic()
+        try:
+            for hop in range(MAX_ROBOTS_REDIRECTS + 1):
+                if hop:  # each hop is a request too: keep the gap
+                    await asyncio.sleep(self.min_gap)
+                async with self.ctx.session.get(url, allow_redirects=False) as resp:
+                    location = resp.headers.get("Location")
+                    if 300 <= resp.status < 400 and location:
+                        url = normalize_url(location, base=url)
+                        continue
+                    status = resp.status
+                    body = (await read_body(resp, max_bytes)).data
+                    break
+            else:
+                self.host_row["robots_error"] = f"more than {MAX_ROBOTS_REDIRECTS} redirects"
+        except (InvalidUrl, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            status, body = UNREACHABLE_STATUS, b""
+            self.host_row["robots_error"] = _error_text(exc)
+        finally:
+            self._request_ended(started)
+        policy = policy_from_fetch(status, body, agent, max_bytes)
+        self.host_row.update(robots_status=status, robots_fetched_at=time.time(),
+                             robots_txt=body.decode("utf-8", "replace") if 200 <= status < 300 else None,
+                             sitemaps=list(policy.sitemaps) or None)
+        self._apply_policy(policy)
+
+    def _apply_policy(self, policy: RobotsPolicy) -> None:
+        cfg = self.ctx.cfg
+        self.policy = policy
+        self.host_row["crawl_delay_s"] = policy.crawl_delay_s
+        self.min_gap = effective_delay(float(cfg["fetch.delay_s"]), policy)
+        self.gap = max(self.gap, self.min_gap)
+        self.next_allowed = max(self.next_allowed, time.monotonic() + self.min_gap)
+        if policy.crawl_delay_s is not None and policy.crawl_delay_s > float(cfg["fetch.max_crawl_delay_s"]):
+            self.host_row["deferred"] = True
+            self.give_up(FetchStatus.DEFERRED,
+                         f"Crawl-delay {policy.crawl_delay_s}s above fetch.max_crawl_delay_s")
+        elif policy.disallow_all:
+            # robots.txt unreachable (5xx, 429, network error): RFC 9309 2.3.1.4 says assume
+            # complete disallow. No page is requested; the URLs are retried later (not marked
+            # robots_denied, the cause is transient) and the host backs off.
+            backoff = next_backoff(float(self.pending[0].get("backoff_s") or 0.0) if self.pending else 0.0,
+                                   float(cfg["fetch.robots_retry_s"]), float(cfg["fetch.max_backoff_s"]))
+            self.host_row.update(backoff_until=time.time() + backoff, backoff_s=backoff,
+                                 stop_reason="robots.txt unreachable")
+            fs = FetchStatus.NETWORK_ERROR if policy.status == UNREACHABLE_STATUS else FetchStatus.SERVER_ERROR
+            reason = self.host_row.get("robots_error") or f"HTTP {policy.status}"
+            self.give_up(fs, f"robots.txt unreachable ({reason}): host not crawled")
+
+    async def _fetch_page(self, row: Mapping[str, Any]) -> None:
+        cfg = self.ctx.cfg
         url = row["url"]
-        headers = {}
+        headers = dict(self.ctx.request_headers)
         if row.get("etag"):
             headers["If-None-Match"] = row["etag"]
         if row.get("last_modified"):
             headers["If-Modified-Since"] = row["last_modified"]
-        await self._wait_turn()
-        async with self.budget.slots:
-            started = time.monotonic()
-            try:
-                async with self.session.get(url, allow_redirects=False, headers=headers) as resp:
-                    code = resp.status
-                    location = resp.headers.get("Location")
-                    redirect_to = None
-                    if 300 <= code < 400 and code != 304 and location:
-                        try:
-                            redirect_to = normalize_url(location, base=url)
-                        except InvalidUrl:
-                            redirect_to = None
-                    fetch_status = classify_http_status(code, has_location=redirect_to is not None)
-                    fields: dict[str, Any] = {"http_status": code,
-                                              "content_type": resp.headers.get("Content-Type"),
-                                              "etag": resp.headers.get("ETag"),
-                                              "last_modified": resp.headers.get("Last-Modified")}
-                    if fetch_status == FetchStatus.OK:
-                        body, truncated = await _read_limited(resp, int(self.cfg["fetch.max_body_bytes"]))
-                        fields.update(content_length=len(body), truncated=truncated,
-                                      content_hash=hashlib.sha1(body).hexdigest())
-                        ctype = (fields["content_type"] or "").lower()
-                        if "html" in ctype or (not ctype and body.lstrip()[:1] == b"<"):
-                            fields["outlinks"] = extract_outlinks(body, url, int(self.cfg["parse.max_outlinks"]))
-                    elif fetch_status == FetchStatus.REDIRECT:
-                        fields["redirect_to"] = redirect_to
-                        fields["outlinks"] = [redirect_to]
-                    elif 300 <= code < 400 and code != 304:
-                        fields["error"] = f"redirect without a usable Location: {location!r}"[:_ERROR_TEXT_LIMIT]
-                    if fetch_status == FetchStatus.SERVER_ERROR:
-                        self.host_row["errors"] += 1
-                    elif fetch_status == FetchStatus.OK:
-                        self.host_row["pages_fetched"] += 1
-                    fields["elapsed_ms"] = int((time.monotonic() - started) * 1000)
-                    return self._outcome(row, fetch_status, **fields)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, UnicodeError) as exc:
+        started = time.monotonic()
+        try:
+            async with self.ctx.session.get(url, allow_redirects=False, headers=headers) as resp:
+                outcome = await self._handle_response(row, resp, headers, started)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, UnicodeError) as exc:
+            self._request_ended(started)
+            self.host_row["errors"] += 1
+            self.consecutive_errors += 1
+            self.results.append(self._outcome(row, FetchStatus.NETWORK_ERROR, error=_error_text(exc),
+                                              elapsed_ms=int((time.monotonic() - started) * 1000)))
+            if self.consecutive_errors >= int(cfg["fetch.max_consecutive_errors"]):
+                self._stop_for_cycle(f"{self.consecutive_errors} network errors in a row")
+            return
+        self.consecutive_errors = 0
+        self.results.append(outcome)
+        if outcome["http_status"] in (429, 503):
+            self.host_row["errors"] += 1
+            self._penalise(parse_retry_after(outcome.pop("_retry_after", None), time.time()))
+        else:
+            outcome.pop("_retry_after", None)
+            if outcome["fetch_status"] == FetchStatus.SERVER_ERROR:
                 self.host_row["errors"] += 1
-                return self._outcome(row, FetchStatus.NETWORK_ERROR, error=_error_text(exc),
-                                     elapsed_ms=int((time.monotonic() - started) * 1000))
-            finally:
-                self._done()
+            if self.penalty:
+                self.penalty = decayed_backoff(self.penalty)
 
-    async def run(self) -> list[dict[str, Any]]:
-        results: list[dict[str, Any]] = []
-        if self.budget.expired():
-            return results
-        policy = await self._robots()
-        self.host_row["crawl_delay_s"] = policy.crawl_delay_s
-        self.delay_s = effective_delay(float(self.cfg["fetch.delay_s"]), policy)
-        if policy.crawl_delay_s is not None and policy.crawl_delay_s > float(self.cfg["fetch.max_crawl_delay_s"]):
-            self.host_row["deferred"] = True
-            results.extend(self._outcome(row, FetchStatus.DEFERRED,
-                                         error=f"Crawl-delay {policy.crawl_delay_s}s above fetch.max_crawl_delay_s")
-                           for row in self.rows)
-            return results
-        if policy.disallow_all:
-            # robots.txt unreachable (5xx, 429, network error): RFC 9309 2.3.1.4 says assume
-            # complete disallow. No page is requested, and the URLs are retried later rather
-            # than marked robots_denied, because the cause is transient.
-            fs = FetchStatus.NETWORK_ERROR if policy.status == UNREACHABLE_STATUS else FetchStatus.SERVER_ERROR
-            reason = self.host_row.get("robots_error") or f"HTTP {policy.status}"
-            results.extend(self._outcome(row, fs, error=f"robots.txt unreachable ({reason}): host not crawled")
-                           for row in self.rows)
-            return results
-        for row in self.rows:
-            if self.budget.expired():
-                break  # not attempted: no row, the lease expires and the URL is due again
-            if not policy.allowed(row["url"]):
-                results.append(self._outcome(row, FetchStatus.ROBOTS_DENIED, http_status=None))
-                continue
-            results.append(await self._fetch_page(row))
-        return results
+    async def _handle_response(self, row: Mapping[str, Any], resp: aiohttp.ClientResponse,
+                               request_headers: dict[str, str], started: float) -> dict[str, Any]:
+        cfg = self.ctx.cfg
+        url = row["url"]
+        code = resp.status
+        location = resp.headers.get("Location")
+        redirect_to = None
+        if 300 <= code < 400 and code != 304 and location:
+            try:
+                redirect_to = normalize_url(location, base=url)
+            except InvalidUrl:
+                redirect_to = None
+            if redirect_to == url:
+                redirect_to = None  # a redirect to itself is a loop: no usable target
+        fetch_status = classify_http_status(code, has_location=redirect_to is not None)
+        ctype = resp.headers.get("Content-Type")
+        fields: dict[str, Any] = {"http_status": code, "content_type": ctype,
+                                  "etag": resp.headers.get("ETag"),
+                                  "last_modified": resp.headers.get("Last-Modified"),
+                                  "_retry_after": resp.headers.get("Retry-After")}
+        body = await read_body(resp, int(cfg["fetch.max_body_bytes"])) if fetch_status != FetchStatus.NOT_MODIFIED else None
+        self._request_ended(started)
+        fetched_at = time.time()
+        fields["fetched_at"] = fetched_at
+        fields["elapsed_ms"] = int((time.monotonic() - started) * 1000)
+        if body is not None:
+            fields.update(content_length=len(body.data), truncated=body.truncated)
+            if body.encoding_error:
+                fields["error"] = body.encoding_error[:_ERROR_TEXT_LIMIT]
+        if fetch_status == FetchStatus.OK:
+            fields["content_hash"] = hashlib.sha1(body.data).hexdigest()
+            self.host_row["pages_fetched"] += 1
+            if self._parseable(ctype, body.data):
+                await self._parse(url, body.data, ctype, fields)
+        elif fetch_status == FetchStatus.REDIRECT:
+            fields["redirect_to"] = redirect_to
+            fields["outlinks"] = [redirect_to]
+        elif 300 <= code < 400 and code != 304:
+            fields["error"] = f"redirect without a usable Location: {location!r}"[:_ERROR_TEXT_LIMIT]
+        self._archive(row, resp, request_headers, body, fetched_at, fields)
+        return self._outcome(row, fetch_status, **fields)
+
+    @staticmethod
+    def _parseable(ctype: str | None, body: bytes) -> bool:
+        media = (ctype or "").split(";", 1)[0].strip().lower()
+        if media:
+            return media in PARSEABLE_TYPES
+        return body.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"<"
+
+    async def _parse(self, url: str, body: bytes, ctype: str | None, fields: dict[str, Any]) -> None:
+        max_outlinks = int(self.ctx.cfg["parse.max_outlinks"])
+        if self.ctx.parser is not None:
+            result = await self.ctx.parser.parse(body, url, ctype, max_outlinks)
+            fields["outlinks"] = list(result.outlinks)
+            fields["parse_error"] = result.error
+        else:
+            from crawl.links import extract_outlinks
+            fields["outlinks"] = extract_outlinks(body, url, max_outlinks)
+
+    def _archive(self, row: Mapping[str, Any], resp: aiohttp.ClientResponse, request_headers: dict[str, str],
+                 body: Body | None, fetched_at: float, fields: dict[str, Any]) -> None:
+        archive = self.ctx.archive
+        if archive is None:
+            return
+        req = list(request_headers.items())
+        res = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
+        ip = self.host.rsplit(":", 1)[0] if self.host[:1].isdigit() else None
+        if body is None:  # 304
+            loc = archive.write_revisit(row["url"], req, resp.status, resp.reason or "", res, fetched_at,
+                                        None, row.get("last_fetched_at"), row["url"], None)
+        else:
+            loc = archive.write_exchange(row["url"], req, resp.status, resp.reason or "", res, body.data,
+                                         fetched_at, ip=ip, truncated="length" if body.truncated else None)
+        fields.update(warc_file=loc.warc_file, warc_offset=loc.offset, warc_length=loc.length,
+                      payload_digest=loc.payload_digest)
 
 
 def group_by_host(rows: Iterable[Mapping[str, Any]]) -> "OrderedDict[str, list[Mapping[str, Any]]]":
@@ -239,35 +413,71 @@ def group_by_host(rows: Iterable[Mapping[str, Any]]) -> "OrderedDict[str, list[M
     return groups
 
 
-async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+async def run_queues(queues: list[HostQueue], ctx: TaskContext) -> None:
+    """The scheduler: a min-heap of hosts by next_allowed_at, at most max_concurrency in flight."""
+    order = itertools.count()
+    heap = [(q.next_allowed, next(order), q) for q in queues]
+    heapq.heapify(heap)
+    in_flight: dict[asyncio.Task, HostQueue] = {}
+    slots = int(ctx.cfg["fetch.max_concurrency"])
+    while heap or in_flight:
+        if ctx.expired():
+            break
+        timeout = None
+        if heap and len(in_flight) < slots:
+            wait = heap[0][0] - time.monotonic()
+            if wait <= 0:
+                _, _, queue = heapq.heappop(heap)
+                in_flight[asyncio.ensure_future(queue.step())] = queue
+                continue
+            timeout = min(wait, max(0.0, ctx.deadline - time.monotonic()))
+        elif not in_flight:
+            break
+        if not in_flight:
+            await asyncio.sleep(timeout)
+            continue
+        done, _ = await asyncio.wait(in_flight, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            queue = in_flight.pop(task)
+            exc = task.exception()
+            if exc is not None:
+                # a bug or unforeseen failure in one host must not lose the other hosts' work
+                queue.host_row["robots_error"] = queue.host_row["robots_error"] or _error_text(exc)
+                queue.host_row["errors"] += 1
+                queue.give_up(FetchStatus.NOT_ATTEMPTED, f"internal error: {_error_text(exc)}")
+            elif not queue.done:
+                heapq.heappush(heap, (queue.next_allowed, next(order), queue))
+    if in_flight:  # the time limit fired: let the requests under way end (bounded by their timeouts)
+        await asyncio.wait(in_flight)
+    for queue in queues:
+        queue.give_up(FetchStatus.NOT_ATTEMPTED, "fetch.time_limit_s reached")
+
+
+async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
+                      archive: Archive | None = None, parser: Parser | None = None) -> list[dict[str, Any]]:
     """Fetch every URL of ``rows`` (any number of hosts), politely; return url and host rows."""
     groups = group_by_host(rows)
     if not groups:
         return []
-    budget = _Budget(cfg)
     timeout = aiohttp.ClientTimeout(total=float(cfg["fetch.total_timeout_s"]),
                                     connect=float(cfg["fetch.connect_timeout_s"]),
                                     sock_read=float(cfg["fetch.read_timeout_s"]))
     connector = aiohttp.TCPConnector(limit=int(cfg["fetch.max_concurrency"]), limit_per_host=1,
-                                     ttl_dns_cache=300)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout,
+                                     ttl_dns_cache=300, enable_cleanup_closed=True)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
                                      headers={"User-Agent": cfg["fetch.user_agent"]},
                                      cookie_jar=aiohttp.DummyCookieJar()) as session:
-        fetchers = [HostFetcher(host, host_rows, session, cfg, budget) for host, host_rows in groups.items()]
-        per_host = await asyncio.gather(*(f.run() for f in fetchers), return_exceptions=True)
+        ctx = TaskContext(cfg, session, archive, parser)
+        queues = [HostQueue(host, host_rows, ctx) for host, host_rows in groups.items()]
+        await run_queues(queues, ctx)
     out: list[dict[str, Any]] = []
-    for fetcher, result in zip(fetchers, per_host):
-        if isinstance(result, BaseException):
-            # A bug or an unforeseen failure in one host must not lose the other hosts' work:
-            # that host's URLs produce no rows (their leases expire) and the host row says why.
-            fetcher.host_row["robots_error"] = _error_text(result)
-            fetcher.host_row["errors"] += 1
-        else:
-            out.extend(result)
-        out.append(fetcher.host_row)
+    for queue in queues:
+        out.extend(queue.results)
+        out.append(queue.finish())
     return out
 
 
-def fetch_partition(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+def fetch_partition(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
+                    archive: Archive | None = None, parser: Parser | None = None) -> list[dict[str, Any]]:
     """Entry point for one Spark task: run the event loop over this partition's hosts."""
-    return asyncio.run(fetch_hosts(list(rows), cfg))
+    return asyncio.run(fetch_hosts(list(rows), cfg, archive, parser))

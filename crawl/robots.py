@@ -11,11 +11,13 @@ called; a redirect chain that does not end is a network error.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from protego import Protego
 
-UNREACHABLE_STATUS = -1  # robots_status recorded when no HTTP answer was obtained
+UNREACHABLE_STATUS = -1
+MAX_SITEMAPS = 50  # robots_status recorded when no HTTP answer was obtained
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class RobotsPolicy:
     crawl_delay_s: float | None
     _parser: Protego | None = None
     agent: str = "*"
+    sitemaps: tuple[str, ...] = ()
 
     def allowed(self, url: str) -> bool:
         if self.disallow_all:
@@ -52,8 +55,12 @@ def policy_from_fetch(status: int, body: bytes | str | None, agent: str, max_byt
     except Exception:  # protego is lenient, but a hostile file must never crash a fetch task
         return RobotsPolicy(status=status, allow_all=True, disallow_all=False, crawl_delay_s=None, agent=agent)
     crawl_delay = float(delay) if delay is not None and float(delay) >= 0 else None
+    try:  # Sitemap lines are kept for discovery (RFC 9309 section 2.2.4)
+        sitemaps = tuple(str(s)[:2048] for s in itertools.islice(parser.sitemaps, MAX_SITEMAPS))
+    except Exception:
+        sitemaps = ()
     return RobotsPolicy(status=status, allow_all=False, disallow_all=False, crawl_delay_s=crawl_delay,
-                        _parser=parser, agent=agent)
+                        _parser=parser, agent=agent, sitemaps=sitemaps)
 
 
 def effective_delay(configured_delay_s: float, policy: RobotsPolicy) -> float:

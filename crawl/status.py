@@ -49,9 +49,10 @@ class FetchStatus:
     NETWORK_ERROR = "network_error"   # DNS, connect, timeout, reset, malformed response
     ROBOTS_DENIED = "robots_denied"   # robots.txt forbids it: no request was sent
     DEFERRED = "deferred"             # the host was deferred (e.g. Crawl-delay too large): no request
+    NOT_ATTEMPTED = "not_attempted"   # the task ran out of time, or the host was stopped for this cycle
 
     ALL = (OK, NOT_MODIFIED, REDIRECT, NOT_FOUND, CLIENT_ERROR, SERVER_ERROR, NETWORK_ERROR,
-           ROBOTS_DENIED, DEFERRED)
+           ROBOTS_DENIED, DEFERRED, NOT_ATTEMPTED)
 
 
 PERMANENT_REDIRECT_CODES = (301, 308)
@@ -86,7 +87,7 @@ def new_url_state(url: str, host: str, bucket: int, url_key: int, depth: int, sc
         "simhash": None, "change_count": 0, "fetch_count": 0, "dup_of": None,
         "lease_until": None, "segment_id": None,
         "warc_file": None, "warc_offset": None, "warc_length": None,
-        "redirect_to": None, "error": None,
+        "redirect_to": None, "error": None, "parse_error": None,
     }
 
 
@@ -112,7 +113,8 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
     """update: the new state of a URL after one fetch outcome.
 
     ``outcome`` holds fetch_status, http_status, fetched_at, content_hash, content_type, etag,
-    last_modified, redirect_to, error. ``policy`` holds the update.* config values.
+    last_modified, redirect_to, error (and optionally parse_error, warc_file, warc_offset,
+    warc_length). ``policy`` holds the update.* config values.
     The lease is always released: the segment is done with the URL.
     """
     fs = outcome["fetch_status"]
@@ -121,9 +123,9 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
     new = dict(state)
     new["lease_until"] = None
 
-    if fs == FetchStatus.DEFERRED:
-        # No request was sent: the URL stays as it was and is due again; the host's deferral
-        # (host_state.deferred_until) keeps generate away from it meanwhile.
+    if fs in (FetchStatus.DEFERRED, FetchStatus.NOT_ATTEMPTED):
+        # No request was sent: the URL stays as it was and is due again; a host's deferral or
+        # backoff (host_state.deferred_until / backoff_until) keeps generate away meanwhile.
         return new
 
     new["last_fetched_at"] = at
@@ -157,7 +159,10 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
             new["change_count"] = int(state.get("change_count") or 0) + 1
         new.update(status=FETCHED, content_hash=new_hash, content_type=outcome.get("content_type"),
                    etag=outcome.get("etag"), last_modified=outcome.get("last_modified"),
-                   redirect_to=None)
+                   redirect_to=None, parse_error=outcome.get("parse_error"))
+        if outcome.get("warc_file"):  # where the last full response is archived
+            new.update(warc_file=outcome["warc_file"], warc_offset=outcome.get("warc_offset"),
+                       warc_length=outcome.get("warc_length"))
     elif fs == FetchStatus.NOT_MODIFIED:
         new["status"] = NOTMODIFIED
         if outcome.get("etag"):

@@ -3,7 +3,7 @@
 
     deltacrawl inject SEEDS_FILE      deltacrawl fetch SEGMENT      deltacrawl stats
     deltacrawl generate               deltacrawl update SEGMENT     deltacrawl crawl --seeds FILE --cycles N
-    deltacrawl devweb                 deltacrawl jars
+    deltacrawl warc-get URL           deltacrawl devweb             deltacrawl jars
 
 Global options (before or after the subcommand): --crawl-root PATH, --conf key=value (repeatable),
 --conf-file FILE. Every config key is documented in conf/defaults.toml.
@@ -87,11 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     if command in STEPS:
         module = __import__(f"jobs.{command}", fromlist=["main"])
         return module.main(rest)
+    if command == "warc-get":
+        from jobs import warc_get
+        return warc_get.main(rest)
     if command == "devweb":
         return devweb_main(rest)
     if command == "jars":
         return jars_main(rest)
-    print(f"deltacrawl: error: unknown command '{command}' (one of: {', '.join(STEPS)}, devweb, jars)",
+    print(f"deltacrawl: error: unknown command '{command}' (one of: {', '.join(STEPS)}, warc-get, devweb, jars)",
           file=sys.stderr)
     return 2
 

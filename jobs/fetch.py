@@ -1,11 +1,15 @@
 """fetch — fetch one segment's fetchlist, politely, inside Spark tasks.
 
 Inputs:   <crawl_root>/segments/<id>/fetchlist.
-How:      the fetchlist is hash-partitioned by host into fetch.tasks partitions, so one host
-          lives in exactly one task; each task runs crawl.fetcher (asyncio + aiohttp) over its
-          hosts: robots.txt first, one request in flight per host, the configured delay.
+How:      every host is assigned to exactly one of fetch.tasks tasks, balancing the expected
+          work per task (URLs x politeness gap, largest hosts first onto the least loaded task),
+          so a few big hosts never pile up in one task; each task runs crawl.fetcher (asyncio +
+          aiohttp) over its hosts: robots.txt first, one request in flight per host, adaptive
+          gaps, backoff; bodies are parsed in a guarded child process and written to WARC.
 Outputs:  <crawl_root>/segments/<id>/fetched (Parquet, partitioned by kind: one "url" row per
-          attempted URL, one "host" row per host), committed atomically by Spark (_SUCCESS).
+          URL of the fetchlist, one "host" row per host), committed atomically by Spark
+          (_SUCCESS); <crawl_root>/warc/*.warc.gz (named after segment, task and attempt, so a
+          retried task never overwrites another's file; a task that dies leaves a *.open file).
 Re-run:   allowed until the segment is updated (it fetches again and replaces the results);
           refused afterwards.
 Exit:     0 done · 2 unknown segment / already updated · 3 failure.
@@ -17,7 +21,10 @@ if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our p
     import os as _os, sys as _sys
     _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 
+import heapq
+import os
 import sys
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
@@ -39,19 +46,76 @@ class FetchResult:
     by_fetch_status: dict[str, int] = field(default_factory=dict)
 
 
-def fetch_task(rows: Iterator[Any], cfg: Mapping[str, Any]) -> Iterator[tuple]:
-    """The body of one Spark task: Rows in, FETCHED_SCHEMA tuples out."""
-    dicts = [row.asDict() for row in rows]
-    for out in fetch_partition(dicts, cfg):
+# Beyond this many hosts in a segment, hosts are hash-partitioned instead of balanced on the driver.
+MAX_BALANCED_HOSTS = 200_000
+# Expected seconds per request besides the politeness gap (for balancing only).
+_REQUEST_COST_S = 0.05
+
+
+def balance_hosts(work: dict[str, float], tasks: int) -> dict[str, int]:
+    """Assign hosts to tasks, largest expected work first onto the least loaded task (LPT)."""
+    loads = [(0.0, t) for t in range(tasks)]
+    heapq.heapify(loads)
+    assignment: dict[str, int] = {}
+    for host, cost in sorted(work.items(), key=lambda kv: (-kv[1], kv[0])):
+        load, task = heapq.heappop(loads)
+        assignment[host] = task
+        heapq.heappush(loads, (load + cost, task))
+    return assignment
+
+
+def expected_work(fetchlist: DataFrame, cfg: Mapping[str, Any]) -> dict[str, float]:
+    """Seconds a host will take: its URLs times (politeness gap + request cost)."""
+    delay = float(cfg["fetch.delay_s"])
+    crawl_delay = F.regexp_extract(F.lower(F.coalesce(F.col("robots_txt"), F.lit(""))), r"crawl-delay:\s*([0-9.]+)", 1)
+    gap = F.greatest(F.lit(delay), F.coalesce(crawl_delay.try_cast("double"), F.lit(0.0)), F.coalesce("backoff_s", F.lit(0.0)))
+    rows = (fetchlist.groupBy("host").agg(F.count("*").alias("n"), F.max(gap).alias("gap"))
+            .select("host", (F.col("n") * (F.col("gap") + F.lit(_REQUEST_COST_S))).alias("work")).collect())
+    return {r["host"]: float(r["work"]) for r in rows}
+
+
+def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], warc_dir: str | None) -> Iterator[tuple]:
+    """The body of one Spark task: (host, Row) pairs in, FETCHED_SCHEMA tuples out."""
+    from pyspark import TaskContext
+    dicts = [row.asDict() for _host, row in rows]
+    if not dicts:
+        return
+    context = TaskContext.get()
+    attempt = context.attemptNumber() if context is not None else 0
+    segment_id = dicts[0]["segment_id"]
+    with ExitStack() as stack:
+        archive = None
+        if warc_dir:
+            from crawl.warc import WarcWriter
+            os.makedirs(warc_dir, exist_ok=True)
+            info = {"operator": cfg["warc.operator"], "http-header-user-agent": cfg["fetch.user_agent"],
+                    "robots": "obey", "isPartOf": segment_id}
+            archive = stack.enter_context(WarcWriter(
+                warc_dir, f"{cfg['warc.prefix']}-{segment_id}-{index:05d}-{attempt}",
+                int(cfg["warc.max_file_bytes"]), {k: v for k, v in info.items() if v}))
+        parser = None
+        if cfg["parse.isolate"]:
+            from crawl.parse import ParserPool
+            parser = stack.enter_context(ParserPool(workers=int(cfg["parse.workers"]),
+                                                    memory_limit_bytes=int(cfg["parse.memory_limit_mb"]) * 2**20,
+                                                    time_limit_s=float(cfg["parse.time_limit_s"])))
+        results = fetch_partition(dicts, cfg, archive, parser)
+    for out in results:
         yield tuple(out.get(name) for name in _FETCHED_FIELDS)
 
 
-def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, Any]) -> DataFrame:
+def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, Any], warc_dir: str | None) -> DataFrame:
     tasks = int(cfg["fetch.tasks"]) or spark.sparkContext.defaultParallelism
     plain_cfg = dict(cfg)  # a plain dict pickles into the task closure
-    rows = (to_epoch(fetchlist, FETCHLIST_TIMES).select(*FETCHLIST_FIELDS)
-            .repartition(tasks, "host").sortWithinPartitions("host"))
-    fetched = rows.rdd.mapPartitions(lambda it: fetch_task(it, plain_cfg))
+    rows = to_epoch(fetchlist, FETCHLIST_TIMES).select(*FETCHLIST_FIELDS)
+    pairs = rows.rdd.map(lambda row: (row["host"], row))
+    n_hosts = fetchlist.select("host").distinct().count()
+    if n_hosts <= MAX_BALANCED_HOSTS:
+        assignment = spark.sparkContext.broadcast(balance_hosts(expected_work(fetchlist, cfg), tasks))
+        pairs = pairs.partitionBy(tasks, lambda host: assignment.value[host])
+    else:  # too many hosts to plan on the driver: hashing still keeps each host in one task
+        pairs = pairs.partitionBy(tasks)
+    fetched = pairs.mapPartitionsWithIndex(lambda index, it: fetch_task(index, it, plain_cfg, warc_dir))
     return spark.createDataFrame(fetched, FETCHED_SCHEMA)
 
 
@@ -61,7 +125,12 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         raise UserError(f"no segment {segment_id} in {root.root} (no {fetchlist_path})")
     if path_exists(spark, root.updated_marker(segment_id)):
         raise UserError(f"segment {segment_id} is already updated into the crawldb; generate a new one")
-    fetched = fetch_segment(spark, spark.read.parquet(fetchlist_path), cfg)
+    warc_dir = None
+    if cfg["warc.enabled"]:
+        if not root.is_local:
+            raise UserError("warc.enabled needs a local crawl root for now (set --conf warc.enabled=false)")
+        warc_dir = root.local_path(root.warc_dir)
+    fetched = fetch_segment(spark, spark.read.parquet(fetchlist_path), cfg, warc_dir)
     fetched.write.mode("overwrite").partitionBy("kind").parquet(root.fetched(segment_id))
     written = spark.read.parquet(root.fetched(segment_id))
     by_status = {r["fetch_status"]: r["n"] for r in

@@ -31,8 +31,8 @@ from pyspark.sql import functions as F
 
 from crawl.status import GENERATABLE_STATUSES
 from jobs.common import EXIT_NOTHING_TO_DO, EXIT_OK, UserError, report, run_spark_step
-from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, delete_path, from_epoch_col, read_host_state, read_url_state,
-                         table_exists)
+from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, delete_path, ensure_tables, from_epoch_col,
+                         read_host_state, read_url_state, table_exists)
 
 LEASE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 
@@ -52,7 +52,9 @@ def new_segment_id(now: float) -> str:
 def select_due(url_state: DataFrame, host_state: DataFrame, now: float) -> DataFrame:
     """URLs eligible for fetching now (see module docstring)."""
     now_ts = from_epoch_col(F.lit(now))
-    deferred = host_state.filter(F.col("deferred_until") > now_ts).select("host_bucket", "host")
+    # hosts deferred (Crawl-delay too large) or backing off (429/503, robots.txt unreachable)
+    deferred = (host_state.filter((F.col("deferred_until") > now_ts) | (F.col("backoff_until") > now_ts))
+                .select("host_bucket", "host"))
     return (url_state
             .filter(F.col("status").isin(*GENERATABLE_STATUSES))
             .filter(F.col("next_fetch_at") <= now_ts)
@@ -69,8 +71,10 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
               .filter(F.col("_rank") <= int(cfg["generate.max_urls_per_host"])))
     top = capped.orderBy(F.col("score").desc(), F.col("_rank").asc(), F.col("url").asc()).limit(int(cfg["generate.top_n"]))
     fresh_after = from_epoch_col(F.lit(now - float(cfg["fetch.robots_ttl_s"])))
-    robots = (host_state.filter(F.col("robots_fetched_at") > fresh_after)
-              .select("host_bucket", "host", "robots_status", "robots_txt", "robots_fetched_at"))
+    fresh = F.col("robots_fetched_at") > fresh_after
+    robots = host_state.select(
+        "host_bucket", "host", "backoff_s",
+        *[F.when(fresh, F.col(c)).alias(c) for c in ("robots_status", "robots_txt", "robots_fetched_at")])
     rows = (top.join(robots, ["host_bucket", "host"], "left")
             .withColumn("segment_id", F.lit(segment_id))
             .select(*FETCHLIST_SCHEMA.fieldNames(), "_rank"))
@@ -81,6 +85,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
     now = time.time() if now is None else now
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
+    ensure_tables(spark, root)  # crawl roots of older versions get the new columns
     segment_id = new_segment_id(now)
     host_state = read_host_state(spark, root)
     due = select_due(read_url_state(spark, root), host_state, now)

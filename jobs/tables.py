@@ -53,6 +53,7 @@ URL_STATE_SCHEMA = StructType([
     StructField("warc_length", LongType(), True),
     StructField("redirect_to", StringType(), True),
     StructField("error", StringType(), True),
+    StructField("parse_error", StringType(), True),
 ])
 URL_STATE_TIMES = ("discovered_at", "last_fetched_at", "next_fetch_at", "lease_until")
 
@@ -64,14 +65,19 @@ HOST_STATE_SCHEMA = StructType([
     StructField("robots_fetched_at", TimestampType(), True),
     StructField("robots_error", StringType(), True),
     StructField("crawl_delay_s", DoubleType(), True),
+    StructField("sitemaps", ArrayType(StringType()), True),
     StructField("deferred_until", TimestampType(), True),
+    StructField("backoff_until", TimestampType(), True),
+    StructField("backoff_s", DoubleType(), True),
+    StructField("stop_reason", StringType(), True),
+    StructField("mean_response_ms", DoubleType(), True),
     StructField("last_fetch_at", TimestampType(), True),
     StructField("requests", LongType(), False),
     StructField("pages_fetched", LongType(), False),
     StructField("errors", LongType(), False),
     StructField("last_segment_id", StringType(), True),
 ])
-HOST_STATE_TIMES = ("robots_fetched_at", "deferred_until", "last_fetch_at")
+HOST_STATE_TIMES = ("robots_fetched_at", "deferred_until", "backoff_until", "last_fetch_at")
 
 FETCHLIST_SCHEMA = StructType([
     StructField("url", StringType(), False),
@@ -86,6 +92,7 @@ FETCHLIST_SCHEMA = StructType([
     StructField("robots_status", IntegerType(), True),
     StructField("robots_txt", StringType(), True),
     StructField("robots_fetched_at", TimestampType(), True),
+    StructField("backoff_s", DoubleType(), True),
 ])
 FETCHLIST_TIMES = ("robots_fetched_at",)
 
@@ -115,13 +122,23 @@ FETCHED_SCHEMA = StructType([
     StructField("redirect_to", StringType(), True),
     StructField("error", StringType(), True),
     StructField("outlinks", ArrayType(StringType()), True),
+    StructField("parse_error", StringType(), True),
+    StructField("warc_file", StringType(), True),
+    StructField("warc_offset", LongType(), True),
+    StructField("warc_length", LongType(), True),
+    StructField("payload_digest", StringType(), True),
     # host rows
     StructField("robots_status", IntegerType(), True),
     StructField("robots_txt", StringType(), True),
     StructField("robots_fetched_at", DoubleType(), True),
     StructField("robots_error", StringType(), True),
     StructField("crawl_delay_s", DoubleType(), True),
+    StructField("sitemaps", ArrayType(StringType()), True),
     StructField("deferred", BooleanType(), True),
+    StructField("backoff_until", DoubleType(), True),
+    StructField("backoff_s", DoubleType(), True),
+    StructField("stop_reason", StringType(), True),
+    StructField("mean_response_ms", DoubleType(), True),
     StructField("requests", LongType(), True),
     StructField("pages_fetched", LongType(), True),
     StructField("errors", LongType(), True),
@@ -140,6 +157,22 @@ def check_segment_id(segment_id: str) -> str:
     return segment_id
 
 
+# One row per archived record (response or revisit); see docs/crawldb.md.
+WARC_INDEX_SCHEMA = StructType([
+    StructField("url", StringType(), False),
+    StructField("url_hash", LongType(), False),
+    StructField("host", StringType(), False),
+    StructField("fetched_at", TimestampType(), False),
+    StructField("http_status", IntegerType(), True),
+    StructField("mime", StringType(), True),
+    StructField("payload_digest", StringType(), True),
+    StructField("warc_file", StringType(), False),
+    StructField("warc_offset", LongType(), False),
+    StructField("warc_length", LongType(), False),
+    StructField("segment_id", StringType(), False),
+])
+
+
 class CrawlRoot:
     """Paths inside a crawl root (local path or any Hadoop-compatible URI)."""
 
@@ -156,6 +189,14 @@ class CrawlRoot:
     @property
     def hostdb(self) -> str:
         return f"{self.root}/hostdb"
+
+    @property
+    def warc_index(self) -> str:
+        return f"{self.root}/warc_index"
+
+    @property
+    def warc_dir(self) -> str:
+        return f"{self.root}/warc"
 
     def segment(self, segment_id: str) -> str:
         return f"{self.root}/segments/{check_segment_id(segment_id)}"
@@ -195,16 +236,26 @@ def from_epoch(df: DataFrame, columns: Iterable[str]) -> DataFrame:
     return df.withColumns({c: from_epoch_col(F.col(c)) for c in columns})
 
 
-def _ensure(spark: SparkSession, path: str, schema: StructType, comment: str) -> DeltaTable:
-    (DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
-     .partitionedBy("host_bucket").comment(comment).execute())
-    return DeltaTable.forPath(spark, path)
+def _ensure(spark: SparkSession, path: str, schema: StructType, comment: str, partition: str | None) -> None:
+    if DeltaTable.isDeltaTable(spark, path):
+        # a crawl root made by an older deltacrawl: add the columns it lacks (all nullable)
+        have = set(spark.read.format("delta").load(path).columns)
+        missing = [f for f in schema.fields if f.name not in have]
+        if missing:
+            cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+        return
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).comment(comment)
+    if partition:
+        builder = builder.partitionedBy(partition)
+    builder.execute()
 
 
 def ensure_tables(spark: SparkSession, root: CrawlRoot) -> None:
-    """Create the empty crawldb and hostdb if the crawl root has none yet (idempotent)."""
-    _ensure(spark, root.crawldb, URL_STATE_SCHEMA, "deltacrawl url_state: one row per known URL")
-    _ensure(spark, root.hostdb, HOST_STATE_SCHEMA, "deltacrawl host_state: one row per host")
+    """Create the crawl root's tables if missing, or add new columns to old ones (idempotent)."""
+    _ensure(spark, root.crawldb, URL_STATE_SCHEMA, "deltacrawl url_state: one row per known URL", "host_bucket")
+    _ensure(spark, root.hostdb, HOST_STATE_SCHEMA, "deltacrawl host_state: one row per host", "host_bucket")
+    _ensure(spark, root.warc_index, WARC_INDEX_SCHEMA, "deltacrawl warc_index: where each response is archived", None)
 
 
 def table_version(table: DeltaTable) -> int:

@@ -5,12 +5,13 @@ Outputs:  ONE Delta MERGE into crawldb: each attempted URL gets its new state fr
           crawl.status.apply_fetch (status, http status, timestamps, content hash,
           next_fetch_at; lease released), and outlinks not yet known are inserted as unfetched
           with depth + 1 (up to update.max_depth) and an OPIC-like share of their parent's score.
-          Then one MERGE into hostdb (robots cache, crawl-delay, deferral, counters), then the
-          marker segments/<id>/_updated.
+          Then one MERGE into hostdb (robots cache, sitemaps, crawl-delay, deferral, backoff,
+          counters), one insert-only MERGE into warc_index (url -> WARC file and offset), then
+          the marker segments/<id>/_updated.
 Re-run:   safe, changes nothing. With the marker present the job stops at once. Without it (the
           job died before writing it), the MERGE conditions make each write apply once: a URL
           is updated only while it is still leased to this segment, and a host only if its
-          last_segment_id is not this segment.
+          last_segment_id is not this segment, and an index row only once per (file, offset).
 Exit:     0 done (or already done) · 2 unknown segment or segment not fetched · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/update.py 20261129120000-a1b2c3 --crawl-root /data/crawl
 """
@@ -32,13 +33,14 @@ from pyspark.sql import functions as F
 from crawl.status import FetchStatus, apply_fetch, new_url_state, outlink_score
 from crawl.urls import host_bucket, host_of, url_hash
 from jobs.common import EXIT_OK, UserError, report, run_spark_step
-from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, epoch_schema,
-                         check_segment_id, from_epoch, from_epoch_col, merge_metrics, path_exists, read_url_state, table_version,
-                         to_epoch, write_marker)
+from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, check_segment_id,
+                         ensure_tables, epoch_schema, from_epoch, from_epoch_col, merge_metrics, path_exists,
+                         read_url_state, table_version, to_epoch, write_marker)
 
 URL_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 _OUTCOME_FIELDS = ("fetch_status", "http_status", "fetched_at", "content_hash", "content_type", "etag",
-                   "last_modified", "redirect_to", "error")
+                   "last_modified", "redirect_to", "error", "parse_error", "warc_file", "warc_offset",
+                   "warc_length")
 _URL_FIELDS = URL_STATE_SCHEMA.fieldNames()
 _LINK_SOURCES = (FetchStatus.OK, FetchStatus.REDIRECT)
 
@@ -50,6 +52,7 @@ class UpdateResult:
     updated: int = 0
     new_urls: int = 0
     hosts: int = 0
+    archived: int = 0
 
 
 def _apply_rows(rows: Iterator[Any], policy: Mapping[str, Any]) -> Iterator[tuple]:
@@ -122,13 +125,15 @@ def merge_crawldb(spark: SparkSession, root: CrawlRoot, updates: DataFrame, disc
     return {"updated": metrics.get("numTargetRowsUpdated", 0), "inserted": metrics.get("numTargetRowsInserted", 0)}
 
 
-def merge_hostdb(spark: SparkSession, root: CrawlRoot, hosts: DataFrame, cfg: Mapping[str, Any], now: float) -> int:
+def merge_hostdb(spark: SparkSession, root: CrawlRoot, hosts: DataFrame, cfg: Mapping[str, Any], now: float) -> None:
     defer_s = float(cfg["fetch.robots_ttl_s"])
     source = hosts.select(
-        "host", "host_bucket", "robots_status", "robots_txt", "robots_error", "crawl_delay_s",
+        "host", "host_bucket", "robots_status", "robots_txt", "robots_error", "crawl_delay_s", "sitemaps",
+        "backoff_s", "stop_reason", "mean_response_ms",
         F.col("segment_id").alias("last_segment_id"),
         from_epoch_col(F.col("robots_fetched_at")).alias("robots_fetched_at"),
         from_epoch_col(F.col("last_fetch_at")).alias("last_fetch_at"),
+        from_epoch_col(F.col("backoff_until")).alias("backoff_until"),
         F.when(F.col("deferred"), from_epoch_col(F.lit(now + defer_s))).alias("deferred_until"),
         F.coalesce("requests", F.lit(0)).alias("requests"),
         F.coalesce("pages_fetched", F.lit(0)).alias("pages_fetched"),
@@ -144,8 +149,13 @@ def merge_hostdb(spark: SparkSession, root: CrawlRoot, hosts: DataFrame, cfg: Ma
             "robots_txt": F.expr(f"CASE WHEN {fetched_robots} THEN s.robots_txt ELSE t.robots_txt END"),
             "robots_fetched_at": F.expr(f"CASE WHEN {fetched_robots} THEN s.robots_fetched_at ELSE t.robots_fetched_at END"),
             "robots_error": F.expr(f"CASE WHEN {fetched_robots} THEN s.robots_error ELSE t.robots_error END"),
+            "sitemaps": F.expr(f"CASE WHEN {fetched_robots} THEN s.sitemaps ELSE t.sitemaps END"),
             "crawl_delay_s": F.col("s.crawl_delay_s"),
             "deferred_until": F.col("s.deferred_until"),
+            "backoff_until": F.col("s.backoff_until"),
+            "backoff_s": F.col("s.backoff_s"),
+            "stop_reason": F.col("s.stop_reason"),
+            "mean_response_ms": F.expr("coalesce(s.mean_response_ms, t.mean_response_ms)"),
             "last_fetch_at": F.expr("coalesce(s.last_fetch_at, t.last_fetch_at)"),
             "requests": F.expr("t.requests + s.requests"),
             "pages_fetched": F.expr("t.pages_fetched + s.pages_fetched"),
@@ -154,7 +164,19 @@ def merge_hostdb(spark: SparkSession, root: CrawlRoot, hosts: DataFrame, cfg: Ma
         })
      .whenNotMatchedInsert(values={name: F.col(f"s.{name}") for name in HOST_STATE_SCHEMA.fieldNames()})
      .execute())
-    return hosts.count()
+
+
+def merge_warc_index(spark: SparkSession, root: CrawlRoot, outcomes: DataFrame) -> int:
+    """Index every archived record of the segment (insert-only, keyed by file and offset)."""
+    rows = outcomes.filter(F.col("warc_file").isNotNull()).select(
+        "url", "url_hash", "host", from_epoch_col(F.col("fetched_at")).alias("fetched_at"), "http_status",
+        F.trim(F.split(F.coalesce("content_type", F.lit("")), ";").getItem(0)).alias("mime"),
+        "payload_digest", "warc_file", "warc_offset", "warc_length", "segment_id")
+    index = DeltaTable.forPath(spark, root.warc_index)
+    before = table_version(index)
+    (index.alias("t").merge(rows.alias("s"), "t.warc_file = s.warc_file AND t.warc_offset = s.warc_offset")
+     .whenNotMatchedInsertAll().execute())
+    return merge_metrics(index, before).get("numTargetRowsInserted", 0)
 
 
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
@@ -167,17 +189,23 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         return UpdateResult(segment_id, already_applied=True)
     if not path_exists(spark, root.fetched(segment_id) + "/_SUCCESS"):
         raise UserError(f"segment {segment_id} has not been fetched: run 'deltacrawl fetch {segment_id}' first")
+    ensure_tables(spark, root)  # crawl roots of older versions get the new columns and tables
     fetched = spark.read.parquet(root.fetched(segment_id))
     outcomes = fetched.filter(F.col("kind") == "url")
     hosts = fetched.filter(F.col("kind") == "host")
     updates = updated_states(spark, read_url_state(spark, root), outcomes, cfg)
     discovered = discovered_urls(spark, outcomes, cfg, now)
     counts = merge_crawldb(spark, root, updates, discovered)
-    n_hosts = merge_hostdb(spark, root, hosts, cfg, now)
+    hostdb = DeltaTable.forPath(spark, root.hostdb)
+    before = table_version(hostdb)
+    merge_hostdb(spark, root, hosts, cfg, now)
+    host_metrics = merge_metrics(hostdb, before)
+    n_hosts = host_metrics.get("numTargetRowsUpdated", 0) + host_metrics.get("numTargetRowsInserted", 0)
+    archived = merge_warc_index(spark, root, outcomes)
     write_marker(spark, root.updated_marker(segment_id), f"updated at {now}\n")
-    result = UpdateResult(segment_id, False, counts["updated"], counts["inserted"], n_hosts)
+    result = UpdateResult(segment_id, False, counts["updated"], counts["inserted"], n_hosts, archived)
     report(f"update: segment {segment_id}: {result.updated} URLs updated, {result.new_urls} new URLs, "
-           f"{result.hosts} hosts")
+           f"{result.hosts} hosts, {result.archived} WARC records indexed")
     return result
 
 

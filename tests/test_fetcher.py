@@ -113,12 +113,16 @@ def test_not_found_page(devweb):
     assert r["fetch_status"] == FS.NOT_FOUND and r["http_status"] == 404
 
 
-def test_task_time_limit_leaves_the_rest_unattempted(devweb):
+def test_time_limit_reports_the_rest_as_not_attempted(devweb):
     i = kind_index(devweb, "allow_all")
     urls = host_urls(devweb, i, pages=8)
-    out = fetch_partition(rows_for(urls), cfg(fetch__task_time_limit_s=0.5, fetch__delay_s=0.3))
-    attempted = [r for r in out if r["kind"] == "url"]
+    out = fetch_partition(rows_for(urls), cfg(fetch__time_limit_s=0.5, fetch__delay_s=0.3))
+    rows = [r for r in out if r["kind"] == "url"]
+    assert len(rows) == len(urls)  # every URL ends in a recorded outcome
+    attempted = [r for r in rows if r["fetch_status"] == FS.OK]
     assert 1 <= len(attempted) < len(urls)
+    assert {r["fetch_status"] for r in rows} - {FS.OK} == {FS.NOT_ATTEMPTED}
+    assert len([e for e in devweb.requests() if e["path"] != "/robots.txt"]) == len(attempted)
 
 
 def test_empty_partition():

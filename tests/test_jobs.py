@@ -138,6 +138,17 @@ def test_fetch_update_cycle_and_update_idempotence(spark, cfg, root, tmp_path, d
     with pytest.raises(UserError, match="already updated"):
         fetch.run(spark, cfg, root, seg)
 
+    # every fetched page is archived, indexed, and can be read back by seeking to its offset
+    import io
+    from jobs import warc_get
+    index = spark.read.format("delta").load(root.warc_index).collect()
+    assert {r["url"] for r in index} == set(devweb.seed_urls()[:4])
+    buf = io.BytesIO()
+    assert warc_get.run(spark, cfg, root, devweb.seed_urls()[0], out=buf) == 0
+    assert b"WARC-Type: response" in buf.getvalue() and b"<html" in buf.getvalue().lower()
+    assert rows[devweb.seed_urls()[0]]["warc_file"] == [r for r in index if r["url"] == devweb.seed_urls()[0]][0]["warc_file"]
+    assert warc_get.run(spark, cfg, root, devweb.seed_urls()[0] + "never-fetched", out=io.BytesIO()) == 1
+
     summary = stats.collect_stats(spark, cfg, root)
     assert summary["total_urls"] == len(rows)
     assert dict(summary["by_status"])["fetched"] == 4

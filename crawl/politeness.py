@@ -1,0 +1,55 @@
+"""Politeness arithmetic: gaps between requests, Retry-After, backoff. Pure functions.
+
+The gap after a request to a host (Heritrix's "politeness delay"):
+
+    gap = min(max(min_gap, delay_factor x last_duration), max(min_gap, max_delay))
+    min_gap = max(fetch.delay_s, robots Crawl-delay, per-host override)
+
+so a server that slows down is asked less often, and the gap shrinks back as it recovers,
+never below the configured and robots minimums. A 429/503 adds a penalty: Retry-After when
+the server gives one (RFC 9110 section 10.2.3: delay-seconds or an HTTP-date), else the
+previous penalty doubled (exponential backoff), capped.
+"""
+from __future__ import annotations
+
+from email.utils import parsedate_to_datetime
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait from a Retry-After header value, or None if absent or unparseable."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    if text.isdigit():
+        return float(int(text))
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:  # HTTP-dates are GMT (RFC 9110 section 5.6.7)
+        from datetime import timezone
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, when.timestamp() - now)
+
+
+def adaptive_gap(min_gap: float, delay_factor: float, last_duration: float, max_delay: float) -> float:
+    """The gap before the next request to a host, given how long the last one took."""
+    ceiling = max(min_gap, max_delay)
+    return min(max(min_gap, delay_factor * max(0.0, last_duration)), ceiling)
+
+
+def next_backoff(previous: float, base: float, cap: float) -> float:
+    """Exponential backoff: double the previous penalty (starting at ``base``), at most ``cap``."""
+    if previous <= 0:
+        return min(base, cap)
+    return min(previous * 2.0, cap)
+
+
+def decayed_backoff(previous: float) -> float:
+    """After a good answer the penalty halves, and vanishes once it is small."""
+    half = previous / 2.0
+    return half if half >= 1.0 else 0.0
