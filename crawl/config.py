@@ -7,6 +7,7 @@ accepted where a float is expected): a typo is an error, never a silent fallback
 """
 from __future__ import annotations
 
+import json
 import tomllib
 from importlib import resources
 from types import MappingProxyType
@@ -36,6 +37,11 @@ def load_defaults() -> dict[str, Any]:
 def _coerce(key: str, default: Any, value: Any) -> Any:
     """Return ``value`` converted to the type of ``default`` or raise ConfigError."""
     kind = type(default)
+    if isinstance(value, str) and kind is list:
+        try:  # lists (fetch.host_overrides) come from the command line as JSON
+            value = json.loads(value)
+        except ValueError:
+            raise ConfigError(f"config key '{key}' expects a JSON list, got '{value}'") from None
     if isinstance(value, str) and kind is not str:
         text = value.strip()
         try:
@@ -97,7 +103,12 @@ def build_config(conf_file: str | None = None, overrides: Mapping[str, Any] | No
     return MappingProxyType(merged)
 
 
-def _validate(cfg: Mapping[str, Any]) -> None:
+def _validate(cfg: dict[str, Any]) -> None:
+    from crawl.politeness import validate_overrides
+    try:
+        cfg["fetch.host_overrides"] = validate_overrides(cfg["fetch.host_overrides"])
+    except ValueError as exc:
+        raise ConfigError(f"config key 'fetch.host_overrides': {exc}") from None
     positive = ["crawldb.host_buckets", "generate.max_urls_per_host", "generate.top_n", "generate.lease_s",
                 "fetch.max_concurrency", "fetch.max_body_bytes", "fetch.total_timeout_s",
                 "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.time_limit_s", "fetch.max_backoff_s", "fetch.max_consecutive_errors",

@@ -3,7 +3,9 @@
 A fetch task owns whole hosts (the job assigns every host to exactly one task), so politeness
 needs no coordination with other tasks. Inside the task, the Mercator design:
 
-  * one FIFO of URLs per host (``HostQueue``, the "back queue");
+  * one FIFO of URLs per host (``HostQueue``, the "back queue"); a host matching an entry of
+    ``fetch.host_overrides`` gets that entry's delay and, if it allows it, more than one
+    connection (``max_concurrency``: starts are then one gap apart);
   * a min-heap of hosts keyed by ``next_allowed_at``: the scheduler pops the host that may be
     contacted soonest, waits until then, and starts ONE request for it; the host goes back on
     the heap only when that request has ended — so there is never more than one request in
@@ -41,7 +43,7 @@ from typing import Any, Iterable, Mapping, Protocol
 
 import aiohttp
 
-from crawl.politeness import adaptive_gap, decayed_backoff, next_backoff, parse_retry_after
+from crawl.politeness import adaptive_gap, decayed_backoff, host_override, next_backoff, parse_retry_after
 from crawl.robots import UNREACHABLE_STATUS, RobotsPolicy, effective_delay, policy_from_fetch
 from crawl.status import FetchStatus, classify_http_status
 from crawl.urls import InvalidUrl, normalize_url
@@ -142,7 +144,12 @@ class HostQueue:
         self.pending: deque[Mapping[str, Any]] = deque(rows)
         self.ctx = ctx
         cfg = ctx.cfg
-        self.min_gap = float(cfg["fetch.delay_s"])
+        self.override = host_override(host, list(cfg["fetch.host_overrides"])) or {}
+        self.base_delay = float(self.override.get("delay_s", cfg["fetch.delay_s"]))
+        self.slots = int(self.override.get("max_concurrency", 1))
+        self.active = 0
+        self.in_heap = True
+        self.min_gap = self.base_delay
         self.gap = self.min_gap
         self.penalty = float(rows[0].get("backoff_s") or 0.0)  # carried over from earlier cycles
         self.next_allowed = time.monotonic()
@@ -156,7 +163,8 @@ class HostQueue:
             "robots_fetched_at": None, "robots_error": None, "crawl_delay_s": None, "sitemaps": None,
             "deferred": False, "backoff_until": None, "backoff_s": None, "stop_reason": None,
             "requests": 0, "pages_fetched": 0, "errors": 0, "last_fetch_at": None,
-            "mean_response_ms": None,
+            "mean_response_ms": None, "override_pattern": self.override.get("pattern"),
+            "min_delay_s": None,
         }
         self._durations: list[float] = []
 
@@ -164,6 +172,11 @@ class HostQueue:
     @property
     def done(self) -> bool:
         return not self.pending and self.policy is not None
+
+    @property
+    def can_start_more(self) -> bool:
+        """Another request may start before this one ends (only with a max_concurrency override)."""
+        return self.policy is not None and self.active < self.slots and bool(self.pending)
 
     def _outcome(self, row: Mapping[str, Any], fetch_status: str, **fields: Any) -> dict[str, Any]:
         out = {"kind": "url", "url": row["url"], "url_hash": row["url_hash"], "host": self.host,
@@ -220,7 +233,14 @@ class HostQueue:
 
     # -- the work ----------------------------------------------------------------------------
     async def step(self) -> None:
-        """Do the next piece of work: robots.txt, or one page (skipping robots-denied URLs)."""
+        """Do the next piece of work: robots.txt, or one page (skipping robots-denied URLs).
+        The scheduler counts the request as active when it launches this."""
+        try:
+            await self._step()
+        finally:
+            self.active -= 1
+
+    async def _step(self) -> None:
         if self.policy is None:
             await self._robots()
             return
@@ -239,8 +259,10 @@ class HostQueue:
         max_bytes = int(cfg["fetch.robots_max_bytes"])
         first = self.pending[0]
         cached_at = first.get("robots_fetched_at")
-        if (first.get("robots_status") is not None and cached_at is not None
-                and time.time() - cached_at < float(cfg["fetch.robots_ttl_s"])):
+        cached_status = first.get("robots_status")
+        # only a definite answer is cached: after a failure (5xx, 429, no answer) ask again
+        if (cached_status is not None and 200 <= cached_status < 500 and cached_status != 429
+                and cached_at is not None and time.time() - cached_at < float(cfg["fetch.robots_ttl_s"])):
             self.host_row["robots_status"] = first["robots_status"]
             self._apply_policy(policy_from_fetch(first["robots_status"], first.get("robots_txt"), agent, max_bytes))
             return
@@ -277,7 +299,8 @@ class HostQueue:
         cfg = self.ctx.cfg
         self.policy = policy
         self.host_row["crawl_delay_s"] = policy.crawl_delay_s
-        self.min_gap = effective_delay(float(cfg["fetch.delay_s"]), policy)
+        self.min_gap = effective_delay(self.base_delay, policy)
+        self.host_row["min_delay_s"] = self.min_gap
         self.gap = max(self.gap, self.min_gap)
         self.next_allowed = max(self.next_allowed, time.monotonic() + self.min_gap)
         if policy.crawl_delay_s is not None and policy.crawl_delay_s > float(cfg["fetch.max_crawl_delay_s"]):
@@ -428,7 +451,15 @@ async def run_queues(queues: list[HostQueue], ctx: TaskContext) -> None:
             wait = heap[0][0] - time.monotonic()
             if wait <= 0:
                 _, _, queue = heapq.heappop(heap)
+                queue.in_heap = False
+                if queue.active >= queue.slots:
+                    continue  # all its connections are busy: it is queued again when one ends
+                queue.active += 1
                 in_flight[asyncio.ensure_future(queue.step())] = queue
+                if queue.slots > 1 and queue.can_start_more:
+                    # a host allowed several connections: the next start is one gap later
+                    heapq.heappush(heap, (time.monotonic() + queue.gap + queue.penalty, next(order), queue))
+                    queue.in_heap = True
                 continue
             timeout = min(wait, max(0.0, ctx.deadline - time.monotonic()))
         elif not in_flight:
@@ -445,8 +476,9 @@ async def run_queues(queues: list[HostQueue], ctx: TaskContext) -> None:
                 queue.host_row["robots_error"] = queue.host_row["robots_error"] or _error_text(exc)
                 queue.host_row["errors"] += 1
                 queue.give_up(FetchStatus.NOT_ATTEMPTED, f"internal error: {_error_text(exc)}")
-            elif not queue.done:
+            elif not queue.done and not queue.in_heap:
                 heapq.heappush(heap, (queue.next_allowed, next(order), queue))
+                queue.in_heap = True
     if in_flight:  # the time limit fired: let the requests under way end (bounded by their timeouts)
         await asyncio.wait(in_flight)
     for queue in queues:

@@ -53,3 +53,52 @@ def decayed_backoff(previous: float) -> float:
     """After a good answer the penalty halves, and vanishes once it is small."""
     half = previous / 2.0
     return half if half >= 1.0 else 0.0
+
+
+OVERRIDE_KEYS = {"delay_s": float, "max_concurrency": int, "max_urls_per_cycle": int}
+
+
+def _hostname(host: str) -> str:
+    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return name.lower()
+
+
+def override_matches(pattern: str, host: str) -> bool:
+    """``example.com`` matches that host on any port; ``*.example.com`` also every subdomain."""
+    name = _hostname(host)
+    pattern = pattern.strip().lower()
+    if pattern.startswith("*."):
+        domain = pattern[2:]
+        return name == domain or name.endswith("." + domain)
+    return name == pattern
+
+
+def host_override(host: str, overrides: list[dict]) -> dict | None:
+    """The first entry of ``fetch.host_overrides`` whose pattern matches ``host``, if any."""
+    for entry in overrides:
+        if override_matches(entry["pattern"], host):
+            return entry
+    return None
+
+
+def validate_overrides(overrides: object) -> list[dict]:
+    """Check the shape of ``fetch.host_overrides``; raise ValueError with a clear message."""
+    if not isinstance(overrides, list):
+        raise ValueError("must be a list of tables")
+    checked = []
+    for i, entry in enumerate(overrides):
+        if not isinstance(entry, dict) or not isinstance(entry.get("pattern"), str) or not entry["pattern"].strip():
+            raise ValueError(f"entry {i} needs a pattern string")
+        unknown = set(entry) - set(OVERRIDE_KEYS) - {"pattern"}
+        if unknown:
+            raise ValueError(f"entry {i} has unknown keys {sorted(unknown)} (allowed: pattern, {', '.join(OVERRIDE_KEYS)})")
+        clean = {"pattern": entry["pattern"].strip().lower()}
+        for key, kind in OVERRIDE_KEYS.items():
+            if key in entry:
+                value = entry[key]
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or \
+                        (kind is int and (int(value) != value or value < 1)):
+                    raise ValueError(f"entry {i}: {key} must be a {'positive integer' if kind is int else 'number >= 0'}")
+                clean[key] = kind(value)
+        checked.append(clean)
+    return checked

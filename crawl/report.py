@@ -28,4 +28,13 @@ def format_stats(stats: Mapping[str, Any]) -> str:
     lines += _section("by HTTP status", [(str(k) if k is not None else "(none)", v)
                                          for k, v in stats["by_http_status"]], total)
     lines += _section(f"top {len(stats['top_hosts'])} hosts by URLs", stats["top_hosts"], total)
+    hostdb = stats.get("hostdb")
+    if hostdb:
+        lines += ["hosts held back",
+                  f"  {'deferred (Crawl-delay too large)':<36}{int(hostdb['deferred']):>8,}",
+                  f"  {'backing off (429/503, robots.txt)':<36}{int(hostdb['backing_off']):>8,}"]
+        lines += _section("hosts stopped in their last cycle, by reason", hostdb["stopped"])
+        if hostdb["overrides"]:
+            lines.append("hosts with politeness overrides")
+            lines += [f"  {host}  {what}" for host, what in hostdb["overrides"]]
     return "\n".join(lines)

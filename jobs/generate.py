@@ -2,8 +2,9 @@
 
 Inputs:   <crawl_root>/crawldb, <crawl_root>/hostdb.
 Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= now, no lease
-          in force, whose host is not deferred; at most generate.max_urls_per_host per host
-          (best score first, then longest due), at most generate.top_n in all.
+          in force, whose host is not deferred or backing off; at most
+          generate.max_urls_per_host per host (or a fetch.host_overrides entry's
+          max_urls_per_cycle; best score first, then longest due), at most generate.top_n in all.
 Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's cached
           robots.txt when fresher than fetch.robots_ttl_s); then one MERGE writes the lease
           (lease_until = now + generate.lease_s, segment_id) onto the selected crawldb rows.
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from crawl.status import GENERATABLE_STATUSES
@@ -62,13 +63,36 @@ def select_due(url_state: DataFrame, host_state: DataFrame, now: float) -> DataF
             .join(deferred, ["host_bucket", "host"], "left_anti"))
 
 
+def host_name_col() -> Column:
+    """The host without its port, lower-case (what fetch.host_overrides patterns match)."""
+    return F.lower(F.regexp_replace(F.col("host"), r":[0-9]+$", ""))
+
+
+def per_host_cap(cfg: Mapping[str, Any]) -> Column:
+    """generate.max_urls_per_host, or the first matching override's max_urls_per_cycle."""
+    name = host_name_col()
+    cap = F.lit(int(cfg["generate.max_urls_per_host"]))
+    # CASE WHEN is first-match-wins, like crawl.politeness.host_override: build it back to front
+    for entry in reversed(list(cfg["fetch.host_overrides"])):
+        if "max_urls_per_cycle" not in entry:
+            continue
+        pattern = entry["pattern"]
+        if pattern.startswith("*."):
+            domain = pattern[2:]
+            matches = (name == domain) | name.endswith("." + domain)
+        else:
+            matches = name == pattern
+        cap = F.when(matches, F.lit(int(entry["max_urls_per_cycle"]))).otherwise(cap)
+    return cap
+
+
 def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, Any], segment_id: str,
                      now: float) -> DataFrame:
     """Cap per host and in all, attach the fresh robots.txt cache; one row per URL to fetch."""
     per_host = Window.partitionBy("host").orderBy(F.col("score").desc(), F.col("next_fetch_at").asc(),
                                                   F.col("url").asc())
     capped = (due.withColumn("_rank", F.row_number().over(per_host))
-              .filter(F.col("_rank") <= int(cfg["generate.max_urls_per_host"])))
+              .filter(F.col("_rank") <= per_host_cap(cfg)))
     top = capped.orderBy(F.col("score").desc(), F.col("_rank").asc(), F.col("url").asc()).limit(int(cfg["generate.top_n"]))
     fresh_after = from_epoch_col(F.lit(now - float(cfg["fetch.robots_ttl_s"])))
     fresh = F.col("robots_fetched_at") > fresh_after

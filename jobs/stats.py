@@ -48,10 +48,27 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
                      .limit(int(cfg["stats.top_hosts"])).collect()]
     finally:
         urls.unpersist()
-    return {"crawl_root": root.root, "version": version, "total_urls": totals["total"],
+    hosts = host_stats(spark, root, now_ts)
+    return {"hostdb": hosts,"crawl_root": root.root, "version": version, "total_urls": totals["total"],
             "hosts": totals["hosts"], "due_now": totals["due"] or 0, "leased": totals["leased"] or 0,
             "max_depth": totals["max_depth"], "by_status": by_status, "by_http_status": by_http,
             "top_hosts": top_hosts}
+
+
+def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:
+    """What the hostdb says about politeness: deferred and backing-off hosts, overrides."""
+    if not table_exists(spark, root.hostdb):
+        return {"deferred": 0, "backing_off": 0, "overrides": [], "stopped": []}
+    hosts = spark.read.format("delta").load(root.hostdb)
+    counts = hosts.agg(F.sum((F.col("deferred_until") > now_ts).cast("int")).alias("deferred"),
+                       F.sum((F.col("backoff_until") > now_ts).cast("int")).alias("backing_off")).collect()[0]
+    overrides = [(r["host"], f"{r['override_pattern']} (gap {r['min_delay_s']}s)") for r in
+                 hosts.filter(F.col("override_pattern").isNotNull()).orderBy("host").limit(20).collect()]
+    stopped = [(r["stop_reason"], r["n"]) for r in
+               hosts.filter(F.col("stop_reason").isNotNull()).groupBy("stop_reason")
+               .agg(F.count("*").alias("n")).orderBy(F.desc("n")).limit(10).collect()]
+    return {"deferred": counts["deferred"] or 0, "backing_off": counts["backing_off"] or 0,
+            "overrides": overrides, "stopped": stopped}
 
 
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> dict[str, Any]:

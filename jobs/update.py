@@ -129,7 +129,7 @@ def merge_hostdb(spark: SparkSession, root: CrawlRoot, hosts: DataFrame, cfg: Ma
     defer_s = float(cfg["fetch.robots_ttl_s"])
     source = hosts.select(
         "host", "host_bucket", "robots_status", "robots_txt", "robots_error", "crawl_delay_s", "sitemaps",
-        "backoff_s", "stop_reason", "mean_response_ms",
+        "backoff_s", "stop_reason", "mean_response_ms", "override_pattern", "min_delay_s",
         F.col("segment_id").alias("last_segment_id"),
         from_epoch_col(F.col("robots_fetched_at")).alias("robots_fetched_at"),
         from_epoch_col(F.col("last_fetch_at")).alias("last_fetch_at"),
@@ -156,6 +156,8 @@ def merge_hostdb(spark: SparkSession, root: CrawlRoot, hosts: DataFrame, cfg: Ma
             "backoff_s": F.col("s.backoff_s"),
             "stop_reason": F.col("s.stop_reason"),
             "mean_response_ms": F.expr("coalesce(s.mean_response_ms, t.mean_response_ms)"),
+            "override_pattern": F.col("s.override_pattern"),
+            "min_delay_s": F.expr("coalesce(s.min_delay_s, t.min_delay_s)"),
             "last_fetch_at": F.expr("coalesce(s.last_fetch_at, t.last_fetch_at)"),
             "requests": F.expr("t.requests + s.requests"),
             "pages_fetched": F.expr("t.pages_fetched + s.pages_fetched"),

@@ -53,3 +53,45 @@ def test_three_cycles_over_the_test_web(spark, devweb, tmp_path, capsys):
     assert {e["host"] for e in log} == set(devweb.host_names)
     pages = [e for e in log if e["path"] != "/robots.txt"]
     assert len(pages) == len(fetched)  # every page requested exactly once
+
+
+def test_one_cycle_over_the_hostile_web(spark, tmp_path, capsys):
+    """Through the real jobs: no task fails, every URL ends in a recorded status, the hostdb
+    holds back the hosts that asked for it, and per-host overrides cap generate."""
+    from crawl.devweb import HOSTILE, DevWeb
+    from jobs import fetch, generate, inject, stats, update
+    from jobs.tables import CrawlRoot
+    from tests.conftest import make_config
+
+    web = DevWeb(hosts=1, pages_per_host=4, port=0, seed=5, hostile=True).start()
+    try:
+        seeds = [u for name in HOSTILE for u in web.hostile_urls(name)]
+        seeds += [f"http://{web.hostile_hosts['messy']}/p/{k}.html" for k in range(4)]
+        messy = web.hostile_hosts["messy"].split(":")[0]
+        cfg = make_config(fetch__total_timeout_s=3.0, fetch__max_body_bytes=1 << 20,
+                          fetch__host_overrides=[{"pattern": messy, "max_urls_per_cycle": 3}])
+        root = CrawlRoot(str(tmp_path / "crawl"))
+        inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", seeds))
+        seg = generate.run(spark, cfg, root)
+        fl = {r["url"] for r in spark.read.parquet(root.fetchlist(seg.segment_id)).collect()}
+        assert len([u for u in fl if messy in u]) == 3  # the override's cap, not the default 100
+        result = fetch.run(spark, cfg, root, seg.segment_id)
+        assert result.urls == len(fl)  # one outcome per URL: nothing lost, no task failed
+        update.run(spark, cfg, root, seg.segment_id)
+    finally:
+        web.stop()
+    rows = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}
+    for url in fl:
+        assert rows[url]["lease_until"] is None, url
+    hosts = {r["host"]: r for r in spark.read.format("delta").load(root.hostdb).collect()}
+    assert hosts[web.hostile_hosts["robots_500"]]["backoff_until"] is not None
+    assert hosts[web.hostile_hosts["crawl_delay_big"]]["deferred_until"] is not None
+    assert hosts[web.hostile_hosts["messy"]]["override_pattern"] == messy
+    # held-back hosts are not generated again while their backoff runs
+    seg2 = generate.run(spark, cfg, root)
+    if seg2.segment_id:
+        hosts2 = {r["host"] for r in spark.read.parquet(root.fetchlist(seg2.segment_id)).collect()}
+        assert web.hostile_hosts["robots_500"] not in hosts2 and web.hostile_hosts["crawl_delay_big"] not in hosts2
+    summary = stats.run(spark, cfg, root)
+    assert summary["hostdb"]["backing_off"] >= 3 and summary["hostdb"]["deferred"] == 1
+    assert "hosts held back" in capsys.readouterr().out

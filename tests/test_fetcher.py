@@ -134,3 +134,34 @@ def test_one_request_in_flight_per_host(devweb, concurrency):
     urls = [u for i in range(3) for u in host_urls(devweb, i, pages=3)]
     fetch_partition(rows_for(urls), cfg(fetch__max_concurrency=concurrency, fetch__delay_s=0.05))
     assert_polite(devweb, devweb.requests(), 0.05)
+
+
+def test_host_override_delay_and_concurrency(devweb):
+    i = kind_index(devweb, "allow_all")
+    host = devweb.host_names[i]
+    j = kind_index(devweb, "disallow")
+    overrides = [{"pattern": host.split(":")[0], "delay_s": 0.05, "max_concurrency": 2}]
+    urls = host_urls(devweb, i, pages=6) + host_urls(devweb, j, pages=2)
+    out = fetch_partition(rows_for(urls), cfg(fetch__host_overrides=overrides, fetch__delay_s=0.3))
+    hosts = {r["host"]: r for r in out if r["kind"] == "host"}
+    assert hosts[host]["override_pattern"] == host.split(":")[0] and hosts[host]["min_delay_s"] == 0.05
+    assert hosts[devweb.host_names[j]]["override_pattern"] is None
+    log = devweb.requests()
+    fast = [e for e in log if e["host"] == host]
+    slow = [e for e in log if e["host"] == devweb.host_names[j]]
+    # starts on the overridden host are at least its own delay apart, never more than 2 in flight
+    assert min(b["ts"] - a["ts"] for a, b in zip(fast, fast[1:])) >= 0.05 - 0.005
+    for e in fast:
+        overlapping = [o for o in fast if o["ts"] < e["done_ts"] and o["done_ts"] > e["ts"]]
+        assert len(overlapping) <= 2
+    assert_polite(devweb, slow, 0.3)  # the others keep the global delay
+
+
+def test_a_cached_robots_failure_is_not_reused(devweb):
+    import time
+    i = kind_index(devweb, "disallow")
+    rows = rows_for(host_urls(devweb, i, pages=1), robots_status=503, robots_txt=None,
+                    robots_fetched_at=time.time() - 60)
+    out = fetch_partition(rows, cfg())
+    assert devweb.requests()[0]["path"] == "/robots.txt"  # asked again
+    assert {r["fetch_status"] for r in out if r["kind"] == "url"} == {FS.OK, FS.ROBOTS_DENIED}

@@ -31,3 +31,26 @@ def test_backoff_doubles_to_a_cap_and_decays():
     assert next_backoff(64.0, 1.0, 100.0) == 100.0
     assert decayed_backoff(8.0) == 4.0
     assert decayed_backoff(1.5) == 0.0
+
+
+def test_override_patterns():
+    from crawl.politeness import host_override, override_matches
+    assert override_matches("example.com", "example.com:8080") and override_matches("example.com", "EXAMPLE.com")
+    assert not override_matches("example.com", "www.example.com")
+    assert override_matches("*.example.com", "www.example.com") and override_matches("*.example.com", "example.com")
+    assert not override_matches("*.example.com", "badexample.com")
+    entries = [{"pattern": "a.example.com", "delay_s": 9.0}, {"pattern": "*.example.com", "delay_s": 0.2}]
+    assert host_override("a.example.com", entries)["delay_s"] == 9.0  # first match wins
+    assert host_override("b.example.com:81", entries)["delay_s"] == 0.2
+    assert host_override("other.org", entries) is None
+
+
+def test_override_validation():
+    import pytest
+    from crawl.config import ConfigError, build_config
+    cfg = build_config(overrides={"fetch.host_overrides": [{"pattern": " X.com ", "max_concurrency": 2}]})
+    assert cfg["fetch.host_overrides"] == [{"pattern": "x.com", "max_concurrency": 2}]
+    for bad in ('[{"delay_s": 1}]', '[{"pattern": "x", "max_concurrency": 0}]', '[{"pattern": "x", "delay_s": -1}]',
+                '{"pattern": "x"}', "not json"):
+        with pytest.raises(ConfigError, match="host_overrides"):
+            build_config(overrides={"fetch.host_overrides": bad})
