@@ -72,7 +72,7 @@ def updated_states(spark: SparkSession, url_state: DataFrame, outcomes: DataFram
     joined = current.join(renamed, ["host_bucket", "url_hash", "url", "segment_id"], "inner")
     policy = {k: v for k, v in cfg.items() if k.startswith("update.")}
     rdd = joined.rdd.mapPartitions(lambda it: _apply_rows(it, policy))
-    return from_epoch(spark.createDataFrame(rdd, epoch_schema(URL_STATE_SCHEMA)), URL_STATE_TIMES)
+    return from_epoch(spark.createDataFrame(rdd, epoch_schema(URL_STATE_SCHEMA), verifySchema=False), URL_STATE_TIMES)
 
 
 def _link_rows(rows: Iterator[Any], factor: float, max_depth: int) -> Iterator[tuple]:
@@ -102,12 +102,13 @@ def discovered_urls(spark: SparkSession, outcomes: DataFrame, cfg: Mapping[str, 
     buckets = int(cfg["crawldb.host_buckets"])
     sources = outcomes.filter(F.col("fetch_status").isin(*_LINK_SOURCES)).select("outlinks", "depth", "score")
     links = spark.createDataFrame(sources.rdd.mapPartitions(lambda it: _link_rows(it, factor, max_depth)),
-                                  "url string, depth int, score double")
+                                  "url string, depth int, score double", verifySchema=False)
     fetched_here = outcomes.select("url")
     unique = (links.groupBy("url").agg(F.min("depth").alias("depth"), F.sum("score").alias("score"))
               .join(fetched_here, "url", "left_anti"))
     rdd = unique.rdd.mapPartitions(lambda it: _new_url_rows(it, buckets, now))
-    return from_epoch(spark.createDataFrame(rdd, epoch_schema(URL_STATE_SCHEMA)), URL_STATE_TIMES)
+    # rows come from crawl.status.new_url_state in schema order: no per-row type verification
+    return from_epoch(spark.createDataFrame(rdd, epoch_schema(URL_STATE_SCHEMA), verifySchema=False), URL_STATE_TIMES)
 
 
 def merge_crawldb(spark: SparkSession, root: CrawlRoot, updates: DataFrame, discovered: DataFrame) -> dict[str, int]:
