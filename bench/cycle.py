@@ -23,134 +23,19 @@ Everything stays on loopback: the test web binds 127.0.x.y addresses only.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
 import concurrent.futures
-import datetime
-import importlib.metadata
 import json
 import multiprocessing
 import os
-import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO not in sys.path:  # the package is installed editable; this only helps a bare checkout
-    sys.path.insert(0, REPO)
-
-
-# --------------------------------------------------------------------------- raw aiohttp baseline
-
-async def _raw_fetch_async(urls: list[str], concurrency: int, user_agent: str,
-                           timeouts: tuple[float, float, float]) -> dict[str, Any]:
-    import aiohttp
-    by_host: "collections.OrderedDict[str, list[str]]" = collections.OrderedDict()
-    for url in urls:
-        by_host.setdefault(url.split("/", 3)[2], []).append(url)
-    statuses: collections.Counter = collections.Counter()
-    body_bytes = 0
-    slots = asyncio.Semaphore(concurrency)
-    total, connect, sock_read = timeouts
-    timeout = aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read)
-    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=1)
-
-    async def one_host(host_urls: list[str]) -> None:
-        nonlocal body_bytes
-        for url in host_urls:  # one coroutine per host: one request in flight per host
-            async with slots:
-                try:
-                    async with session.get(url, allow_redirects=False) as resp:
-                        body = await resp.read()
-                        body_bytes += len(body)
-                        statuses[str(resp.status)] += 1
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-                    statuses[type(exc).__name__] += 1
-
-    started = time.perf_counter()
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout,
-                                     headers={"User-Agent": user_agent},
-                                     cookie_jar=aiohttp.DummyCookieJar()) as session:
-        await asyncio.gather(*(one_host(u) for u in by_host.values()))
-    seconds = time.perf_counter() - started
-    return {"urls": len(urls), "hosts": len(by_host), "seconds": seconds,
-            "pages_per_s": len(urls) / seconds if seconds > 0 else None,
-            "statuses": dict(sorted(statuses.items())), "body_bytes": body_bytes}
-
-
-def raw_fetch(urls: list[str], concurrency: int, user_agent: str,
-              timeouts: tuple[float, float, float]) -> dict[str, Any]:
-    """Fetch ``urls`` with plain aiohttp; top-level so a spawned child process can run it."""
-    return asyncio.run(_raw_fetch_async(urls, concurrency, user_agent, timeouts))
-
-
-# --------------------------------------------------------------------------- helpers
-
-def machine_facts() -> dict[str, Any]:
-    def version(dist: str) -> str | None:
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-
-    def run(cmd: list[str]) -> str | None:
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=REPO)
-            return (out.stdout or out.stderr).strip() or None
-        except (OSError, subprocess.SubprocessError):
-            return None
-
-    mem_kb = None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    mem_kb = int(line.split()[1])
-                    break
-    except OSError:
-        pass
-    java = run(["java", "-version"])
-    commit = run(["git", "rev-parse", "--short", "HEAD"])
-    dirty = run(["git", "status", "--porcelain", "--untracked-files=no"])
-    return {
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "nproc": run(["nproc"]) or os.cpu_count(),
-        "mem_total_gib": round(mem_kb / 1024 / 1024, 1) if mem_kb else None,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "pyspark": version("pyspark"),
-        "delta_spark": version("delta-spark"),
-        "aiohttp": version("aiohttp"),
-        "java": java.splitlines()[0] if java else None,
-        "git_commit": (commit + ("-dirty" if dirty else "")) if commit else None,
-        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
-def rate(n: float | None, seconds: float) -> float | None:
-    return n / seconds if n is not None and seconds > 0 else None
-
-
-def fmt(x: Any, digits: int = 1) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        return f"{x:,.{digits}f}"
-    if isinstance(x, int):
-        return f"{x:,}"
-    return str(x)
-
-
-def http_span(entries: list[dict[str, Any]]) -> float | None:
-    """Seconds between the first and the last request the test web logged in ``entries``."""
-    if len(entries) < 2:
-        return None
-    ts = [e["ts"] for e in entries]
-    return max(ts) - min(ts)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, also in spawned children
+from _common import fmt, http_span, machine_facts, rate, raw_fetch  # noqa: E402  (shared with bench/fetch.py)
 
 
 # --------------------------------------------------------------------------- the benchmark

@@ -1,0 +1,223 @@
+"""Helpers shared by the benchmark scripts in bench/ (cycle.py, fetch.py).
+
+* ``machine_facts()``: date, cores, memory, versions, commit, load average — printed with every
+  figure, because this is a shared, noisy 2-core machine and only same-run ratios compare.
+* ``raw_fetch()``: the plain-aiohttp baseline (one coroutine per host, so one request in flight
+  per host; a global concurrency cap; optionally selectolax link extraction with
+  crawl.links.extract_outlinks). Top-level, so a spawned child process can run it.
+* ``start_devweb_process()``: the bundled test web as a ``deltacrawl devweb`` subprocess, so
+  its server does not share a GIL with what is being measured.
+* small formatting helpers (``rate``, ``fmt``, ``http_span``, ``median_run``).
+
+Everything stays on loopback: the test web binds 127.0.x.y addresses only.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from typing import Any
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:  # the package is installed editable; this only helps a bare checkout
+    sys.path.insert(0, REPO)
+
+
+# --------------------------------------------------------------------------- raw aiohttp baseline
+
+async def _raw_fetch_async(urls: list[str], concurrency: int, user_agent: str,
+                           timeouts: tuple[float, float, float],
+                           max_outlinks: int | None = None) -> dict[str, Any]:
+    import aiohttp
+    extract = None
+    if max_outlinks is not None:
+        from crawl.links import extract_outlinks as extract
+    by_host: "collections.OrderedDict[str, list[str]]" = collections.OrderedDict()
+    for url in urls:
+        by_host.setdefault(url.split("/", 3)[2], []).append(url)
+    statuses: collections.Counter = collections.Counter()
+    body_bytes = 0
+    outlinks = 0
+    slots = asyncio.Semaphore(concurrency)
+    total, connect, sock_read = timeouts
+    timeout = aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read)
+    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=1)
+
+    async def one_host(host_urls: list[str]) -> None:
+        nonlocal body_bytes, outlinks
+        for url in host_urls:  # one coroutine per host: one request in flight per host
+            async with slots:
+                try:
+                    async with session.get(url, allow_redirects=False) as resp:
+                        body = await resp.read()
+                        body_bytes += len(body)
+                        statuses[str(resp.status)] += 1
+                except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                    statuses[type(exc).__name__] += 1
+                    continue
+            if extract is not None and resp.status == 200:
+                outlinks += len(extract(body, url, max_outlinks))
+
+    started = time.perf_counter()
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout,
+                                     headers={"User-Agent": user_agent},
+                                     cookie_jar=aiohttp.DummyCookieJar()) as session:
+        await asyncio.gather(*(one_host(u) for u in by_host.values()))
+    seconds = time.perf_counter() - started
+    out = {"urls": len(urls), "hosts": len(by_host), "seconds": seconds,
+           "pages_per_s": len(urls) / seconds if seconds > 0 else None,
+           "statuses": dict(sorted(statuses.items())), "body_bytes": body_bytes}
+    if extract is not None:
+        out["outlinks"] = outlinks
+    return out
+
+
+def raw_fetch(urls: list[str], concurrency: int, user_agent: str,
+              timeouts: tuple[float, float, float], max_outlinks: int | None = None) -> dict[str, Any]:
+    """Fetch ``urls`` with plain aiohttp (and extract links when ``max_outlinks`` is given);
+    top-level so a spawned child process can run it."""
+    return asyncio.run(_raw_fetch_async(urls, concurrency, user_agent, timeouts, max_outlinks))
+
+
+# --------------------------------------------------------------------------- the test web in a subprocess
+
+class DevWebProcess:
+    """``deltacrawl devweb`` in a child process (its own interpreter, its own GIL).
+
+    ``seeds`` are the host root URLs it printed, ``port`` their common port, ``log_path`` the
+    JSON-lines request log (one line per completed request, see crawl/devweb.py).
+    """
+
+    def __init__(self, hosts: int, pages_per_host: int, log_path: str, crawl_delay_s: float = 0.0,
+                 start_timeout_s: float = 120.0):
+        self.log_path = log_path
+        exe = os.path.join(os.path.dirname(sys.executable), "deltacrawl")
+        cmd = [exe if os.path.exists(exe) else "deltacrawl", "devweb", "--log", log_path,
+               "--conf", f"devweb.hosts={hosts}", "--conf", f"devweb.pages_per_host={pages_per_host}",
+               "--conf", "devweb.port=0", "--conf", f"devweb.crawl_delay_s={crawl_delay_s}"]
+        self.command = " ".join(cmd)
+        self._stderr = open(log_path + ".stderr", "w", encoding="utf-8")
+        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     text=True, bufsize=1)
+        self.seeds: list[str] = []
+        deadline = time.monotonic() + start_timeout_s
+        try:
+            while len(self.seeds) < hosts:  # it prints one seed URL per host, then a banner
+                if time.monotonic() > deadline:
+                    raise RuntimeError("devweb subprocess did not print its seeds in time")
+                line = self.proc.stdout.readline()
+                if not line:
+                    with open(log_path + ".stderr", encoding="utf-8") as fh:
+                        raise RuntimeError(f"devweb subprocess ended early: {fh.read()[-2000:]}")
+                line = line.strip()
+                if line.startswith("http://"):
+                    self.seeds.append(line)
+        except BaseException:
+            self.stop()
+            raise
+        self.port = int(self.seeds[0].rsplit(":", 1)[1].strip("/"))
+
+    def log_size(self) -> int:
+        return os.path.getsize(self.log_path)
+
+    def read_log(self, start: int = 0) -> list[dict[str, Any]]:
+        """Request-log entries written from byte ``start`` on (complete lines only)."""
+        with open(self.log_path, "rb") as fh:
+            fh.seek(start)
+            data = fh.read()
+        return [json.loads(line) for line in data.splitlines() if line.endswith(b"}")]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()  # SIGTERM: serve_forever stops cleanly
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._stderr.close()
+
+
+# --------------------------------------------------------------------------- helpers
+
+def machine_facts(extra_dists: tuple[str, ...] = ()) -> dict[str, Any]:
+    def version(dist: str) -> str | None:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    def run(cmd: list[str]) -> str | None:
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=REPO)
+            return (out.stdout or out.stderr).strip() or None
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    mem_kb = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    mem_kb = int(line.split()[1])
+                    break
+    except OSError:
+        pass
+    java = run(["java", "-version"])
+    commit = run(["git", "rev-parse", "--short", "HEAD"])
+    dirty = run(["git", "status", "--porcelain", "--untracked-files=no"])
+    facts = {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "nproc": run(["nproc"]) or os.cpu_count(),
+        "mem_total_gib": round(mem_kb / 1024 / 1024, 1) if mem_kb else None,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "pyspark": version("pyspark"),
+        "delta_spark": version("delta-spark"),
+        "aiohttp": version("aiohttp"),
+        "java": java.splitlines()[0] if java else None,
+        "git_commit": (commit + ("-dirty" if dirty else "")) if commit else None,
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+    if dirty:
+        facts["dirty_files"] = [line.split(None, 1)[-1] for line in dirty.splitlines()]
+    for dist in extra_dists:
+        facts[dist.replace("-", "_")] = version(dist)
+    return facts
+
+
+def rate(n: float | None, seconds: float) -> float | None:
+    return n / seconds if n is not None and seconds > 0 else None
+
+
+def fmt(x: Any, digits: int = 1) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:,.{digits}f}"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return str(x)
+
+
+def http_span(entries: list[dict[str, Any]]) -> float | None:
+    """Seconds between the first and the last request the test web logged in ``entries``."""
+    if len(entries) < 2:
+        return None
+    ts = [e["ts"] for e in entries]
+    return max(ts) - min(ts)
+
+
+def median_run(runs: list[dict[str, Any]], key: str = "pages_per_s") -> dict[str, Any]:
+    """The run with the median ``key`` (upper median for an even count), with every run's value."""
+    ordered = sorted(runs, key=lambda r: r[key])
+    return dict(ordered[len(ordered) // 2], **{f"runs_{key}": [r[key] for r in runs]})
