@@ -393,7 +393,26 @@ class ParserPool:
             if self._closed:
                 return _parse_error("parser pool closed")
             async with self._slots_for_running_loop():
-                return await self._run(body, url, content_type_header, max_outlinks)
+                result = await self._run(self._target, (body, url, content_type_header, max_outlinks))
+        except asyncio.CancelledError:
+            raise
+        except _PoolClosed:
+            return _parse_error("parser pool closed")
+        except Exception as exc:
+            return _parse_error(f"parser pool failure: {_exc_text(exc)}")
+        if isinstance(result, ParseResult):
+            return result
+        return _parse_error(f"target returned {type(result).__name__}, not ParseResult")
+
+    async def call(self, fn: Callable, *args) -> object:
+        """Run module-level ``fn(*args)`` in a child under the same limits and recovery as parse().
+        Returns fn's result, or a ParseResult whose error says what went wrong. Never raises
+        (except CancelledError)."""
+        try:
+            if self._closed:
+                return _parse_error("parser pool closed")
+            async with self._slots_for_running_loop():
+                return await self._run(fn, args)
         except asyncio.CancelledError:
             raise
         except _PoolClosed:
@@ -478,11 +497,11 @@ class ParserPool:
                 self._killed_for_timeout.add(gen)
         _kill_executor(executor)
 
-    async def _run(self, body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+    async def _run(self, fn: Callable, args: tuple) -> object:
         for attempt in (1, 2):
             executor, gen = await self._ready()
             try:
-                cfut: Future = executor.submit(self._target, body, url, content_type_header, max_outlinks)
+                cfut: Future = executor.submit(fn, *args)
             except Exception as exc:  # broken or shut down under us: use a new pool once
                 self._discard(gen, killed_for_timeout=False)
                 if attempt == 1:
@@ -502,10 +521,7 @@ class ParserPool:
                 return _parse_error(f"timeout after {self.time_limit_s:g}s")
             exc = afut.exception()
             if exc is None:
-                result = afut.result()
-                if isinstance(result, ParseResult):
-                    return result
-                return _parse_error(f"target returned {type(result).__name__}, not ParseResult")
+                return afut.result()
             if isinstance(exc, MemoryError):
                 return _parse_error("memory limit exceeded (MemoryError)")
             if isinstance(exc, BrokenProcessPool):
@@ -521,6 +537,91 @@ class ParserPool:
 # --------------------------------------------------------------------------------------------
 # TEST HOOKS: hostile targets for ParserPool(target=...). They must live in an installed module
 # so a worker process can import them. Never used by the crawler itself.
+
+def parse_batch(items: list[tuple[bytes, str, str | None, int]]) -> list[ParseResult]:
+    """Runs in a child: parse_page over a batch of pages (one round trip for many pages)."""
+    return [parse_page(*item) for item in items]
+
+
+class BatchingParser:
+    """Sends pages to a ParserPool in batches, so the per-page cost of crossing to the child
+    (pickling, a pipe round trip, waking the pool's threads) is paid once per batch.
+
+    Batches form by themselves: while one batch is in the child, the pages that arrive wait and
+    go together as the next one (at most ``max_batch`` pages or ``max_batch_bytes`` bytes; a
+    bigger page goes alone). If a batch fails (timeout, memory, crash), its pages are parsed
+    again one by one, so only the hostile page ends in parse_error.
+    """
+
+    def __init__(self, pool: ParserPool, max_batch: int = 64, max_batch_bytes: int = 8 * 2**20,
+                 batch_target: Callable = parse_batch, single_target: Callable | None = None):
+        self.pool = pool
+        self.max_batch = max_batch
+        self.max_batch_bytes = max_batch_bytes
+        self.batch_target = batch_target
+        self.single_target = single_target
+        self._queue: list[tuple[tuple, asyncio.Future]] = []
+        self._running: asyncio.Task | None = None
+
+    async def parse(self, body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+        future = asyncio.get_running_loop().create_future()
+        self._queue.append(((body, url, content_type_header, max_outlinks), future))
+        if self._running is None or self._running.done():
+            self._running = asyncio.ensure_future(self._drain())
+        return await future
+
+    def _take_batch(self) -> list[tuple[tuple, asyncio.Future]]:
+        batch, size = [], 0
+        while self._queue and len(batch) < self.max_batch:
+            args, future = self._queue[0]
+            if future.done():  # the caller gave up (cancelled)
+                self._queue.pop(0)
+                continue
+            if batch and size + len(args[0]) > self.max_batch_bytes:
+                break
+            batch.append(self._queue.pop(0))
+            size += len(args[0])
+        return batch
+
+    async def _single(self, args: tuple) -> ParseResult:
+        if self.single_target is None:
+            return await self.pool.parse(*args)
+        result = await self.pool.call(self.single_target, *args)
+        return result if isinstance(result, ParseResult) else _parse_error("bad result")
+
+    async def _drain(self) -> None:
+        while self._queue:
+            batch = self._take_batch()
+            if not batch:
+                continue
+            items = [args for args, _ in batch]
+            try:
+                results = await self.pool.call(self.batch_target, items) if len(items) > 1 else None
+                if not (isinstance(results, list) and len(results) == len(items)):
+                    # one page alone, or the batch failed: parse page by page to pin the culprit
+                    results = [await self._single(args) for args in items]
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # never leave a caller waiting forever
+                results = [_parse_error(f"parser failure: {_exc_text(exc)}")] * len(items)
+            for (_, future), result in zip(batch, results):
+                if not future.done():
+                    future.set_result(result)
+
+    def close(self) -> None:
+        for _, future in self._queue:
+            if not future.done():
+                future.set_result(_parse_error("parser closed"))
+        self._queue.clear()
+        self.pool.close()
+
+    def __enter__(self) -> "BatchingParser":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
 # --------------------------------------------------------------------------------------------
 
 def _hostile_sleep(body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
@@ -559,3 +660,8 @@ def _hostile_page(body: bytes, url: str, content_type_header: str | None, max_ou
     if cmd == b"pid":
         return ParseResult([], "utf-8", str(os.getpid()), None)
     return parse_page(body, url, content_type_header, max_outlinks)
+
+
+def _hostile_batch(items: list[tuple[bytes, str, str | None, int]]) -> list[ParseResult]:
+    """TEST HOOK: parse_batch with the hostile commands of _hostile_page."""
+    return [_hostile_page(*item) for item in items]

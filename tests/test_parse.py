@@ -325,3 +325,26 @@ def test_pool_rejects_targets_a_child_cannot_import():
         ParserPool(target=lambda *args: None)
     with pytest.raises(ValueError):
         ParserPool(workers=0)
+
+
+# -- BatchingParser: many pages per round trip, a hostile one isolated -----------------------
+
+def test_batching_parser_matches_parse_page_and_isolates_hostile_pages():
+    from crawl.parse import BatchingParser, ParserPool, _hostile_batch, _hostile_page, parse_page
+
+    pages = [(f'<html><title>t{i}</title><a href="/p{i}">x</a><a href="q{i}">y</a></html>'.encode(),
+              f"http://a.example/d/{i}.html", "text/html", 100) for i in range(40)]
+    hostile = [(b"sleep 30", "http://a.example/s", "text/html", 100),
+               (b"alloc 4000000000", "http://a.example/m", "text/html", 100),
+               (b"segv", "http://a.example/c", "text/html", 100)]
+
+    async def go():
+        pool = ParserPool(workers=1, memory_limit_bytes=512 * 2**20, time_limit_s=2.0, target=_hostile_page)
+        with BatchingParser(pool, max_batch=16, batch_target=_hostile_batch, single_target=_hostile_page) as parser:
+            return await asyncio.gather(*(parser.parse(*args) for args in pages[:20] + hostile + pages[20:]))
+
+    results = asyncio.run(go())
+    normal = results[:20] + results[23:]
+    assert [r.outlinks for r in normal] == [parse_page(*args).outlinks for args in pages]
+    assert all(r.error is None for r in normal)
+    assert all(r.error and r.error.startswith("parse_error") for r in results[20:23])
