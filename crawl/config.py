@@ -114,10 +114,12 @@ def _validate(cfg: dict[str, Any]) -> None:
                 "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.time_limit_s", "fetch.max_backoff_s", "fetch.max_consecutive_errors",
                 "fetch.robots_max_bytes", "spark.shuffle_partitions", "parse.max_outlinks",
                 "update.refetch_interval_s", "update.retry_interval_s", "parse.workers",
-                "parse.memory_limit_mb", "parse.time_limit_s", "warc.max_file_bytes"]
+                "parse.memory_limit_mb", "parse.time_limit_s", "warc.max_file_bytes", "warc.gzip_level"]
     for key in positive:
         if cfg[key] <= 0:
             raise ConfigError(f"config key '{key}' must be > 0, got {cfg[key]}")
+    if not 1 <= cfg["warc.gzip_level"] <= 9:
+        raise ConfigError(f"config key 'warc.gzip_level' must be 1..9, got {cfg['warc.gzip_level']}")
     non_negative = ["fetch.delay_s", "fetch.delay_factor", "fetch.max_delay_s", "fetch.max_wait_in_cycle_s",
                     "fetch.robots_retry_s", "fetch.max_crawl_delay_s", "fetch.tasks", "fetch.robots_ttl_s",
                     "update.max_retries", "update.max_depth", "devweb.hosts", "devweb.pages_per_host",

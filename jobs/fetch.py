@@ -93,7 +93,8 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], warc_dir
                     "robots": "obey", "isPartOf": segment_id}
             archive = stack.enter_context(WarcWriter(
                 warc_dir, f"{cfg['warc.prefix']}-{segment_id}-{index:05d}-{attempt}",
-                int(cfg["warc.max_file_bytes"]), {k: v for k, v in info.items() if v}))
+                int(cfg["warc.max_file_bytes"]), {k: v for k, v in info.items() if v},
+                gzip_level=int(cfg["warc.gzip_level"])))
         parser = None
         if cfg["parse.isolate"]:
             from crawl.parse import BatchingParser, ParserPool
