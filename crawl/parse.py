@@ -389,17 +389,7 @@ class ParserPool:
         pool if broken. Never raises (except CancelledError, which is propagated after making sure the
         abandoned call cannot keep a worker busy). Safe to call concurrently from many coroutines of one
         event loop."""
-        try:
-            if self._closed:
-                return _parse_error("parser pool closed")
-            async with self._slots_for_running_loop():
-                result = await self._run(self._target, (body, url, content_type_header, max_outlinks))
-        except asyncio.CancelledError:
-            raise
-        except _PoolClosed:
-            return _parse_error("parser pool closed")
-        except Exception as exc:
-            return _parse_error(f"parser pool failure: {_exc_text(exc)}")
+        result = await self.call(self._target, body, url, content_type_header, max_outlinks)
         if isinstance(result, ParseResult):
             return result
         return _parse_error(f"target returned {type(result).__name__}, not ParseResult")

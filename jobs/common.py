@@ -95,3 +95,20 @@ def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argpa
         from jobs.tables import CrawlRoot
         return step(build_spark(cfg), cfg, CrawlRoot(args.crawl_root), args)
     return run_main(prog, argv, configure, body)
+
+
+def run_segment_step(prog: str, argv: list[str] | None, description: str,
+                     run: Callable[..., Any]) -> int:
+    """main() of a step that works on one segment (fetch, update): ``run(spark, cfg, root, segment_id)``."""
+    def configure(parser: argparse.ArgumentParser) -> None:
+        parser.description = description
+        parser.add_argument("segment", metavar="SEGMENT", help="segment id printed by generate")
+
+    def step(spark, cfg, root, args) -> int:
+        run(spark, cfg, root, args.segment)
+        return EXIT_OK
+
+    def precheck(args: argparse.Namespace) -> None:
+        from jobs.tables import check_segment_id
+        check_segment_id(args.segment)
+    return run_spark_step(prog, argv, configure, step, precheck)

@@ -32,8 +32,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawl.fetcher import FETCHLIST_FIELDS, fetch_partition
-from jobs.common import EXIT_OK, UserError, report, run_spark_step
-from jobs.tables import FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, check_segment_id, path_exists, to_epoch
+from jobs.common import UserError, report, run_segment_step
+from jobs.tables import FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, path_exists, to_epoch
 
 _FETCHED_FIELDS = FETCHED_SCHEMA.fieldNames()
 
@@ -146,18 +146,9 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     return result
 
 
-def configure(parser) -> None:
-    parser.description = "Fetch a generated segment (robots.txt first, polite per-host delays)."
-    parser.add_argument("segment", metavar="SEGMENT", help="segment id printed by generate")
-
-
-def step(spark, cfg, root, args) -> int:
-    run(spark, cfg, root, args.segment)
-    return EXIT_OK
-
-
 def main(argv: list[str] | None = None) -> int:
-    return run_spark_step("deltacrawl fetch", argv, configure, step, lambda args: check_segment_id(args.segment))
+    return run_segment_step("deltacrawl fetch", argv,
+                            "Fetch a generated segment (robots.txt first, polite per-host delays).", run)
 
 
 if __name__ == "__main__":

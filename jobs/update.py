@@ -32,8 +32,8 @@ from pyspark.sql import functions as F
 
 from crawl.status import FetchStatus, apply_fetch, new_url_state, outlink_score
 from crawl.urls import host_bucket, host_of, url_hash
-from jobs.common import EXIT_OK, UserError, report, run_spark_step
-from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, check_segment_id,
+from jobs.common import UserError, report, run_segment_step
+from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot,
                          ensure_tables, epoch_schema, from_epoch, from_epoch_col, merge_metrics, path_exists,
                          read_url_state, table_version, to_epoch, write_marker)
 
@@ -212,18 +212,9 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     return result
 
 
-def configure(parser) -> None:
-    parser.description = "Merge a fetched segment into the crawldb and hostdb (safe to re-run)."
-    parser.add_argument("segment", metavar="SEGMENT", help="segment id printed by generate")
-
-
-def step(spark, cfg, root, args) -> int:
-    run(spark, cfg, root, args.segment)
-    return EXIT_OK
-
-
 def main(argv: list[str] | None = None) -> int:
-    return run_spark_step("deltacrawl update", argv, configure, step, lambda args: check_segment_id(args.segment))
+    return run_segment_step("deltacrawl update", argv,
+                            "Merge a fetched segment into the crawldb and hostdb (safe to re-run).", run)
 
 
 if __name__ == "__main__":

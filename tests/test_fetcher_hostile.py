@@ -4,7 +4,6 @@ and from the task's output, on one shared run (hosts are fetched concurrently)."
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,20 +17,12 @@ from crawl.fetcher import fetch_partition
 from crawl.parse import ParserPool
 from crawl.status import FetchStatus as FS
 from crawl.warc import WarcWriter, read_record
-from tests.test_fetcher import rows_for
+from tests.test_fetcher import _closed_port, rows_for
 
 LIMIT = 1 << 20
 CFG = {"fetch.delay_s": 0.1, "fetch.delay_factor": 0.0, "fetch.connect_timeout_s": 2.0,
        "fetch.read_timeout_s": 2.0, "fetch.total_timeout_s": 3.0, "fetch.max_body_bytes": LIMIT,
        "fetch.max_wait_in_cycle_s": 10.0, "fetch.max_consecutive_errors": 3, "parse.max_outlinks": 1000}
-
-
-def _closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.fixture(scope="module")
