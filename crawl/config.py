@@ -120,7 +120,7 @@ def _validate(cfg: dict[str, Any]) -> None:
             raise ConfigError(f"config key '{key}' must be > 0, got {cfg[key]}")
     if not 1 <= cfg["warc.gzip_level"] <= 9:
         raise ConfigError(f"config key 'warc.gzip_level' must be 1..9, got {cfg['warc.gzip_level']}")
-    non_negative = ["fetch.delay_s", "fetch.delay_factor", "fetch.max_delay_s", "fetch.max_wait_in_cycle_s",
+    non_negative = ["fetch.delay_s", "fetch.max_redirects", "fetch.delay_factor", "fetch.max_delay_s", "fetch.max_wait_in_cycle_s",
                     "fetch.robots_retry_s", "fetch.max_crawl_delay_s", "fetch.tasks", "fetch.robots_ttl_s",
                     "update.max_retries", "update.max_depth", "devweb.hosts", "devweb.pages_per_host",
                     "devweb.port", "devweb.crawl_delay_s", "stats.top_hosts"]

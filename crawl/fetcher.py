@@ -50,7 +50,7 @@ from crawl.urls import InvalidUrl, normalize_url
 
 FETCHLIST_FIELDS = ("url", "url_hash", "host", "host_bucket", "depth", "score", "segment_id",
                     "etag", "last_modified", "robots_status", "robots_txt", "robots_fetched_at",
-                    "backoff_s")
+                    "backoff_s", "redirect_hops")
 MAX_ROBOTS_REDIRECTS = 5
 _ERROR_TEXT_LIMIT = 300
 _CHUNK = 65536
@@ -90,32 +90,45 @@ class Body:
 async def read_body(resp: aiohttp.ClientResponse, limit: int) -> Body:
     """Read the body: at most ``limit`` raw bytes and at most ``limit`` decoded bytes."""
     encoding = (resp.headers.get("Content-Encoding") or "").strip().lower()
+    compressed = encoding in ("gzip", "x-gzip", "deflate")
     decompressor = None
-    if encoding in ("gzip", "x-gzip"):
-        decompressor = zlib.decompressobj(wbits=31)
-    elif encoding == "deflate":
-        decompressor = zlib.decompressobj(wbits=15)  # RFC 9110 "deflate" is zlib-wrapped
     out = bytearray()
     raw = 0
     try:
         async for chunk in resp.content.iter_chunked(_CHUNK):
             raw += len(chunk)
-            if decompressor is None:
+            if not compressed:
                 out += chunk
             else:
                 data = chunk
+                if decompressor is None:
+                    decompressor = _decompressor(encoding, data)
                 while data and len(out) <= limit:
                     out += decompressor.decompress(data, limit + 1 - len(out))
                     data = decompressor.unconsumed_tail
+                    if decompressor.eof and decompressor.unused_data:
+                        # gzip allows several members back to back (RFC 1952 section 2.2)
+                        data = decompressor.unused_data
+                        decompressor = _decompressor(encoding, data)
             if len(out) > limit or raw > limit:
                 return Body(bytes(out[:limit]), True)
         if decompressor is not None:
             out += decompressor.flush()
+            if not decompressor.eof:
+                return Body(bytes(out[:limit]), len(out) > limit, f"incomplete {encoding} body")
     except zlib.error as exc:
         return Body(bytes(out[:limit]), False, f"bad {encoding} body: {exc}")
     if len(out) > limit:
         return Body(bytes(out[:limit]), True)
     return Body(bytes(out), False)
+
+
+def _decompressor(encoding: str, head: bytes):
+    if encoding != "deflate":
+        return zlib.decompressobj(wbits=31)
+    # RFC 9110 "deflate" means zlib-wrapped, but many servers send raw deflate: look at the header
+    zlib_wrapped = len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0
+    return zlib.decompressobj(wbits=15 if zlib_wrapped else -15)
 
 
 class TaskContext:
@@ -167,6 +180,7 @@ class HostQueue:
             "min_delay_s": None,
         }
         self._durations: list[float] = []
+        self._ended_for: float | None = None  # start time of the last request already accounted for
 
     # -- bookkeeping -------------------------------------------------------------------------
     @property
@@ -186,7 +200,7 @@ class HostQueue:
                "content_length": None, "truncated": False, "content_hash": None, "etag": None,
                "last_modified": None, "redirect_to": None, "error": None, "outlinks": [],
                "parse_error": None, "warc_file": None, "warc_offset": None, "warc_length": None,
-               "payload_digest": None}
+               "payload_digest": None, "redirect_hops": row.get("redirect_hops")}
         out.update(fields)
         return out
 
@@ -202,6 +216,7 @@ class HostQueue:
         self.give_up(FetchStatus.NOT_ATTEMPTED, f"host stopped for this cycle: {reason}")
 
     def _request_ended(self, started: float) -> None:
+        self._ended_for = started
         ended = time.monotonic()
         duration = ended - started
         self._durations.append(duration)
@@ -227,8 +242,8 @@ class HostQueue:
     def finish(self) -> dict[str, Any]:
         if self._durations:
             self.host_row["mean_response_ms"] = 1000.0 * sum(self._durations) / len(self._durations)
-        if self.host_row["backoff_s"] is None and self.penalty == 0.0:
-            self.host_row["backoff_s"] = 0.0
+        if self.host_row["backoff_s"] is None:
+            self.host_row["backoff_s"] = self.penalty  # what is left of it carries to the next cycle
         return self.host_row
 
     # -- the work ----------------------------------------------------------------------------
@@ -309,15 +324,15 @@ class HostQueue:
                          f"Crawl-delay {policy.crawl_delay_s}s above fetch.max_crawl_delay_s")
         elif policy.disallow_all:
             # robots.txt unreachable (5xx, 429, network error): RFC 9309 2.3.1.4 says assume
-            # complete disallow. No page is requested; the URLs are retried later (not marked
-            # robots_denied, the cause is transient) and the host backs off.
+            # complete disallow. No page is requested; the URLs stay due without using up their
+            # retries (not marked robots_denied either: the cause is transient), and the host
+            # backs off (host_state.backoff_until) so generate leaves it alone meanwhile.
             backoff = next_backoff(float(self.pending[0].get("backoff_s") or 0.0) if self.pending else 0.0,
                                    float(cfg["fetch.robots_retry_s"]), float(cfg["fetch.max_backoff_s"]))
             self.host_row.update(backoff_until=time.time() + backoff, backoff_s=backoff,
                                  stop_reason="robots.txt unreachable")
-            fs = FetchStatus.NETWORK_ERROR if policy.status == UNREACHABLE_STATUS else FetchStatus.SERVER_ERROR
             reason = self.host_row.get("robots_error") or f"HTTP {policy.status}"
-            self.give_up(fs, f"robots.txt unreachable ({reason}): host not crawled")
+            self.give_up(FetchStatus.NOT_ATTEMPTED, f"robots.txt unreachable ({reason}): host not crawled")
 
     async def _fetch_page(self, row: Mapping[str, Any]) -> None:
         cfg = self.ctx.cfg
@@ -331,9 +346,17 @@ class HostQueue:
         try:
             async with self.ctx.session.get(url, allow_redirects=False, headers=headers) as resp:
                 outcome = await self._handle_response(row, resp, headers, started)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, UnicodeError) as exc:
-            self._request_ended(started)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # network trouble, or anything unforeseen (parser, archive): the URL still gets its row
+            if self._ended_for != started:
+                self._request_ended(started)
             self.host_row["errors"] += 1
+            if not isinstance(exc, (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, UnicodeError)):
+                self.results.append(self._outcome(row, FetchStatus.NETWORK_ERROR,
+                                                  error=f"internal error: {_error_text(exc)}"))
+                return
             self.consecutive_errors += 1
             self.results.append(self._outcome(row, FetchStatus.NETWORK_ERROR, error=_error_text(exc),
                                               elapsed_ms=int((time.monotonic() - started) * 1000)))
@@ -494,7 +517,8 @@ async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
     timeout = aiohttp.ClientTimeout(total=float(cfg["fetch.total_timeout_s"]),
                                     connect=float(cfg["fetch.connect_timeout_s"]),
                                     sock_read=float(cfg["fetch.read_timeout_s"]))
-    connector = aiohttp.TCPConnector(limit=int(cfg["fetch.max_concurrency"]), limit_per_host=1,
+    per_host = max([1] + [int(o.get("max_concurrency", 1)) for o in cfg["fetch.host_overrides"]])
+    connector = aiohttp.TCPConnector(limit=int(cfg["fetch.max_concurrency"]), limit_per_host=per_host,
                                      ttl_dns_cache=300, enable_cleanup_closed=True)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
                                      headers={"User-Agent": cfg["fetch.user_agent"]},

@@ -76,7 +76,7 @@ def classify_http_status(code: int, has_location: bool = False) -> str:
 
 
 def new_url_state(url: str, host: str, bucket: int, url_key: int, depth: int, score: float,
-                  now: float) -> dict[str, Any]:
+                  now: float, redirect_hops: int = 0) -> dict[str, Any]:
     """The row of a URL the crawldb has never seen: unfetched and due now."""
     return {
         "url": url, "url_hash": url_key, "host": host, "host_bucket": bucket,
@@ -87,7 +87,7 @@ def new_url_state(url: str, host: str, bucket: int, url_key: int, depth: int, sc
         "simhash": None, "change_count": 0, "fetch_count": 0, "dup_of": None,
         "lease_until": None, "segment_id": None,
         "warc_file": None, "warc_offset": None, "warc_length": None,
-        "redirect_to": None, "error": None, "parse_error": None,
+        "redirect_to": None, "error": None, "parse_error": None, "redirect_hops": redirect_hops,
     }
 
 
@@ -118,6 +118,11 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
     The lease is always released: the segment is done with the URL.
     """
     fs = outcome["fetch_status"]
+    if fs == FetchStatus.NOT_MODIFIED and state.get("content_hash") is None:
+        # "not modified" compared with nothing we hold: a server error, retried later
+        outcome = dict(outcome, fetch_status=FetchStatus.SERVER_ERROR,
+                       error="304 Not Modified for a URL without a stored copy")
+        fs = FetchStatus.SERVER_ERROR
     at = outcome["fetched_at"]
     refetch = float(policy["update.refetch_interval_s"])
     new = dict(state)
@@ -185,6 +190,26 @@ def mark_duplicate(state: Mapping[str, Any], canonical_url: str) -> dict[str, An
     new = dict(state)
     new.update(status=DUPLICATE, dup_of=canonical_url)
     return new
+
+
+def discovered_links(outcome: Mapping[str, Any], factor: float, max_depth: int,
+                     max_redirects: int) -> list[tuple[str, int, float, int]]:
+    """update: (url, depth, score share, redirect_hops) for each outlink of one fetch outcome.
+
+    A redirect's target is its only outlink and carries the chain length so far: a chain longer
+    than ``max_redirects`` hops stops there (a loop stops by itself: its URLs are known).
+    Links past ``max_depth`` hops from a seed are dropped."""
+    links = outcome.get("outlinks") or []
+    depth = int(outcome["depth"]) + 1
+    if not links or depth > max_depth:
+        return []
+    hops = 0
+    if outcome.get("fetch_status") == FetchStatus.REDIRECT:
+        hops = int(outcome.get("redirect_hops") or 0) + 1
+        if hops > max_redirects:
+            return []
+    share = outlink_score(outcome["score"], len(links), factor)
+    return [(link, depth, share, hops) for link in links]
 
 
 def outlink_score(parent_score: float, n_outlinks: int, factor: float) -> float:

@@ -10,13 +10,16 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
-from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
+import string
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Characters left as they are when re-quoting a path or query (RFC 3986 reserved + unreserved).
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 _QUERY_SAFE = "/:@!$&'()*+,;=-._~?"
 _HOST_RE = re.compile(r"^[a-z0-9.\-_]+$")
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
+_HEX = frozenset(string.hexdigits)
 MAX_URL_LENGTH = 2048
 
 
@@ -25,11 +28,29 @@ class InvalidUrl(ValueError):
 
 
 def _requote(part: str, safe: str) -> str:
-    # unquote then quote gives one spelling for every percent-encoding of the same bytes,
-    # but must keep an encoded delimiter (%2F, %3F, %26, %3D, %23) distinct from the raw one.
-    protected = re.sub(r"%(2[fF]|3[fF]|26|3[dD]|23|25)", lambda m: "\x00" + m.group(1).upper(), part)
-    requoted = quote(unquote(protected), safe=safe + "\x00")
-    return requoted.replace("\x00", "%")
+    """RFC 3986 section 6.2.2 normalisation of a path or query, byte-exact:
+    %XX of an unreserved character is decoded, every other %XX is kept (upper-cased: an encoded
+    delimiter stays distinct from the raw one, and non-UTF-8 bytes are never reinterpreted), a
+    stray % becomes %25, and characters outside ``safe`` are UTF-8 percent-encoded (bytes that
+    arrived undecodable, as surrogate escapes, are encoded back to themselves)."""
+    out: list[str] = []
+    i, n = 0, len(part)
+    while i < n:
+        ch = part[i]
+        if ch == "%":
+            hexpair = part[i + 1:i + 3]
+            if len(hexpair) == 2 and all(c in _HEX for c in hexpair):
+                decoded = chr(int(hexpair, 16))
+                out.append(decoded if decoded in _UNRESERVED else "%" + hexpair.upper())
+                i += 3
+                continue
+            out.append("%25")
+        elif ch in _UNRESERVED or ch in safe:
+            out.append(ch)
+        else:
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogateescape")))
+        i += 1
+    return "".join(out)
 
 
 def _remove_dot_segments(path: str) -> str:
@@ -48,6 +69,13 @@ def _remove_dot_segments(path: str) -> str:
 
 def normalize_url(url: str, base: str | None = None) -> str:
     """Return the canonical form of ``url`` (resolved against ``base`` if given) or raise InvalidUrl."""
+    try:
+        return _normalize(url, base)
+    except UnicodeError as exc:  # e.g. a lone surrogate that is no escaped byte
+        raise InvalidUrl(f"undecodable characters ({exc.reason})") from None
+
+
+def _normalize(url: str, base: str | None) -> str:
     if not isinstance(url, str):
         raise InvalidUrl("not a string")
     raw = url.strip()
@@ -75,9 +103,9 @@ def normalize_url(url: str, base: str | None = None) -> str:
         raise InvalidUrl("URL has no host")
     hostname = hostname.rstrip(".")
     try:
-        host = hostname.encode("idna").decode("ascii").lower()
+        host = hostname.encode("idna").decode("ascii").lower().rstrip(".")
     except UnicodeError:
-        raise InvalidUrl(f"invalid host name '{hostname}'") from None
+        raise InvalidUrl(f"invalid host name '{hostname!r}'") from None
     if not _HOST_RE.match(host) or ".." in host or host.startswith("-"):
         raise InvalidUrl(f"invalid host name '{hostname}'")
     netloc = host

@@ -21,6 +21,7 @@ if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our p
     import os as _os, sys as _sys
     _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 
+import glob
 import heapq
 import os
 import sys
@@ -123,6 +124,20 @@ def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, A
     return spark.createDataFrame(fetched, FETCHED_SCHEMA, verifySchema=False)
 
 
+def remove_unfinished_warcs(warc_dir: str, prefix: str, segment_id: str) -> int:
+    """Delete this segment's *.open WARC files: left by task attempts that died (the attempt that
+    succeeded closed and renamed its own). Nothing indexes them, so nothing is lost."""
+    pattern = os.path.join(glob.escape(warc_dir), f"{glob.escape(prefix)}-{segment_id}-*.open")
+    removed = 0
+    for path in glob.glob(pattern):
+        try:
+            os.remove(path)
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str) -> FetchResult:
     fetchlist_path = root.fetchlist(segment_id)
     if not path_exists(spark, fetchlist_path):
@@ -136,6 +151,8 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         warc_dir = root.local_path(root.warc_dir)
     fetched = fetch_segment(spark, spark.read.parquet(fetchlist_path), cfg, warc_dir)
     fetched.write.mode("overwrite").partitionBy("kind").parquet(root.fetched(segment_id))
+    if warc_dir:
+        remove_unfinished_warcs(warc_dir, cfg["warc.prefix"], segment_id)
     counts = (spark.read.parquet(root.fetched(segment_id)).groupBy("kind", "fetch_status")
               .agg(F.count("*").alias("n")).collect())
     by_status = {r["fetch_status"]: r["n"] for r in counts if r["kind"] == "url"}

@@ -56,6 +56,7 @@ URL_STATE_SCHEMA = StructType([
     StructField("redirect_to", StringType(), True),
     StructField("error", StringType(), True),
     StructField("parse_error", StringType(), True),
+    StructField("redirect_hops", IntegerType(), True),
 ])
 URL_STATE_TIMES = ("discovered_at", "last_fetched_at", "next_fetch_at", "lease_until")
 
@@ -97,6 +98,7 @@ FETCHLIST_SCHEMA = StructType([
     StructField("robots_txt", StringType(), True),
     StructField("robots_fetched_at", TimestampType(), True),
     StructField("backoff_s", DoubleType(), True),
+    StructField("redirect_hops", IntegerType(), True),
 ])
 FETCHLIST_TIMES = ("robots_fetched_at",)
 
@@ -131,6 +133,7 @@ FETCHED_SCHEMA = StructType([
     StructField("warc_offset", LongType(), True),
     StructField("warc_length", LongType(), True),
     StructField("payload_digest", StringType(), True),
+    StructField("redirect_hops", IntegerType(), True),
     # host rows
     StructField("robots_status", IntegerType(), True),
     StructField("robots_txt", StringType(), True),

@@ -30,7 +30,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawl.status import FetchStatus, apply_fetch, new_url_state, outlink_score
+from crawl.status import FetchStatus, apply_fetch, discovered_links, new_url_state
 from crawl.urls import host_bucket, host_of, url_hash
 from jobs.common import UserError, report, run_segment_step
 from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot,
@@ -75,15 +75,9 @@ def updated_states(spark: SparkSession, url_state: DataFrame, outcomes: DataFram
     return from_epoch(spark.createDataFrame(rdd, epoch_schema(URL_STATE_SCHEMA), verifySchema=False), URL_STATE_TIMES)
 
 
-def _link_rows(rows: Iterator[Any], factor: float, max_depth: int) -> Iterator[tuple]:
+def _link_rows(rows: Iterator[Any], factor: float, max_depth: int, max_redirects: int) -> Iterator[tuple]:
     for row in rows:
-        links = row["outlinks"] or []
-        depth = int(row["depth"]) + 1
-        if depth > max_depth or not links:
-            continue
-        share = outlink_score(row["score"], len(links), factor)
-        for link in links:
-            yield (link, depth, share)
+        yield from discovered_links(row.asDict(), factor, max_depth, max_redirects)
 
 
 def _new_url_rows(rows: Iterator[Any], buckets: int, now: float) -> Iterator[tuple]:
@@ -91,7 +85,7 @@ def _new_url_rows(rows: Iterator[Any], buckets: int, now: float) -> Iterator[tup
         url = row["url"]
         host = host_of(url)
         state = new_url_state(url, host, host_bucket(host, buckets), url_hash(url), int(row["depth"]),
-                              float(row["score"]), now)
+                              float(row["score"]), now, int(row["redirect_hops"]))
         yield tuple(state[name] for name in _URL_FIELDS)
 
 
@@ -100,11 +94,15 @@ def discovered_urls(spark: SparkSession, outcomes: DataFrame, cfg: Mapping[str, 
     factor = float(cfg["update.outlink_score_factor"])
     max_depth = int(cfg["update.max_depth"])
     buckets = int(cfg["crawldb.host_buckets"])
-    sources = outcomes.filter(F.col("fetch_status").isin(*_LINK_SOURCES)).select("outlinks", "depth", "score")
-    links = spark.createDataFrame(sources.rdd.mapPartitions(lambda it: _link_rows(it, factor, max_depth)),
-                                  "url string, depth int, score double", verifySchema=False)
+    max_redirects = int(cfg["fetch.max_redirects"])
+    sources = (outcomes.filter(F.col("fetch_status").isin(*_LINK_SOURCES))
+               .select("outlinks", "depth", "score", "fetch_status", "redirect_hops"))
+    links = spark.createDataFrame(
+        sources.rdd.mapPartitions(lambda it: _link_rows(it, factor, max_depth, max_redirects)),
+        "url string, depth int, score double, redirect_hops int", verifySchema=False)
     fetched_here = outcomes.select("url")
-    unique = (links.groupBy("url").agg(F.min("depth").alias("depth"), F.sum("score").alias("score"))
+    unique = (links.groupBy("url").agg(F.min("depth").alias("depth"), F.sum("score").alias("score"),
+                                       F.min("redirect_hops").alias("redirect_hops"))
               .join(fetched_here, "url", "left_anti"))
     rdd = unique.rdd.mapPartitions(lambda it: _new_url_rows(it, buckets, now))
     # rows come from crawl.status.new_url_state in schema order: no per-row type verification

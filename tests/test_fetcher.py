@@ -96,13 +96,15 @@ def _closed_port():
     return port
 
 
-def test_dead_host_is_a_retry_not_a_crash(devweb):
+def test_dead_host_backs_off_instead_of_crashing(devweb):
     dead = f"http://127.0.0.1:{_closed_port()}/"
     urls = [dead, dead + "a.html"] + host_urls(devweb, kind_index(devweb, "allow_all"), pages=1)
     out = fetch_partition(rows_for(urls), cfg())
     by_url = {r["url"]: r for r in out if r["kind"] == "url"}
-    assert by_url[dead]["fetch_status"] == FS.NETWORK_ERROR and "robots.txt unreachable" in by_url[dead]["error"]
-    assert by_url[dead + "a.html"]["fetch_status"] == FS.NETWORK_ERROR
+    assert by_url[dead]["fetch_status"] == FS.NOT_ATTEMPTED and "robots.txt unreachable" in by_url[dead]["error"]
+    assert by_url[dead + "a.html"]["fetch_status"] == FS.NOT_ATTEMPTED
+    dead_host = [r for r in out if r["kind"] == "host" and r["host"] == dead.split("/")[2]][0]
+    assert dead_host["backoff_until"] is not None and dead_host["robots_status"] == -1
     assert sum(r["fetch_status"] == FS.OK for r in by_url.values()) == 2  # the live host is unaffected
 
 
@@ -165,3 +167,53 @@ def test_a_cached_robots_failure_is_not_reused(devweb):
     out = fetch_partition(rows, cfg())
     assert devweb.requests()[0]["path"] == "/robots.txt"  # asked again
     assert {r["fetch_status"] for r in out if r["kind"] == "url"} == {FS.OK, FS.ROBOTS_DENIED}
+
+
+class _BrokenParser:
+    async def parse(self, body, url, content_type_header, max_outlinks):
+        raise RuntimeError("parser exploded")
+
+
+def test_an_internal_failure_still_gives_every_url_a_row(devweb):
+    urls = host_urls(devweb, kind_index(devweb, "allow_all"), pages=2)
+    out = fetch_partition(rows_for(urls), cfg(), parser=_BrokenParser())
+    rows = [r for r in out if r["kind"] == "url"]
+    assert sorted(r["url"] for r in rows) == sorted(normalize_url(u) for u in urls)
+    assert all("internal error" in r["error"] for r in rows)
+
+
+@pytest.mark.parametrize("encoding", ["gzip-multi", "gzip-cut", "deflate-raw", "deflate-zlib"])
+def test_read_body_decodes_what_servers_send(encoding):
+    import asyncio
+    import zlib
+
+    from crawl.fetcher import read_body
+    payload = b"<html>" + b"x" * 5000 + b"</html>"
+
+    def gz(data):
+        c = zlib.compressobj(wbits=31)
+        return c.compress(data) + c.flush()
+    if encoding == "gzip-multi":
+        wire, header, expect = gz(payload[:2000]) + gz(payload[2000:]), "gzip", (payload, None)
+    elif encoding == "gzip-cut":
+        wire, header, expect = gz(payload)[:40], "gzip", (None, "incomplete gzip body")
+    elif encoding == "deflate-raw":
+        c = zlib.compressobj(wbits=-15)
+        wire, header, expect = c.compress(payload) + c.flush(), "deflate", (payload, None)
+    else:
+        wire, header, expect = zlib.compress(payload), "deflate", (payload, None)
+
+    class Content:
+        async def iter_chunked(self, n):
+            for i in range(0, len(wire), 7):
+                yield wire[i:i + 7]
+
+    class Resp:
+        headers = {"Content-Encoding": header}
+        content = Content()
+
+    body = asyncio.run(read_body(Resp(), 1 << 20))
+    if expect[0] is not None:
+        assert body.data == expect[0] and body.encoding_error is None
+    else:
+        assert body.encoding_error == expect[1]

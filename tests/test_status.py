@@ -54,6 +54,11 @@ def test_changed_content_counts_a_change():
     assert same["change_count"] == 0
 
 
+def test_not_modified_without_a_stored_copy_is_retried():
+    new = S.apply_fetch(state(), outcome(FS.NOT_MODIFIED, 304), POLICY)
+    assert new["status"] == S.RETRY and new["retries"] == 1 and "without a stored copy" in new["error"]
+
+
 def test_not_modified_keeps_content():
     new = S.apply_fetch(state(status=S.FETCHED, content_hash="h", etag="e1"), outcome(FS.NOT_MODIFIED, 304), POLICY)
     assert new["status"] == S.NOTMODIFIED and new["content_hash"] == "h" and new["etag"] == "e1"
@@ -125,3 +130,15 @@ def test_classify_http_status(code, loc, expected):
 def test_outlink_score():
     assert S.outlink_score(1.0, 4, 0.5) == 0.125
     assert S.outlink_score(1.0, 0, 0.5) == 0.0
+
+
+def test_discovered_links_depth_score_and_redirect_chains():
+    page = {"outlinks": ["http://a.com/1", "http://a.com/2"], "depth": 1, "score": 1.0,
+            "fetch_status": FS.OK, "redirect_hops": 0}
+    assert S.discovered_links(page, 0.5, 10, 5) == [("http://a.com/1", 2, 0.25, 0), ("http://a.com/2", 2, 0.25, 0)]
+    assert S.discovered_links(page, 0.5, 1, 5) == []  # past max_depth
+    hop = {"outlinks": ["http://a.com/next"], "depth": 0, "score": 1.0, "fetch_status": FS.REDIRECT,
+           "redirect_hops": 4}
+    assert S.discovered_links(hop, 0.5, 10, 5) == [("http://a.com/next", 1, 0.5, 5)]  # the 5th hop is kept
+    assert S.discovered_links(dict(hop, redirect_hops=5), 0.5, 10, 5) == []  # a 6th is not
+    assert S.discovered_links(dict(page, outlinks=[]), 0.5, 10, 5) == []
