@@ -490,6 +490,11 @@ def read_record(path: str, offset: int) -> dict:
     """
     with open(path, "rb") as fh:
         fh.seek(offset)
+        # every record we write is its own gzip member: anything else is a wrong offset (without
+        # this check, warcio may decode compressed noise as some record by chance)
+        if path.endswith(".gz") and fh.read(2) != b"\x1f\x8b":
+            raise ValueError(f"no WARC record at offset {offset} in {path}")
+        fh.seek(offset)
         try:
             record = next(iter(ArchiveIterator(fh)))
         except StopIteration:
