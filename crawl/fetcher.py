@@ -43,6 +43,7 @@ from typing import Any, Iterable, Mapping, Protocol
 
 import aiohttp
 
+from crawl.parse import is_parseable, parse_page
 from crawl.politeness import adaptive_gap, decayed_backoff, host_override, next_backoff, parse_retry_after
 from crawl.robots import UNREACHABLE_STATUS, RobotsPolicy, effective_delay, policy_from_fetch
 from crawl.status import FetchStatus, classify_http_status
@@ -54,7 +55,6 @@ FETCHLIST_FIELDS = ("url", "url_hash", "host", "host_bucket", "depth", "score", 
 MAX_ROBOTS_REDIRECTS = 5
 _ERROR_TEXT_LIMIT = 300
 _CHUNK = 65536
-PARSEABLE_TYPES = ("text/html", "application/xhtml+xml")
 
 
 def _error_text(exc: BaseException) -> str:
@@ -407,7 +407,7 @@ class HostQueue:
         if fetch_status == FetchStatus.OK:
             fields["content_hash"] = hashlib.sha1(body.data).hexdigest()
             self.host_row["pages_fetched"] += 1
-            if self._parseable(ctype, body.data):
+            if is_parseable(ctype, body.data[:1024]):
                 await self._parse(url, body.data, ctype, fields)
         elif fetch_status == FetchStatus.REDIRECT:
             fields["redirect_to"] = redirect_to
@@ -417,22 +417,16 @@ class HostQueue:
         self._archive(row, resp, request_headers, body, fetched_at, fields)
         return self._outcome(row, fetch_status, **fields)
 
-    @staticmethod
-    def _parseable(ctype: str | None, body: bytes) -> bool:
-        media = (ctype or "").split(";", 1)[0].strip().lower()
-        if media:
-            return media in PARSEABLE_TYPES
-        return body.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"<"
-
     async def _parse(self, url: str, body: bytes, ctype: str | None, fields: dict[str, Any]) -> None:
         max_outlinks = int(self.ctx.cfg["parse.max_outlinks"])
         if self.ctx.parser is not None:
             result = await self.ctx.parser.parse(body, url, ctype, max_outlinks)
             fields["outlinks"] = list(result.outlinks)
             fields["parse_error"] = result.error
-        else:
-            from crawl.links import extract_outlinks
-            fields["outlinks"] = extract_outlinks(body, url, max_outlinks)
+        else:  # in-process (parse.isolate = false): same decoding and extraction, no child
+            result = parse_page(body, url, ctype, max_outlinks)
+            fields["outlinks"] = list(result.outlinks)
+            fields["parse_error"] = result.error
 
     def _archive(self, row: Mapping[str, Any], resp: aiohttp.ClientResponse, request_headers: dict[str, str],
                  body: Body | None, fetched_at: float, fields: dict[str, Any]) -> None:
