@@ -221,3 +221,20 @@ def median_run(runs: list[dict[str, Any]], key: str = "pages_per_s") -> dict[str
     """The run with the median ``key`` (upper median for an even count), with every run's value."""
     ordered = sorted(runs, key=lambda r: r[key])
     return dict(ordered[len(ordered) // 2], **{f"runs_{key}": [r[key] for r in runs]})
+
+
+def finish(result: dict[str, Any], failures: list[str], out_json: str | None, report) -> int:
+    """The end of every benchmark: load average, the printed report, JSON figures, failed
+    checks -> exit code."""
+    result["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["checks_failed"] = failures
+    report(result)
+    if out_json:
+        with open(out_json, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2, default=str)
+            fh.write("\n")
+        print(f"bench: figures written to {out_json}")
+    if failures:
+        print(f"bench: {len(failures)} check(s) FAILED: " + "; ".join(failures), file=sys.stderr)
+        return 1
+    return 0

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
-import json
 import multiprocessing
 import os
 import shutil
@@ -35,7 +34,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, also in spawned children
-from _common import fmt, http_span, machine_facts, rate, raw_fetch  # noqa: E402  (shared with bench/fetch.py)
+from _common import finish, fmt, http_span, machine_facts, rate, raw_fetch  # noqa: E402  (shared with bench/fetch.py)
 
 
 # --------------------------------------------------------------------------- the benchmark
@@ -231,19 +230,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: kept {workdir}", flush=True)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    result["checks_failed"] = failures
-    facts["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-
-    print_report(result)
-    if args.out_json:
-        with open(args.out_json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2, sort_keys=False)
-            fh.write("\n")
-        print(f"bench: figures written to {args.out_json}")
-    if failures:
-        print(f"bench: {len(failures)} check(s) FAILED: " + "; ".join(failures), file=sys.stderr)
-        return 1
-    return 0
+    return finish(result, failures, args.out_json, print_report)
 
 
 def print_report(r: dict[str, Any]) -> None:

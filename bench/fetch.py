@@ -57,7 +57,7 @@ import time
 from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, also in spawned children
-from _common import REPO, DevWebProcess, fmt, http_span, machine_facts, median_run, rate, raw_fetch  # noqa: E402
+from _common import REPO, DevWebProcess, finish, fmt, http_span, machine_facts, median_run, rate, raw_fetch  # noqa: E402
 
 BENCHMARKS = ("throughput", "politeness", "memory")
 MB = 1024 * 1024
@@ -688,18 +688,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: kept {workdir}", flush=True)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    facts["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    result["checks_failed"] = check.failures
-    print_report(result)
-    if args.out_json:
-        with open(args.out_json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2, default=str)
-            fh.write("\n")
-        print(f"bench: figures written to {args.out_json}")
-    if check.failures:
-        print(f"bench: {len(check.failures)} check(s) FAILED: " + "; ".join(check.failures), file=sys.stderr)
-        return 1
-    return 0
+    return finish(result, check.failures, args.out_json, print_report)
 
 
 if __name__ == "__main__":
