@@ -11,6 +11,8 @@ import hashlib
 import posixpath
 import re
 import string
+from dataclasses import dataclass
+from typing import Any, Mapping
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -20,11 +22,29 @@ _QUERY_SAFE = "/:@!$&'()*+,;=-._~?"
 _HOST_RE = re.compile(r"^[a-z0-9.\-_]+$")
 _UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
 _HEX = frozenset(string.hexdigits)
-MAX_URL_LENGTH = 2048
+# An absolute cap, whatever the config says (discovery.max_url_length is the configurable filter).
+MAX_URL_LENGTH = 8192
 
 
 class InvalidUrl(ValueError):
-    """The string is not a crawlable http(s) URL; the message says why."""
+    """The string is not a crawlable http(s) URL; the message says why, ``reason`` names the
+    rule (a short stable code, counted in stats)."""
+
+    def __init__(self, message: str, reason: str = "invalid"):
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class UrlRules:
+    """Config-driven parts of normalisation: query/path parameters to strip. Patterns are
+    matched case-insensitively; a trailing ``*`` matches a prefix (``utm_*``)."""
+    tracking_params: tuple[str, ...] = ()
+    session_params: tuple[str, ...] = ()
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> "UrlRules":
+        return cls(tuple(cfg["discovery.tracking_params"]), tuple(cfg["discovery.session_params"]))
 
 
 def _requote(part: str, safe: str) -> str:
@@ -67,12 +87,22 @@ def _remove_dot_segments(path: str) -> str:
     return normalised
 
 
-def normalize_url(url: str, base: str | None = None) -> str:
+def normalize_url(url: str, base: str | None = None, rules: UrlRules | None = None) -> str:
     """Return the canonical form of ``url`` (resolved against ``base`` if given) or raise InvalidUrl."""
     try:
         return _normalize(url, base)
     except UnicodeError as exc:  # e.g. a lone surrogate that is no escaped byte
-        raise InvalidUrl(f"undecodable characters ({exc.reason})") from None
+        raise InvalidUrl(f"undecodable characters ({exc.reason})", "undecodable") from None
+
+
+def check_url(url: str, base: str | None = None, rules: UrlRules | None = None) -> tuple[str | None, str | None]:
+    """``(canonical, None)`` or ``(None, reason)``: normalize_url that never raises."""
+    try:
+        return normalize_url(url, base, rules), None
+    except InvalidUrl as exc:
+        return None, exc.reason
+    except Exception:  # normalisation must never take a task down; count it instead
+        return None, "unparseable"
 
 
 def _normalize(url: str, base: str | None) -> str:
