@@ -47,6 +47,19 @@ sites. ``outlinks(url)`` computes the links of a page without a running
 server. The port must be known: either ``port != 0`` or ``start()`` was
 called.
 
+Sitemaps (opt-in, ``sitemaps=True``)
+-------------------------------------
+Each host then also has ``orphan_pages`` pages ``/o/{k}.html`` that no page links to: only a
+sitemap lists them (``sitemap_only_urls()``), so a crawler finds them only by reading sitemaps.
+Per robots kind:
+
+    disallow      robots.txt adds ``Sitemap: http://<host>/sitemap_index.xml``: an index of
+                  /sitemap-pages.xml.gz (gzip; every /p/ page, with <lastmod>) and
+                  /sitemap-orphans.xml
+    crawl_delay   robots.txt adds ``Sitemap: http://<host>/sitemap-orphans.xml``
+    missing       (no robots.txt) /sitemap.xml lists the orphan pages
+    allow_all     robots.txt lists no sitemap; /sitemap.xml lists the orphan pages
+
 Every request is recorded in an in-memory log (``requests()``) and, when
 ``log_path`` is set, also appended to a JSON-lines file. An entry has ``ts``
 (time the handler started), ``host``, ``path``, ``method``, ``user_agent``,
@@ -113,6 +126,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import errno
+import gzip
 import hashlib
 import json
 import math
@@ -139,7 +153,7 @@ HOSTILE = (
     "rate_limited", "unavailable", "conditional", "messy", "traps",
 )
 
-_PAGE_RE = re.compile(r"^/(p|private)/(\d+)\.html$")
+_PAGE_RE = re.compile(r"^/(p|private|o)/(\d+)\.html$")
 
 _WORDS = (
     "spark delta crawl frontier batch fetch parse robots politeness host page link "
@@ -195,6 +209,7 @@ class DevWeb:
         crawl_delay_s: float = 0.5,
         log_path: str | None = None,
         hostile: bool = False,
+        sitemaps: bool = False,
     ):
         if hosts < 1:
             raise ValueError("hosts must be >= 1")
@@ -217,6 +232,8 @@ class DevWeb:
         self.crawl_delay_s = crawl_delay_s
         self.log_path = log_path
         self.private_pages = max(1, pages_per_host // 5)
+        self.sitemaps = sitemaps
+        self.orphan_pages = max(1, pages_per_host // 4) if sitemaps else 0
         self.addresses: list[str] = [host_address(i) for i in range(hosts)]
         self.host_names: list[str] = [f"{a}:{port}" for a in self.addresses] if port else []
         self.hostile = hostile
@@ -258,6 +275,39 @@ class DevWeb:
     def seed_urls(self) -> list[str]:
         self._need_port()
         return [f"http://{a}:{self.port}/" for a in self.addresses]
+
+    def sitemap_only_urls(self) -> list[str]:
+        """The pages only a sitemap lists (empty unless ``sitemaps=True``)."""
+        self._need_port()
+        return [f"http://{a}:{self.port}/o/{k}.html" for a in self.addresses for k in range(self.orphan_pages)]
+
+    def _sitemap(self, host: int, path: str) -> tuple[bytes, str] | None:
+        """(body, content type) of a sitemap file of a normal host, or None."""
+        if not self.sitemaps:
+            return None
+        root = f"http://{self.addresses[host]}:{self.port}"
+        kind = self.robots_kind(host)
+
+        def urlset(paths: list[str], lastmod: bool = False) -> bytes:
+            items = "".join(f"<url><loc>{root}{p}</loc>" + ("<lastmod>2026-01-01</lastmod>" if lastmod else "")
+                            + "</url>" for p in paths)
+            return ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/'
+                    f'sitemap/0.9">{items}</urlset>\n').encode()
+
+        orphans = [f"/o/{k}.html" for k in range(self.orphan_pages)]
+        if path == "/sitemap_index.xml" and kind == "disallow":
+            items = "".join(f"<sitemap><loc>{root}{p}</loc></sitemap>"
+                            for p in ("/sitemap-pages.xml.gz", "/sitemap-orphans.xml"))
+            return ('<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns="http://www.sitemaps.org/'
+                    f'schemas/sitemap/0.9">{items}</sitemapindex>\n').encode(), "application/xml"
+        if path == "/sitemap-pages.xml.gz" and kind == "disallow":
+            body = urlset([f"/p/{k}.html" for k in range(self.pages_per_host)], lastmod=True)
+            return gzip.compress(body, mtime=0), "application/gzip"
+        if path == "/sitemap-orphans.xml" and kind in ("disallow", "crawl_delay"):
+            return urlset(orphans), "application/xml"
+        if path == "/sitemap.xml" and kind in ("missing", "allow_all"):
+            return urlset(orphans), "application/xml"
+        return None
 
     def _hostile_names(self) -> dict[str, str]:
         return {name: f"{a}:{self.port}" for name, a in zip(HOSTILE, self._hostile_addresses)}
@@ -342,6 +392,8 @@ class DevWeb:
         if not m:
             return None
         area, k = m.group(1), int(m.group(2))
+        if area == "o":
+            return [("/", "Home")] if k < self.orphan_pages else None
         if area == "p":
             if k >= n:
                 return None
@@ -395,10 +447,13 @@ class DevWeb:
     def robots_txt(self, host_index: int) -> str | None:
         """The robots.txt body of a host, or None when it has none (served as 404)."""
         kind = self.robots_kind(host_index)
+        root = f"http://{self.addresses[host_index]}:{self.port}"
         if kind == "disallow":
-            return "User-agent: *\nDisallow: /private/\n"
+            extra = f"Sitemap: {root}/sitemap_index.xml\n" if self.sitemaps else ""
+            return "User-agent: *\nDisallow: /private/\n" + extra
         if kind == "crawl_delay":
-            return f"User-agent: *\nCrawl-delay: {self.crawl_delay_s}\nDisallow: /private/\n"
+            extra = f"Sitemap: {root}/sitemap-orphans.xml\n" if self.sitemaps else ""
+            return f"User-agent: *\nCrawl-delay: {self.crawl_delay_s}\nDisallow: /private/\n" + extra
         if kind == "allow_all":
             return "User-agent: *\nDisallow:\n"
         return None
@@ -750,6 +805,8 @@ class DevWeb:
         elif path == "/robots.txt":
             txt = self.robots_txt(host)
             resp = web.Response(text=txt, content_type="text/plain", charset="utf-8") if txt is not None else _not_found()
+        elif (sitemap := self._sitemap(host, path)) is not None:
+            resp = web.Response(body=sitemap[0], content_type=sitemap[1])
         else:
             html = self._render(host, path)
             resp = web.Response(text=html, content_type="text/html", charset="utf-8") if html is not None else _not_found()
