@@ -1,34 +1,58 @@
 """URL normalisation and the stable keys derived from a URL (host, url_hash, host_bucket).
 
-One canonical form per URL, so the crawldb never holds the same address twice:
-scheme and host lower-cased, default port dropped, IDNA host, dot-segments removed
-(RFC 3986 section 5.2.4), percent-encoding normalised, fragment dropped, empty path -> "/".
-Only http and https are crawlable; anything else is rejected with a reason.
+One canonical form per URL, so the crawldb never holds the same address twice. In order:
+
+1. a reference is resolved against its base (RFC 3986 section 5.2.2);
+2. scheme and host are lower-cased (section 6.2.2.1), an internationalised host is converted
+   to its ASCII form (IDNA, RFC 3490), the default port and any userinfo are dropped and an
+   empty path becomes "/" (section 6.2.3);
+3. percent-encoding is normalised byte-exactly (section 6.2.2.2);
+4. with ``UrlRules``, session-id path parameters (``/page;jsessionid=ABC``) are removed;
+5. dot-segments are removed (section 5.2.4);
+6. the query is split on ``&``, empty pieces dropped, tracking and session-id parameters
+   removed (with ``UrlRules``) and the rest sorted; an empty query and the fragment are dropped.
+
+Steps 4 and 6 are not RFC 3986 equivalences: a server may in principle tell ``?a=1&b=2`` from
+``?b=2&a=1``. They are the usual crawler trade-off (Nutch's querystring normaliser sorts the
+query, its regex normaliser and Heritrix's canonicalisation rules strip session ids): in practice
+the variants name one page, and keeping them apart multiplies the crawldb.
+
+Only http and https are crawlable; anything else is rejected with a short stable reason code
+(``InvalidUrl.reason``, one of ``REASONS``) that stats count. Every step is idempotent, so
+``normalize_url(normalize_url(u)) == normalize_url(u)`` (a property test checks it).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
-import posixpath
 import re
 import string
 from dataclasses import dataclass
-from typing import Any, Mapping
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-# Characters left as they are when re-quoting a path or query (RFC 3986 reserved + unreserved).
-_PATH_SAFE = "/:@!$&'()*+,;=-._~"
-_QUERY_SAFE = "/:@!$&'()*+,;=-._~?"
 _HOST_RE = re.compile(r"^[a-z0-9.\-_]+$")
+# Any C0 control or DEL: never part of a URL (RFC 3986 section 2), and urlsplit would otherwise
+# silently delete tab/newline and so change what the string says.
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
-_HEX = frozenset(string.hexdigits)
+# What _requote rewrites: a % (with or without two hex digits), or a run of characters outside
+# the allowed set (RFC 3986 unreserved + sub-delims + ":" "@" "/", plus "?" in a query).
+_PATH_REWRITE_RE = re.compile(r"%(?:[0-9A-Fa-f]{2})?|[^A-Za-z0-9\-._~!$&'()*+,;=:@/%]+")
+_QUERY_REWRITE_RE = re.compile(r"%(?:[0-9A-Fa-f]{2})?|[^A-Za-z0-9\-._~!$&'()*+,;=:@/?%]+")
+_BYTE_ESCAPES = tuple(f"%{b:02X}" for b in range(256))
 # An absolute cap, whatever the config says (discovery.max_url_length is the configurable filter).
 MAX_URL_LENGTH = 8192
+
+# Every InvalidUrl.reason the normaliser produces; stats count rejections under these names.
+REASONS = ("empty", "control_chars", "too_long", "unparseable", "scheme", "no_host", "bad_host",
+           "bad_port", "undecodable")
 
 
 class InvalidUrl(ValueError):
     """The string is not a crawlable http(s) URL; the message says why, ``reason`` names the
-    rule (a short stable code, counted in stats)."""
+    rule (a short stable code from ``REASONS``, counted in stats)."""
 
     def __init__(self, message: str, reason: str = "invalid"):
         super().__init__(message)
@@ -37,115 +61,228 @@ class InvalidUrl(ValueError):
 
 @dataclass(frozen=True)
 class UrlRules:
-    """Config-driven parts of normalisation: query/path parameters to strip. Patterns are
-    matched case-insensitively; a trailing ``*`` matches a prefix (``utm_*``)."""
+    """Config-driven parts of normalisation: parameters to strip.
+
+    ``tracking_params`` are removed from the query; ``session_params`` from the query and from
+    path-segment parameters (``/page;jsessionid=ABC``). A pattern matches a parameter name
+    case-insensitively; a trailing ``*`` makes it a prefix (``utm_*`` matches ``utm_source``),
+    any other ``*`` is literal."""
     tracking_params: tuple[str, ...] = ()
     session_params: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Lists (from TOML) become tuples so the rules stay hashable, the key of _param_matchers.
+        for name in ("tracking_params", "session_params"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "UrlRules":
         return cls(tuple(cfg["discovery.tracking_params"]), tuple(cfg["discovery.session_params"]))
 
 
-def _requote(part: str, safe: str) -> str:
-    """RFC 3986 section 6.2.2 normalisation of a path or query, byte-exact:
+NameMatcher = Callable[[str], bool]
+
+
+def _compile_patterns(patterns: tuple[str, ...]) -> NameMatcher | None:
+    """A predicate on a lower-cased parameter name: one set lookup for the exact names plus one
+    ``str.startswith`` over all prefixes, instead of a loop over the patterns per parameter."""
+    lowered = [p.lower() for p in patterns]
+    exact = frozenset(p for p in lowered if not p.endswith("*"))
+    prefixes = tuple(p[:-1] for p in lowered if p.endswith("*"))
+    if not exact and not prefixes:
+        return None
+    if not prefixes:
+        return exact.__contains__
+    return lambda name: name in exact or name.startswith(prefixes)
+
+
+@functools.lru_cache(maxsize=64)
+def _param_matchers(rules: UrlRules) -> tuple[NameMatcher | None, NameMatcher | None]:
+    """(query matcher: tracking + session names, path-parameter matcher: session names only),
+    compiled once per rules value; a job holds one UrlRules, so this is a cache hit per URL."""
+    return (_compile_patterns(rules.tracking_params + rules.session_params),
+            _compile_patterns(rules.session_params))
+
+
+def _requote_match(match: re.Match[str]) -> str:
+    text = match.group()
+    if text[0] == "%":
+        if len(text) == 1:
+            return "%25"
+        decoded = chr(int(text[1:], 16))
+        return decoded if decoded in _UNRESERVED else text.upper()
+    # surrogateescape: bytes that arrived undecodable are encoded back to themselves; any other
+    # lone surrogate raises UnicodeEncodeError (reason "undecodable").
+    return "".join(_BYTE_ESCAPES[b] for b in text.encode("utf-8", "surrogateescape"))
+
+
+def _requote(part: str, rewrite: re.Pattern[str]) -> str:
+    """RFC 3986 section 6.2.2.2 normalisation of a path or query, byte-exact:
     %XX of an unreserved character is decoded, every other %XX is kept (upper-cased: an encoded
     delimiter stays distinct from the raw one, and non-UTF-8 bytes are never reinterpreted), a
-    stray % becomes %25, and characters outside ``safe`` are UTF-8 percent-encoded (bytes that
-    arrived undecodable, as surrogate escapes, are encoded back to themselves)."""
-    out: list[str] = []
-    i, n = 0, len(part)
-    while i < n:
-        ch = part[i]
-        if ch == "%":
-            hexpair = part[i + 1:i + 3]
-            if len(hexpair) == 2 and all(c in _HEX for c in hexpair):
-                decoded = chr(int(hexpair, 16))
-                out.append(decoded if decoded in _UNRESERVED else "%" + hexpair.upper())
-                i += 3
-                continue
-            out.append("%25")
-        elif ch in _UNRESERVED or ch in safe:
-            out.append(ch)
-        else:
-            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogateescape")))
-        i += 1
-    return "".join(out)
+    stray % becomes %25, and characters outside the allowed set are UTF-8 percent-encoded."""
+    return rewrite.sub(_requote_match, part)
 
 
 def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 section 5.2.4 on an absolute path (or ""), which becomes "/". Empty segments are
+    kept: ``/a//b`` and ``/a/b`` may be different resources."""
+    if "/." not in path:  # fast path: no "." or ".." segment can occur
+        return path or "/"
+    segments = path.split("/")  # segments[0] == "" (the path is absolute)
+    output: list[str] = []
+    for segment in segments[1:]:
+        if segment == "..":
+            if output:
+                output.pop()
+        elif segment != ".":
+            output.append(segment)
+    if segments[-1] in (".", ".."):  # "/a/b/.." -> "/a/": the last segment becomes empty
+        output.append("")
+    return "/" + "/".join(output)
+
+
+def _strip_path_params(path: str, is_session: NameMatcher) -> str:
+    """Drop ``;name=value`` path-segment parameters whose name is a session id
+    (``/page;jsessionid=ABC`` -> ``/page``; RFC 3986 section 3.3 allows such parameters in
+    every segment, servlet containers put the session id there)."""
+    segments = path.split("/")
+    for i, segment in enumerate(segments):
+        if ";" in segment:
+            head, *params = segment.split(";")
+            kept = [p for p in params if not is_session(p.partition("=")[0].lower())]
+            if len(kept) != len(params):
+                segments[i] = ";".join([head, *kept])
+    return "/".join(segments)
+
+
+def _normalize_query(query: str, is_stripped: NameMatcher | None) -> str:
+    """Split on "&", drop empty pieces and stripped parameters, sort the rest (code-point order,
+    which is byte order: the pieces are ASCII after _requote; duplicates are kept)."""
+    if "&" not in query and is_stripped is None:
+        return query
+    pieces = [p for p in query.split("&") if p]
+    if is_stripped is not None:
+        pieces = [p for p in pieces if not is_stripped(p.partition("=")[0].lower())]
+    pieces.sort()
+    return "&".join(pieces)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ascii_host(hostname: str) -> str | None:
+    """The lower-case ASCII (IDNA) form of a host name, or None if it is not a valid one.
+    Cached: the links of a page mostly share a few hosts."""
+    hostname = hostname.rstrip(".")
+    try:
+        host = hostname.encode("idna").decode("ascii").lower().rstrip(".")
+    except UnicodeError:
+        return None
+    if not _HOST_RE.match(host) or ".." in host or host.startswith("-"):
+        return None
+    return host
+
+
+def _resolve(ref: str, base: str) -> str:
+    """RFC 3986 section 5.2.2: the target of reference ``ref`` relative to ``base``, as a string
+    still to be normalised (dot-segments are removed later, for every URL alike)."""
+    if ref[:8].lower().startswith(("http://", "https://")):  # fast path: already absolute
+        return ref
+    parts = urlsplit(ref)
+    based = urlsplit(base)
+    if parts.scheme:
+        if parts.scheme != based.scheme or ref[len(parts.scheme) + 1:].startswith("//"):
+            return ref
+        # "http:g" against an http base is relative: the non-strict parse of section 5.2.2,
+        # which browsers apply to http(s) too.
+        ref = ref[len(parts.scheme) + 1:]
+        parts = urlsplit(ref)
+    if ref.startswith("//"):  # network-path reference
+        return f"{based.scheme}:{ref}"
+    path, query = parts.path, parts.query
     if not path:
-        return "/"
-    trailing = path.endswith("/") or path.endswith("/.") or path.endswith("/..")
-    normalised = posixpath.normpath(path)
-    if normalised.startswith("//"):
-        normalised = "/" + normalised.lstrip("/")
-    if normalised == ".":
-        normalised = "/"
-    if trailing and not normalised.endswith("/"):
-        normalised += "/"
-    return normalised
+        path = based.path
+        # "?" alone defines an empty query (none after normalisation); no "?" keeps the base's
+        if "?" not in ref.partition("#")[0]:
+            query = based.query
+    elif not path.startswith("/"):  # merge (section 5.2.3)
+        path = (based.path[:based.path.rfind("/") + 1] or "/") + path
+    return f"{based.scheme}://{based.netloc}{path}" + (f"?{query}" if query else "")
 
 
 def normalize_url(url: str, base: str | None = None, rules: UrlRules | None = None) -> str:
-    """Return the canonical form of ``url`` (resolved against ``base`` if given) or raise InvalidUrl."""
+    """Return the canonical form of ``url`` (resolved against ``base`` if given; tracking and
+    session-id parameters stripped if ``rules`` is given) or raise InvalidUrl."""
     try:
-        return _normalize(url, base)
+        return _normalize(url, base, rules)
     except UnicodeError as exc:  # e.g. a lone surrogate that is no escaped byte
-        raise InvalidUrl(f"undecodable characters ({exc.reason})", "undecodable") from None
+        raise InvalidUrl(f"undecodable characters ({getattr(exc, 'reason', exc)})", "undecodable") from None
 
 
 def check_url(url: str, base: str | None = None, rules: UrlRules | None = None) -> tuple[str | None, str | None]:
     """``(canonical, None)`` or ``(None, reason)``: normalize_url that never raises."""
     try:
-        return normalize_url(url, base, rules), None
+        return _normalize(url, base, rules), None
     except InvalidUrl as exc:
         return None, exc.reason
+    except UnicodeError:
+        return None, "undecodable"
     except Exception:  # normalisation must never take a task down; count it instead
         return None, "unparseable"
 
 
-def _normalize(url: str, base: str | None) -> str:
+def _normalize(url: str, base: str | None, rules: UrlRules | None) -> str:
     if not isinstance(url, str):
-        raise InvalidUrl("not a string")
+        raise InvalidUrl("not a string", "unparseable")
     raw = url.strip()
     if not raw:
-        raise InvalidUrl("empty URL")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in raw):
-        raise InvalidUrl("URL contains control characters")
-    if base is not None:
-        try:
-            raw = urljoin(base, raw)
-        except ValueError as exc:  # e.g. "http://[bad/": an unbalanced IPv6 bracket
-            raise InvalidUrl(f"unparseable URL ({exc})") from None
-    if len(raw) > MAX_URL_LENGTH:
-        raise InvalidUrl(f"URL longer than {MAX_URL_LENGTH} characters")
+        raise InvalidUrl("empty URL", "empty")
+    if len(raw) > MAX_URL_LENGTH:  # before any parsing: huge inputs cost nothing more
+        raise InvalidUrl(f"URL longer than {MAX_URL_LENGTH} characters", "too_long")
+    if _CONTROL_RE.search(raw):
+        raise InvalidUrl("URL contains control characters", "control_chars")
     try:
+        if base is not None:
+            raw = _resolve(raw, base)
+            if len(raw) > MAX_URL_LENGTH:
+                raise InvalidUrl(f"URL longer than {MAX_URL_LENGTH} characters", "too_long")
         parts = urlsplit(raw)
-        port = parts.port
-    except ValueError as exc:
-        raise InvalidUrl(f"unparseable URL ({exc})") from None
-    scheme = parts.scheme.lower()
+    except ValueError as exc:  # e.g. "http://[bad/": an unbalanced IPv6 bracket
+        raise InvalidUrl(f"unparseable URL ({exc})", "unparseable") from None
+    scheme = parts.scheme  # urlsplit lower-cases it
     if scheme not in _DEFAULT_PORTS:
-        raise InvalidUrl(f"unsupported scheme '{scheme or '(none)'}'")
+        raise InvalidUrl(f"unsupported scheme '{scheme or '(none)'}'", "scheme")
     hostname = parts.hostname
     if not hostname:
-        raise InvalidUrl("URL has no host")
-    hostname = hostname.rstrip(".")
+        raise InvalidUrl("URL has no host", "no_host")
+    host = _ascii_host(hostname)
+    if host is None:
+        raise InvalidUrl(f"invalid host name '{hostname}'", "bad_host")
     try:
-        host = hostname.encode("idna").decode("ascii").lower().rstrip(".")
-    except UnicodeError:
-        raise InvalidUrl(f"invalid host name '{hostname!r}'") from None
-    if not _HOST_RE.match(host) or ".." in host or host.startswith("-"):
-        raise InvalidUrl(f"invalid host name '{hostname}'")
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidUrl(f"invalid port ({exc})", "bad_port") from None
     netloc = host
     if port is not None and port != _DEFAULT_PORTS[scheme]:
         if port == 0:
-            raise InvalidUrl("port 0 is not a valid port")
+            raise InvalidUrl("invalid port (0)", "bad_port")
         netloc = f"{host}:{port}"
-    path = _remove_dot_segments(_requote(parts.path, _PATH_SAFE))
-    query = _requote(parts.query, _QUERY_SAFE) if parts.query else ""
-    return urlunsplit((scheme, netloc, path, query, ""))
+
+    query_matcher = path_matcher = None
+    if rules is not None:
+        query_matcher, path_matcher = _param_matchers(rules)
+    path = _requote(parts.path, _PATH_REWRITE_RE)
+    if path_matcher is not None and ";" in path:
+        path = _strip_path_params(path, path_matcher)
+    # after stripping, so a segment like ".;jsessionid=1" is removed as the dot-segment it is
+    path = _remove_dot_segments(path)
+    query = parts.query
+    if query:
+        query = _normalize_query(_requote(query, _QUERY_REWRITE_RE), query_matcher)
+    canonical = f"{scheme}://{netloc}{path}?{query}" if query else f"{scheme}://{netloc}{path}"
+    if len(canonical) > MAX_URL_LENGTH:  # percent-encoding can triple a length
+        raise InvalidUrl(f"URL longer than {MAX_URL_LENGTH} characters once normalised", "too_long")
+    return canonical
 
 
 def host_of(url: str) -> str:

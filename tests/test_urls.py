@@ -1,41 +1,195 @@
 import pytest
 
-from crawl.urls import InvalidUrl, host_bucket, host_of, normalize_url, url_hash
+from crawl.config import build_config
+from crawl.urls import (MAX_URL_LENGTH, REASONS, InvalidUrl, UrlRules, check_url, host_bucket, host_of,
+                        normalize_url, url_hash)
+
+# the documented defaults (conf/defaults.toml [discovery]), as the fetch task uses them
+RULES = UrlRules.from_config(build_config())
 
 
 @pytest.mark.parametrize("raw,expected", [
+    # case: scheme and host lower-cased, path kept
+    ("HTTP://Example.COM/Path", "http://example.com/Path"),
     ("HTTP://Example.COM:80/a/../b/./c", "http://example.com/b/c"),
-    ("https://example.com:443", "https://example.com/"),
-    ("http://example.com:8080/x#frag", "http://example.com:8080/x"),
-    ("http://example.com/%7euser/a%20b", "http://example.com/~user/a%20b"),
-    ("http://example.com/a%2Fb?q=%3d&r=1", "http://example.com/a%2Fb?q=%3D&r=1"),
+    # IDN hosts -> IDNA (punycode), already-ASCII ACE labels kept
+    ("http://Bücher.example/", "http://xn--bcher-kva.example/"),
     ("http://bücher.de/", "http://xn--bcher-kva.de/"),
-    ("  http://example.com/dir/  ", "http://example.com/dir/"),
+    ("http://xn--bcher-kva.example/", "http://xn--bcher-kva.example/"),
+    ("http://例え.テスト/", "http://xn--r8jz45g.xn--zckzah/"),
     ("http://example.com./", "http://example.com/"),
+    # ports: the scheme's default dropped, any other kept, empty port dropped, leading zeros read
+    ("http://example.com:80/", "http://example.com/"),
+    ("https://example.com:443", "https://example.com/"),
+    ("https://example.com:80/", "https://example.com:80/"),
+    ("http://example.com:443/", "http://example.com:443/"),
+    ("http://example.com:8080/x#frag", "http://example.com:8080/x"),
+    ("http://example.com:/x", "http://example.com/x"),
+    ("http://example.com:0080/x", "http://example.com/x"),
+    # userinfo dropped
+    ("http://user:pw@example.com/", "http://example.com/"),
+    # dot segments (RFC 3986 section 5.2.4), empty segments kept
+    ("http://example.com/a/b/../../../c", "http://example.com/c"),
+    ("http://example.com/a/./b/.", "http://example.com/a/b/"),
+    ("http://example.com/a/b/..", "http://example.com/a/"),
+    ("http://example.com/a/%2E%2E/b", "http://example.com/b"),
+    ("http://example.com/a//b/../c", "http://example.com/a//c"),
+    ("http://example.com/.a/..b/c.", "http://example.com/.a/..b/c."),
+    # percent-encoding: unreserved decoded, others kept upper-cased, raw characters encoded
+    ("http://example.com/%7euser/a%20b", "http://example.com/~user/a%20b"),
+    ("http://example.com/%7Euser/%41%62", "http://example.com/~user/Ab"),
+    ("http://example.com/a%2fb", "http://example.com/a%2Fb"),
+    ("http://example.com/a b", "http://example.com/a%20b"),
+    ("http://example.com/café", "http://example.com/caf%C3%A9"),
+    ("http://example.com/caf%c3%a9", "http://example.com/caf%C3%A9"),
+    ("http://example.com/100%", "http://example.com/100%25"),
+    ("http://example.com/%zz", "http://example.com/%25zz"),
+    ("http://example.com/a\"<>`{}|\\^[]", "http://example.com/a%22%3C%3E%60%7B%7D%7C%5C%5E%5B%5D"),
+    ("http://example.com/?q=a b&r=ü", "http://example.com/?q=a%20b&r=%C3%BC"),
+    ("http://example.com/?q=1+2&r=%2b", "http://example.com/?q=1+2&r=%2B"),
+    # empty query removed, empty pieces dropped, parameters sorted (duplicates kept)
+    ("http://example.com/x?", "http://example.com/x"),
+    ("http://example.com/x?&&", "http://example.com/x"),
+    ("http://example.com/x?b=2&a=1", "http://example.com/x?a=1&b=2"),
+    ("http://example.com/x?b=2&&a=1&", "http://example.com/x?a=1&b=2"),
+    ("http://example.com/x?a=2&a=1&a=2", "http://example.com/x?a=1&a=2&a=2"),
+    ("http://example.com/x?b&a=&c=3", "http://example.com/x?a=&b&c=3"),
+    ("http://example.com/x?B=1&a=1", "http://example.com/x?B=1&a=1"),
+    ("http://example.com/a%2Fb?r=1&q=%3d", "http://example.com/a%2Fb?q=%3D&r=1"),
+    ("http://example.com/x?q=%7e", "http://example.com/x?q=~"),
+    # fragments dropped
+    ("http://example.com/x#", "http://example.com/x"),
+    ("http://example.com/x?a=1#frag?b=2", "http://example.com/x?a=1"),
+    # surrounding white space ignored
+    ("  http://example.com/dir/  ", "http://example.com/dir/"),
 ])
 def test_normalize(raw, expected):
     assert normalize_url(raw) == expected
+    assert normalize_url(expected) == expected  # idempotent
 
 
-def test_normalize_is_idempotent():
-    for raw in ["http://a.com/x/../y?z=1%20", "https://B.com:443/%7e/"]:
-        once = normalize_url(raw)
-        assert normalize_url(once) == once
+@pytest.mark.parametrize("raw,expected", [
+    # tracking parameters (utm_* is a prefix pattern)
+    ("http://example.com/x?utm_source=news&id=3", "http://example.com/x?id=3"),
+    ("http://example.com/x?id=3&utm_medium=email&utm_campaign=spring", "http://example.com/x?id=3"),
+    ("http://example.com/x?gclid=abc&b=2&fbclid=IwAR0&a=1", "http://example.com/x?a=1&b=2"),
+    ("http://example.com/x?UTM_Source=a&GCLID=b", "http://example.com/x"),
+    ("http://example.com/x?utm_source", "http://example.com/x"),
+    ("http://example.com/x?utm%5Fsource=a&k=v", "http://example.com/x?k=v"),
+    # names that merely contain or extend an exact name are kept
+    ("http://example.com/x?gclid2=a&my_utm_source=b&sids=c", "http://example.com/x?gclid2=a&my_utm_source=b&sids=c"),
+    # a value that looks like a tracking name is kept
+    ("http://example.com/x?ref=utm_source", "http://example.com/x?ref=utm_source"),
+    # session ids in the query, case-insensitive, prefix patterns
+    ("http://example.com/x?PHPSESSID=0123abc&page=2", "http://example.com/x?page=2"),
+    ("http://example.com/x?phpsessid=0123abc", "http://example.com/x"),
+    ("http://example.com/x?ASPSESSIONIDQASDRTB=FOO&sid=1&a=1", "http://example.com/x?a=1"),
+    # session ids as path parameters
+    ("http://example.com/page;jsessionid=ABC?x=1", "http://example.com/page?x=1"),
+    ("http://example.com/page;JSESSIONID=ABC", "http://example.com/page"),
+    ("http://example.com/a;jsessionid=1/b.jsp;jsessionid=2", "http://example.com/a/b.jsp"),
+    ("http://example.com/page;v=2;jsessionid=ABC;lang=en", "http://example.com/page;v=2;lang=en"),
+    ("http://example.com/a/.;jsessionid=1/b", "http://example.com/a/b"),
+    ("http://example.com/a/b/..;jsessionid=1/c", "http://example.com/a/c"),
+    # tracking names are not session ids: kept as path parameters
+    ("http://example.com/page;utm_source=a", "http://example.com/page;utm_source=a"),
+    # with a fragment and a sorted, emptied query
+    ("http://example.com/page;jsessionid=ABC?utm_source=x&&gclid=y#top", "http://example.com/page"),
+])
+def test_normalize_with_rules(raw, expected):
+    assert normalize_url(raw, rules=RULES) == expected
+    assert normalize_url(expected, rules=RULES) == expected
+
+
+def test_rules_are_only_applied_when_given():
+    url = "http://example.com/page;jsessionid=ABC?utm_source=x&b=1"
+    assert normalize_url(url) == "http://example.com/page;jsessionid=ABC?b=1&utm_source=x"
+    assert check_url(url) == (normalize_url(url), None)
+    assert check_url(url, rules=RULES) == ("http://example.com/page?b=1", None)
+
+
+def test_rule_patterns():
+    rules = UrlRules(tracking_params=["Ref*", "x"], session_params=["S"])  # lists are accepted too
+    assert rules.tracking_params == ("Ref*", "x")
+    assert hash(rules) == hash(UrlRules(("Ref*", "x"), ("S",)))
+    assert normalize_url("http://a.com/p;s=1;t=2?ref=1&referrer=2&x=3&xy=4&s=5&r=6", rules=rules) == \
+        "http://a.com/p;t=2?r=6&xy=4"
+    assert normalize_url("http://a.com/?a*=1&a=2", rules=UrlRules(("a**",))) == "http://a.com/?a=2"
+    assert normalize_url("http://a.com/p;s=1?b=1", rules=UrlRules()) == "http://a.com/p;s=1?b=1"
 
 
 def test_relative_resolution():
     assert normalize_url("../x.html", base="http://a.com/p/q/r.html") == "http://a.com/p/x.html"
     assert normalize_url("//b.com/y", base="https://a.com/") == "https://b.com/y"
+    assert normalize_url("y", base="http://a.com") == "http://a.com/y"
+    assert normalize_url("HTTPS://B.com/", base="http://a.com/") == "https://b.com/"
+    assert normalize_url("?b=1&a=2", base="http://a.com/p?z=9") == "http://a.com/p?a=2&b=1"
+    assert normalize_url("#top", base="http://a.com/p?z=9") == "http://a.com/p?z=9"
+    assert normalize_url("?", base="http://a.com/p?z=9") == "http://a.com/p"
+    assert normalize_url("a//b/../c", base="http://a.com/d/") == "http://a.com/d/a//c"
+    assert normalize_url("x?utm_source=1", base="http://a.com/d;jsessionid=1/", rules=RULES) == "http://a.com/d/x"
 
 
-@pytest.mark.parametrize("raw,reason", [
-    ("", "empty"), ("mailto:a@b.c", "scheme"), ("javascript:alert(1)", "scheme"),
-    ("not a url", "scheme"), ("http://", "no host"), ("http://a.com:99999/", "unparseable"),
-    ("http://a\nb.com/", "control"), ("http://exa mple.com/", "invalid host"), ("ftp://a.com/", "scheme"),
+# RFC 3986 section 5.4: every example whose target is an http URL
+RFC3986_BASE = "http://a/b/c/d;p?q"
+
+
+@pytest.mark.parametrize("ref,expected", [
+    ("g", "http://a/b/c/g"), ("./g", "http://a/b/c/g"), ("g/", "http://a/b/c/g/"), ("/g", "http://a/g"),
+    ("//g", "http://g/"), ("?y", "http://a/b/c/d;p?y"), ("g?y", "http://a/b/c/g?y"),
+    ("#s", "http://a/b/c/d;p?q"), ("g#s", "http://a/b/c/g"), ("g?y#s", "http://a/b/c/g?y"),
+    (";x", "http://a/b/c/;x"), ("g;x", "http://a/b/c/g;x"), ("g;x?y#s", "http://a/b/c/g;x?y"),
+    (".", "http://a/b/c/"), ("./", "http://a/b/c/"), ("..", "http://a/b/"), ("../", "http://a/b/"),
+    ("../g", "http://a/b/g"), ("../..", "http://a/"), ("../../", "http://a/"), ("../../g", "http://a/g"),
+    # 5.4.2 abnormal examples
+    ("../../../g", "http://a/g"), ("../../../../g", "http://a/g"), ("/./g", "http://a/g"),
+    ("/../g", "http://a/g"), ("g.", "http://a/b/c/g."), (".g", "http://a/b/c/.g"), ("g..", "http://a/b/c/g.."),
+    ("..g", "http://a/b/c/..g"), ("./../g", "http://a/b/g"), ("./g/.", "http://a/b/c/g/"),
+    ("g/./h", "http://a/b/c/g/h"), ("g/../h", "http://a/b/c/h"), ("g;x=1/./y", "http://a/b/c/g;x=1/y"),
+    ("g;x=1/../y", "http://a/b/c/y"), ("g?y/./x", "http://a/b/c/g?y/./x"), ("g?y/../x", "http://a/b/c/g?y/../x"),
+    ("g#s/./x", "http://a/b/c/g"), ("g#s/../x", "http://a/b/c/g"),
+    ("http:g", "http://a/b/c/g"),  # the non-strict (backward compatible) reading, as browsers do
 ])
-def test_invalid(raw, reason):
-    with pytest.raises(InvalidUrl, match=reason):
+def test_rfc3986_reference_resolution(ref, expected):
+    assert normalize_url(ref, base=RFC3986_BASE) == expected
+
+
+@pytest.mark.parametrize("raw,reason,message", [
+    ("", "empty", "empty"), ("   ", "empty", "empty"),
+    ("mailto:a@b.c", "scheme", "unsupported scheme"), ("javascript:alert(1)", "scheme", "scheme"),
+    ("not a url", "scheme", "scheme"), ("ftp://a.com/", "scheme", "scheme"), ("g:h", "scheme", "scheme"),
+    ("http://", "no_host", "no host"), ("http:///x", "no_host", "no host"), ("http://:80/", "no_host", "no host"),
+    ("http://a.com:99999/", "bad_port", "port"), ("http://a.com:0/", "bad_port", "port"),
+    ("http://a.com:8o/", "bad_port", "port"), ("http://a.com:80:80/", "bad_port", "port"),
+    ("http://a\nb.com/", "control_chars", "control"), ("http://a.com/\tx", "control_chars", "control"),
+    ("http://a.com/\x00", "control_chars", "control"), ("http://a.com/\x7f", "control_chars", "control"),
+    ("http://exa mple.com/", "bad_host", "invalid host"), ("http://a..b/", "bad_host", "invalid host"),
+    ("http://-a.com/", "bad_host", "invalid host"), ("http://ex%41mple.com/", "bad_host", "invalid host"),
+    ("http://" + "a" * 64 + ".com/", "bad_host", "invalid host"), ("http://[::1]/", "bad_host", "invalid host"),
+    ("http://[bad/", "unparseable", "unparseable"),
+    ("http://a.com/" + "a" * MAX_URL_LENGTH, "too_long", "longer"),
+    ("http://a.com/" + "ü" * (MAX_URL_LENGTH // 4), "too_long", "normalised"),  # fits raw, not encoded
+    ("http://a.com/\ud800", "undecodable", "undecodable"),
+])
+def test_invalid(raw, reason, message):
+    with pytest.raises(InvalidUrl, match=message) as info:
         normalize_url(raw)
+    assert info.value.reason == reason
+    assert reason in REASONS
+    assert check_url(raw) == (None, reason)
+
+
+def test_check_url_never_raises():
+    assert check_url(None) == (None, "unparseable")  # type: ignore[arg-type]
+    assert check_url(b"http://a.com/") == (None, "unparseable")  # type: ignore[arg-type]
+    assert check_url("x", base="http://a.com:99999/") == (None, "bad_port")
+    assert check_url("x", base="") == (None, "scheme")
+
+
+def test_surrogate_escaped_bytes_are_kept():
+    # bytes that were not UTF-8 (decoded with surrogateescape) are encoded back to themselves
+    raw = b"http://a.com/caf\xe9".decode("utf-8", "surrogateescape")
+    assert normalize_url(raw) == "http://a.com/caf%E9"
 
 
 def test_keys_are_stable():
