@@ -1,0 +1,363 @@
+"""Parsing one sitemap file (https://www.sitemaps.org/protocol.html) with bounded cost.
+
+``parse_sitemap`` takes the body of one fetched sitemap file and returns its page URLs (with
+``<lastmod>`` as epoch seconds) or, for a sitemap index, the URLs of its child sitemaps. The
+formats of the protocol that are handled:
+
+  * XML ``<urlset>`` of ``<url><loc>`` (+ optional ``<lastmod>``) and XML ``<sitemapindex>`` of
+    ``<sitemap><loc>``, with the sitemaps.org namespace, another one, or none (other elements
+    and extensions such as ``image:loc`` are skipped);
+  * plain text, one URL per line, UTF-8;
+  * either of them gzip-compressed (recognised by its magic bytes, RFC 1952, not by file name).
+    RSS and Atom feeds, which the protocol also accepts, are not read (error "not a sitemap").
+
+A sitemap is untrusted input, so the work is bounded whatever the file says:
+
+  * at most ``max_bytes`` bytes are decoded: gzip is inflated chunk by chunk with
+    ``zlib.decompressobj(...).decompress(data, max_length)``, so a gzip bomb costs at most
+    ``max_bytes`` of output (processed 1 MiB at a time), never its full expansion;
+  * XML is parsed incrementally (expat through ``xml.etree.ElementTree.XMLParser`` with a
+    streaming target: no tree is built, memory stays constant), and a document with a DOCTYPE is
+    refused before its internal subset is read (error "doctype not allowed"): sitemaps never need
+    one, and entity declarations are how billion-laughs and XXE attacks work;
+  * at most ``max_urls`` entries are kept.
+
+When a limit cuts the file (``truncated``), the entries that were complete before the cut are
+returned: the ``</url>`` (or end of line) of an entry must have been read, so a URL cut in the
+middle is never taken for a real one. The same holds for malformed XML and a damaged gzip
+stream: what was read before the error is returned, with ``error`` saying what went wrong.
+
+Nothing here raises: every problem is reported in ``Sitemap.error``.
+"""
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Iterator
+
+from crawl.urls import UrlRules, check_url
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK = 1 << 20            # decoded bytes handed to the parser at a time
+_MAX_FIELD_CHARS = 16384    # text kept of one <loc>/<lastmod>; check_url rejects longer URLs anyway
+_MAX_LINE_BYTES = 16384     # a longer line of a text sitemap is skipped (no URL is that long)
+_XML_WS = b" \t\r\n"
+
+# W3C Date and Time Formats (https://www.w3.org/TR/NOTE-datetime), as the protocol requires:
+# YYYY, YYYY-MM, YYYY-MM-DD, YYYY-MM-DDThh:mm[:ss[.s+]]TZD with TZD "Z" or +hh:mm / -hh:mm.
+# Also accepted because real sitemaps use them: a space for "T", +hhmm, and no TZD (read as UTC).
+_W3C_DATETIME_RE = re.compile(
+    r"(\d{4})(?:-(\d{2})(?:-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?"
+    r"([Zz]|[+-]\d{2}:?\d{2})?)?)?)?", re.ASCII)
+
+
+@dataclass(frozen=True)
+class SitemapEntry:
+    url: str                  # canonical (crawl.urls.check_url)
+    lastmod: float | None     # <lastmod> as epoch seconds; None when absent or invalid
+
+
+@dataclass(frozen=True)
+class Sitemap:
+    """One parsed sitemap file. ``rejected`` maps a reason code (check_url's, ``other_host``,
+    ``no_loc``, ``line_too_long``) to a count."""
+    urls: list[SitemapEntry]          # pages (<urlset> or text sitemap), document order, no duplicates
+    sitemaps: list[str]               # child sitemaps (<sitemapindex>), document order, no duplicates
+    error: str | None                 # None, or why (part of) the file could not be read
+    truncated: bool                   # max_urls or max_bytes cut the file short
+    rejected: dict[str, int] = field(default_factory=dict)
+
+
+def parse_sitemap(body: bytes, sitemap_url: str, max_urls: int, max_bytes: int,
+                  rules: UrlRules | None = None) -> Sitemap:
+    """Parse one sitemap file. Never raises.
+
+    ``body`` is the response body as received (gzip or not); ``sitemap_url`` is where it was
+    fetched from. Each ``<loc>`` (or line) is normalised with ``check_url(loc, None, rules)``; per
+    the protocol, URLs and child sitemaps must be on the sitemap's own scheme, host and port,
+    others are dropped as ``other_host``. (The protocol also limits URLs to the sitemap's
+    directory and lets robots.txt vouch for sitemaps on other hosts; neither is applied here.)
+    ``max_urls`` bounds urls + sitemaps together; ``max_bytes`` the decoded size.
+    """
+    try:
+        return _parse_sitemap(body, sitemap_url, max_urls, max_bytes, rules)
+    except MemoryError:
+        return Sitemap([], [], "memory limit exceeded (MemoryError)", False, {})
+    except Exception as exc:  # a bug or a codec surprise: report it, never fail the task
+        return Sitemap([], [], f"internal error: {type(exc).__name__}: {exc}"[:300], False, {})
+
+
+def parse_w3c_datetime(text: str) -> float | None:
+    """A W3C datetime (the format of ``<lastmod>``) as epoch seconds, or None if it is not one.
+    A date alone means midnight UTC; a time without a zone is read as UTC."""
+    m = _W3C_DATETIME_RE.fullmatch(text.strip())
+    if m is None:
+        return None
+    year, month, day, hour, minute, second, fraction, tzd = m.groups()
+    try:
+        tz = timezone.utc
+        if tzd and tzd not in ("Z", "z"):
+            digits = tzd[1:].replace(":", "")
+            if int(digits[2:]) > 59:
+                return None
+            offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+            tz = timezone(-offset if tzd[0] == "-" else offset)
+        micro = int((fraction or "0")[:6].ljust(6, "0"))
+        return datetime(int(year), int(month or 1), int(day or 1), int(hour or 0), int(minute or 0),
+                        int(second or 0), micro, tzinfo=tz).timestamp()
+    except (ValueError, OverflowError):  # month 13, hour 25, zone +25:00, year 0 ...
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+
+class _Stop(Exception):
+    """Stops the parser: the entry cap was reached, or the document is refused."""
+
+    def __init__(self, error: str | None = None):
+        super().__init__(error)
+        self.error = error
+
+
+class _Collector:
+    """Checks entries as the parsers find them and keeps the good ones (cap, host, duplicates)."""
+
+    def __init__(self, origin: str, max_urls: int, rules: UrlRules | None):
+        self.origin = origin
+        self.max_urls = max_urls
+        self.rules = rules
+        self.urls: list[SitemapEntry] = []
+        self.sitemaps: list[str] = []
+        self.seen: set[str] = set()
+        self.rejected: dict[str, int] = {}
+        self.truncated = False
+
+    def reject(self, reason: str) -> None:
+        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+
+    def add(self, is_sitemap: bool, loc: str | None, lastmod: str | None) -> None:
+        if not loc:
+            self.reject("no_loc")
+            return
+        url, reason = check_url(loc, None, self.rules)
+        if url is None:
+            self.reject(reason or "invalid")
+            return
+        if not url.startswith(self.origin):
+            self.reject("other_host")
+            return
+        if url in self.seen:
+            return
+        if len(self.seen) >= self.max_urls:
+            self.truncated = True
+            raise _Stop()
+        self.seen.add(url)
+        if is_sitemap:
+            self.sitemaps.append(url)
+        else:
+            self.urls.append(SitemapEntry(url, parse_w3c_datetime(lastmod) if lastmod else None))
+
+
+class _XmlTarget:
+    """ElementTree parser target that streams entries to a _Collector instead of building a tree.
+
+    Only ``loc`` and ``lastmod`` directly inside an entry (``url`` in a ``urlset``, ``sitemap``
+    in a ``sitemapindex``) are read, whatever their namespace; deeper elements, such as the
+    ``image:loc`` of Google's image extension, are skipped by depth.
+    """
+
+    def __init__(self, collector: _Collector):
+        self.collector = collector
+        self.depth = 0
+        self.entry_tag: str | None = None   # "url" or "sitemap", from the root element
+        self.in_entry = False
+        self.field: str | None = None
+        self.parts: list[str] = []
+        self.size = 0
+        self.loc: str | None = None
+        self.lastmod: str | None = None
+
+    def doctype(self, name, pubid, system) -> None:
+        # Called by expat at "<!DOCTYPE", before any entity declaration is read.
+        raise _Stop("doctype not allowed")
+
+    def start(self, tag: str, attrib) -> None:
+        self.depth += 1
+        local = tag.rpartition("}")[2]
+        if self.depth == 1:
+            if local == "urlset":
+                self.entry_tag = "url"
+            elif local == "sitemapindex":
+                self.entry_tag = "sitemap"
+            else:
+                raise _Stop(f"not a sitemap: root element <{local[:50]}>")
+        elif self.depth == 2:
+            if local == self.entry_tag:
+                self.in_entry, self.loc, self.lastmod = True, None, None
+        elif self.depth == 3 and self.in_entry and (local == "loc" or local == "lastmod"):
+            self.field, self.parts, self.size = local, [], 0
+
+    def data(self, text: str) -> None:
+        if self.field is not None and self.size <= _MAX_FIELD_CHARS:
+            self.parts.append(text)
+            self.size += len(text)
+
+    def end(self, tag: str) -> None:
+        if self.depth == 3 and self.field is not None:
+            value = "".join(self.parts).strip()
+            if self.field == "loc":
+                self.loc = value if self.loc is None else self.loc  # the first <loc> counts
+            elif self.lastmod is None:
+                self.lastmod = value
+            self.field = None
+        elif self.depth == 2 and self.in_entry:
+            self.in_entry = False
+            self.collector.add(self.entry_tag == "sitemap", self.loc, self.lastmod)
+        self.depth -= 1
+
+    def close(self) -> None:
+        return None
+
+
+class _TextSink:
+    """A text sitemap: one URL per line. Only complete lines are used (see feed/finish)."""
+
+    def __init__(self, collector: _Collector):
+        self.collector = collector
+        self.pending = b""
+        self.skipping = False   # inside an over-long line, until its end
+
+    def feed(self, chunk: bytes) -> None:
+        lines = chunk.split(b"\n")
+        lines[0] = self.pending + lines[0]
+        self.pending = lines.pop()
+        for line in lines:
+            if self.skipping:
+                self.skipping = False
+                continue
+            self._line(line)
+        if len(self.pending) > _MAX_LINE_BYTES:
+            if not self.skipping:
+                self.collector.reject("line_too_long")
+            self.pending, self.skipping = b"", True
+
+    def finish(self, complete: bool) -> None:
+        """The last line counts only if the file was read to its end (not cut by max_bytes)."""
+        if complete and not self.skipping:
+            self._line(self.pending)
+        self.pending = b""
+
+    def _line(self, line: bytes) -> None:
+        text = line.decode("utf-8", "replace").strip()
+        if text:
+            self.collector.add(False, text, None)
+
+
+class _XmlSink:
+    def __init__(self, collector: _Collector):
+        self.parser = ET.XMLParser(target=_XmlTarget(collector))
+
+    def feed(self, chunk: bytes) -> None:
+        self.parser.feed(chunk)
+
+    def finish(self, complete: bool) -> None:
+        if complete:  # a cut document would only add "no element found"
+            self.parser.close()
+
+
+class _Decoder:
+    """The decoded body in chunks, at most ``max_bytes`` in total.
+
+    Sets ``truncated`` when there was more, and ``error`` when a gzip stream is damaged or ends
+    early. A gzip file may hold several members, decoded one after the other (RFC 1952 section
+    2.2); bytes after the last member are ignored, as gzip(1) does.
+    """
+
+    def __init__(self, body: bytes, max_bytes: int):
+        self.body = body
+        self.max_bytes = max(0, int(max_bytes))
+        self.truncated = False
+        self.error: str | None = None
+
+    def chunks(self) -> Iterator[bytes]:
+        if self.body[:2] == _GZIP_MAGIC:
+            yield from self._gunzip()
+            return
+        size = len(self.body)
+        for start in range(0, min(size, self.max_bytes), _CHUNK):
+            yield self.body[start:min(start + _CHUNK, self.max_bytes)]
+        self.truncated = size > self.max_bytes
+
+    def _gunzip(self) -> Iterator[bytes]:
+        room = self.max_bytes
+        data = self.body
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)  # 16+: gzip header and trailer
+        while True:
+            try:
+                # max_length bounds the output of this call; the input not yet used waits in
+                # unconsumed_tail. Asking for one byte past the room tells a cut from an exact fit.
+                out = inflater.decompress(data, min(_CHUNK, room + 1))
+            except zlib.error as exc:
+                self.error = f"bad gzip data: {exc}"
+                return
+            data = inflater.unconsumed_tail
+            if len(out) > room:
+                self.truncated = True
+                if room:
+                    yield out[:room]
+                return
+            if out:
+                room -= len(out)
+                yield out
+            if inflater.eof:
+                data = inflater.unused_data
+                if data[:2] != _GZIP_MAGIC:
+                    return
+                inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            elif not out and not data:
+                self.error = "gzip stream ends early"
+                return
+
+
+def _parse_sitemap(body: bytes, sitemap_url: str, max_urls: int, max_bytes: int,
+                   rules: UrlRules | None) -> Sitemap:
+    home, reason = check_url(sitemap_url)
+    if home is None:
+        return Sitemap([], [], f"invalid sitemap url ({reason})", False, {})
+    # A canonical URL is scheme://host[:port]/path, so "same scheme, host and port" is this prefix.
+    scheme, _, rest = home.partition("://")
+    collector = _Collector(f"{scheme}://{rest.split('/', 1)[0]}/", int(max_urls), rules)
+    decoder = _Decoder(bytes(body or b""), max_bytes)
+    sink: _XmlSink | _TextSink | None = None
+    head = b""
+    error: str | None = None
+    try:
+        for chunk in decoder.chunks():
+            if sink is None:
+                # XML or text is decided by the first byte that is not whitespace or a BOM.
+                head += chunk
+                if head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 BOM: only XML can be that
+                    sink, chunk = _XmlSink(collector), head
+                else:
+                    # Leading blank lines would make expat refuse the "<?xml" declaration; the
+                    # protocol asks for UTF-8, so a UTF-8 BOM can go too.
+                    chunk = (head[3:] if head[:3] == b"\xef\xbb\xbf" else head).lstrip(_XML_WS)
+                    if not chunk:
+                        continue
+                    sink = _XmlSink(collector) if chunk[:1] == b"<" else _TextSink(collector)
+                head = b""
+            sink.feed(chunk)
+        if sink is None:
+            error = decoder.error or "empty body"
+        else:
+            sink.finish(not decoder.truncated and decoder.error is None)
+            error = decoder.error
+    except _Stop as stop:
+        error = stop.error
+    except ET.ParseError as exc:
+        error = f"malformed xml: {exc}"
+    return Sitemap(collector.urls, collector.sitemaps, error, decoder.truncated or collector.truncated,
+                   collector.rejected)
