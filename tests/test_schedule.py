@@ -1,0 +1,223 @@
+"""Every rule of the recrawl schedule (crawl/schedule.py)."""
+import math
+
+import numpy as np
+import pytest
+
+from crawl import schedule as S
+
+DAY = 86400.0
+LIMITS = {"min_interval_s": 3600.0, "max_interval_s": 60 * DAY}
+PRIOR = {"prior_min_change_s": 60.0, "prior_max_change_s": 10 * 365 * DAY}
+POLICY = dict(fetch_value_s=50000.0, **LIMITS, **PRIOR)
+IMPORTANCE = {"score_exponent": 0.5, "depth_decay": 0.9, "score_floor": 1e-6}
+
+
+def interval(history, importance=1.0, **overrides):
+    fetch_count, change_count, first, last = history[:4]
+    return S.next_interval(fetch_count, change_count, first, last, importance, **dict(POLICY, **overrides))
+
+
+def poisson_polls(rate, poll_intervals, rng):
+    """(fetch_count, change_count, first, last) after polling a Poisson(rate) page at these intervals."""
+    history = S.record_observation(0, 0, None, None, None, 0.0, None)
+    t = 0.0
+    for dt in poll_intervals:
+        t += dt
+        changed = rng.poisson(rate * dt) > 0
+        history = S.record_observation(*history, t, changed)
+    return history
+
+
+# --------------------------------------------------------------------------- history
+
+def test_record_observation_counts_changes_but_not_the_first_copy():
+    h = S.record_observation(0, 0, None, None, None, 100.0, True)  # nothing to compare with yet
+    assert h == (1, 0, 100.0, 100.0, None)
+    h = S.record_observation(*h, 200.0, False)  # same content, or a 304
+    assert h == (2, 0, 100.0, 200.0, None)
+    h = S.record_observation(*h, 300.0, True)
+    assert h == (3, 1, 100.0, 300.0, 300.0)
+    assert isinstance(h[0], int) and isinstance(h[2], float)
+
+
+def test_record_observation_on_arrays():
+    fc, cc, first, last, changed_at = S.record_observation(
+        np.array([0, 2]), np.array([0, 1]), np.array([np.nan, 10.0]), np.array([np.nan, 50.0]),
+        np.array([np.nan, 50.0]), 90.0, np.array([True, True]))
+    assert fc.tolist() == [1, 3] and cc.tolist() == [0, 2]
+    assert first.tolist() == [90.0, 10.0] and last.tolist() == [90.0, 90.0]
+    assert np.isnan(changed_at[0]) and changed_at[1] == 90.0
+
+
+# --------------------------------------------------------------------------- the estimator
+
+def test_point_estimate_is_cho_garcia_molina_with_one_pseudo_poll():
+    # 11 fetches one day apart = 10 polls, 5 changes; + one pseudo-poll with half a change
+    rate = S.estimate_change_rate(11, 5, 0.0, 10 * DAY, **PRIOR)
+    assert rate == pytest.approx(-math.log((11 - 5.5 + 0.5) / (11 + 0.5)) / DAY)
+    # no comparison yet: the pseudo-poll alone, over the geometric middle of the prior range
+    middle = math.sqrt(PRIOR["prior_min_change_s"] * PRIOR["prior_max_change_s"])
+    assert S.estimate_change_rate(1, 0, 5.0, 5.0, **PRIOR) == pytest.approx(math.log(1.5) / middle)
+    assert S.estimate_change_rate(0, 0, None, None, **PRIOR) == pytest.approx(math.log(1.5) / middle)
+    # never seen to change: ≈ half a change over the time observed, not 0
+    assert S.estimate_change_rate(31, 0, 0.0, 30 * DAY, **PRIOR) == pytest.approx(0.5 / (30 * DAY), rel=0.05)
+    # changed at every poll: finite
+    assert math.isfinite(S.estimate_change_rate(11, 10, 0.0, 10 * DAY, **PRIOR))
+
+
+@pytest.mark.parametrize("regular", [True, False])
+def test_estimator_converges_to_the_true_rate(regular):
+    rng = np.random.default_rng(7)
+    true_rate = 1.0 / DAY
+    polls = np.full(400, 0.5 * DAY) if regular else rng.uniform(0.25, 0.75, 400) * DAY
+    fc, cc, first, last, _ = poisson_polls(true_rate, polls, rng)
+    assert S.estimate_change_rate(fc, cc, first, last, **PRIOR) == pytest.approx(true_rate, rel=0.12)
+
+
+def test_with_a_long_history_the_interval_is_the_known_rate_optimum():
+    rng = np.random.default_rng(11)
+    true_rate = 1.0 / (3 * DAY)
+    target = S.clamp_interval(S.optimal_interval(true_rate, 1.0, POLICY["fetch_value_s"]), **LIMITS)
+    polls = np.full(300, target)  # polled at the optimal interval all along
+    history = poisson_polls(true_rate, polls, rng)
+    assert interval(history) == pytest.approx(target, rel=0.15)
+
+
+# --------------------------------------------------------------------------- interval rules
+
+ESTABLISHED = (7, 3, 0.0, 6 * DAY, 5 * DAY)  # 6 daily polls, 3 changes: a page worth tracking
+
+
+def test_unchanged_content_lengthens_the_interval():
+    before = interval(ESTABLISHED)
+    after = interval(S.record_observation(*ESTABLISHED, 7 * DAY, False))
+    assert after > before
+
+
+def test_changed_content_shortens_the_interval():
+    before = interval(ESTABLISHED)
+    after = interval(S.record_observation(*ESTABLISHED, 7 * DAY, True))
+    assert after < before
+
+
+def test_304s_keep_lengthening_the_interval():
+    history, t, seen = ESTABLISHED, 6 * DAY, [interval(ESTABLISHED)]
+    for _ in range(10):
+        t += seen[-1]
+        history = S.record_observation(*history, t, False)  # 304 Not Modified: an unchanged observation
+        seen.append(interval(history))
+    assert all(b > a for a, b in zip(seen, seen[1:]))
+
+
+def test_a_page_changing_at_every_visit_is_visited_less_and_less():
+    # Cho & Garcia-Molina's optimal policy: a page that changes faster than is worth chasing
+    # gets *longer* intervals the more changes it shows (not Nutch's "changed → shorter").
+    history, t, seen = (1, 0, 0.0, 0.0, None), 0.0, []
+    for _ in range(12):
+        t += interval(history)
+        history = S.record_observation(*history, t, True)
+        seen.append(interval(history))
+    assert all(b > a for a, b in zip(seen[1:], seen[2:]))
+    assert seen[-1] > 2 * seen[0]
+
+
+def test_important_pages_get_shorter_intervals():
+    seen = [interval(ESTABLISHED, w) for w in (0.3, 1.0, 3.0, 10.0, 30.0)]
+    assert all(b < a for a, b in zip(seen, seen[1:]))
+    known = [S.optimal_interval(1 / DAY, w, 5000.0) for w in (1.0, 2.0, 4.0)]
+    assert known[0] > known[1] > known[2]
+
+
+def test_intervals_are_clamped_to_min_and_max():
+    assert interval(ESTABLISHED, 1e6) == LIMITS["min_interval_s"]  # very important: at most min
+    assert interval(ESTABLISHED, 1e-6) == LIMITS["max_interval_s"]  # worthless: at least max
+    assert interval(ESTABLISHED, 0.0) == LIMITS["max_interval_s"]
+    assert interval(ESTABLISHED, fetch_value_s=0.0) == LIMITS["min_interval_s"]  # fetches are free
+    rng = np.random.default_rng(3)
+    fc = rng.integers(0, 50, 500)
+    cc = np.floor(rng.uniform(0, 1, 500) * np.maximum(fc - 1, 0))
+    last = rng.uniform(0, 400 * DAY, 500)
+    got = S.next_interval(fc, cc, np.zeros(500), last, rng.lognormal(0, 3, 500), **POLICY)
+    assert got.min() >= LIMITS["min_interval_s"] and got.max() <= LIMITS["max_interval_s"]
+    assert S.clamp_interval(math.inf, **LIMITS) == LIMITS["max_interval_s"]
+    assert S.clamp_interval(1.0, **LIMITS) == LIMITS["min_interval_s"]
+
+
+def test_arrays_give_the_same_intervals_as_scalars():
+    fc = np.array([1, 4, 9, 30]); cc = np.array([0, 3, 2, 29])
+    first = np.zeros(4); last = np.array([0.0, 3 * DAY, 20 * DAY, 40 * DAY]); w = np.array([1.0, 2.0, 0.5, 5.0])
+    together = S.next_interval(fc, cc, first, last, w, **POLICY)
+    one_by_one = [S.next_interval(int(a), int(b), float(c), float(d), float(e), **POLICY)
+                  for a, b, c, d, e in zip(fc, cc, first, last, w)]
+    assert isinstance(one_by_one[0], float)
+    assert together.tolist() == pytest.approx(one_by_one, rel=1e-12)
+
+
+def test_optimal_interval_meets_the_lagrange_condition():
+    mu = 20000.0
+    for rate, w in ((1 / (30 * DAY), 1.0), (1 / DAY, 2.0), (1 / 3600, 50.0)):
+        iv = S.optimal_interval(rate, w, mu)
+        x = rate * iv
+        assert w * (1 - (1 + x) * math.exp(-x)) / rate == pytest.approx(mu, rel=1e-9)
+    slow = 1 / (3650 * DAY)  # slow pages: I ≈ √(2μ / (wλ)), not 1/λ
+    assert S.optimal_interval(slow, 1.0, mu) == pytest.approx(math.sqrt(2 * mu / slow), rel=0.01)
+    assert S.optimal_interval(1.0 / mu, 1.0, mu) == math.inf  # μλ/w ≥ 1: not worth refreshing
+    assert S.optimal_interval(0.0, 1.0, mu) == math.inf
+
+
+def test_calibrated_fetch_value_meets_the_budget():
+    rng = np.random.default_rng(5)
+    n = 2000
+    fc = rng.integers(1, 20, n)
+    cc = np.floor(rng.uniform(0, 1, n) * (fc - 1))
+    last = (fc - 1) * rng.uniform(0.1, 10, n) * DAY
+    w = rng.lognormal(0, 1, n)
+    budget = n / (5 * DAY)
+    mu = S.calibrate_fetch_value(fc, cc, np.zeros(n), last, w, budget, **LIMITS, **PRIOR)
+    total = np.sum(1.0 / S.next_interval(fc, cc, np.zeros(n), last, w, fetch_value_s=mu, **LIMITS, **PRIOR))
+    assert total == pytest.approx(budget, rel=0.01)
+    huge = S.calibrate_fetch_value(fc, cc, np.zeros(n), last, w, 10 * n / 3600.0, **LIMITS, **PRIOR)
+    tiny = S.calibrate_fetch_value(fc, cc, np.zeros(n), last, w, n / (100 * 60 * DAY), **LIMITS, **PRIOR)
+    assert huge == 0.0 and tiny == math.inf
+
+
+# --------------------------------------------------------------------------- errors
+
+def test_gone_intervals_grow_then_stop_growing_then_stop():
+    seen = [S.gone_interval(k, DAY, 60 * DAY, 10) for k in range(1, 11)]
+    assert seen[:4] == [DAY, 2 * DAY, 4 * DAY, 8 * DAY]
+    assert max(seen) == 60 * DAY and seen[-3:] == [60 * DAY] * 3
+    assert all(b >= a for a, b in zip(seen, seen[1:]))
+    assert S.gone_interval(11, DAY, 60 * DAY, 10) is None  # kept as gone, never due again
+    assert S.gone_interval(1000, DAY, 60 * DAY, 0) == 60 * DAY  # 0: re-checked forever
+
+
+def test_retries_grow_and_stop_after_max_retries():
+    assert [S.retry_interval(k, 3600.0, 3, 60 * DAY) for k in (1, 2, 3)] == [3600.0, 7200.0, 14400.0]
+    assert S.retry_interval(4, 3600.0, 3, 60 * DAY) is None
+    assert S.retry_interval(3, DAY, 10, 2 * DAY) == 2 * DAY  # capped at the max interval
+
+
+# --------------------------------------------------------------------------- priority
+
+def test_importance_from_score_and_depth():
+    imp = lambda s, d: S.importance(s, d, **IMPORTANCE)  # noqa: E731
+    assert imp(1.0, 0) == 1.0  # a seed
+    assert imp(0.5, 1) < imp(0.5, 0) and imp(0.01, 2) < imp(0.04, 2)
+    assert imp(0.0, 0) == pytest.approx(1e-3)  # the floor, compressed: still ranks above nothing
+
+
+def test_priority_overdue_important_then_overdue_unimportant_then_not_due():
+    now = 100 * DAY
+    prio = lambda score, due_at, iv=DAY: S.priority(score, 1, now, due_at, iv, **IMPORTANCE)  # noqa: E731
+    overdue_important = prio(1.0, now - DAY)
+    overdue_unimportant = prio(0.001, now - DAY)
+    not_due = prio(1.0, now + 1)
+    assert overdue_important > overdue_unimportant > not_due == 0.0
+    assert prio(0.1, now - 3 * DAY) > prio(0.1, now - DAY) > prio(0.1, now)  # more overdue first
+    assert prio(0.1, now - DAY, iv=DAY) > prio(0.1, now - DAY, iv=10 * DAY)  # relative to its interval
+    assert S.staleness(now, now, None) == 1.0  # never fetched, due now
+    ranked = np.argsort(-S.priority(np.array([1.0, 0.001, 1.0]), 1, now, np.array([now - DAY, now - DAY, now + 1]),
+                                    DAY, **IMPORTANCE))
+    assert ranked.tolist() == [0, 1, 2]
