@@ -45,6 +45,11 @@ MAX_REPEAT_PERIOD = 3
 # Bound on the per-filter cache of host -> registrable domain (a fetch task sees a few thousand
 # hosts; the bound only guards against a pathological page linking to millions).
 _DOMAIN_CACHE_SIZE = 65536
+# The per-filter memo of verdicts: the same URL recurs on many pages of a site (navigation,
+# footer, popular pages), and a dict lookup is several times cheaper than the checks. URLs up to
+# this many characters, this many of them (some 10 MB at worst); full means start again.
+_VERDICT_CACHE_URL_CHARS = 256
+_VERDICT_CACHE_SIZE = 32768
 
 _Search = Callable[[str], Any]
 
@@ -156,7 +161,8 @@ def _check_strings(name: str, values: Any) -> list[str]:
 
 class LinkFilter:
     """Decides which normalised outlinks are kept; immutable after construction, so one
-    instance is shared by every host of a fetch task (the domain cache is only a memo)."""
+    instance is shared by every host of a fetch task (the domain and verdict caches are only
+    memos)."""
 
     def __init__(self, schemes: Iterable[str], max_url_length: int, max_path_depth: int,
                  max_segment_repeats: int, deny_extensions: Iterable[str],
@@ -184,6 +190,9 @@ class LinkFilter:
             raise ValueError(f"scope must be one of {', '.join(SCOPES)}; got {scope!r}")
         self._scope = scope
         self._domains: dict[str, str] = {}
+        # url -> the reason before the scope check (SCHEME, TOO_LONG) or "" , the netloc, and the
+        # reason after it or "": all that depends on the URL alone (see reject_reason).
+        self._verdicts: dict[str, tuple[str, str, str]] = {}
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "LinkFilter":
@@ -217,11 +226,30 @@ class LinkFilter:
         ``url`` is normalised by crawl.urls; ``source_host`` is the host key (``host`` or
         ``host:port``, as crawl.urls.host_of returns) of the page the link is on.
         """
+        verdict = self._verdicts.get(url)
+        if verdict is None:
+            verdict = self._judge(url)
+            if len(url) <= _VERDICT_CACHE_URL_CHARS:
+                if len(self._verdicts) >= _VERDICT_CACHE_SIZE:
+                    self._verdicts.clear()
+                self._verdicts[url] = verdict
+        early, netloc, late = verdict
+        if early:
+            return early
+        scope = self._scope
+        if scope != "any" and netloc != source_host and (
+                scope == "host" or self._domain_of(netloc) != self._domain_of(source_host)):
+            return SCOPE
+        return late or None
+
+    def _judge(self, url: str) -> tuple[str, str, str]:
+        """(reason of the checks before scope or "", netloc, reason of the checks after it or
+        ""), in the order of the module docstring."""
         sep = url.find("://")
         if sep <= 0 or url[:sep] not in self._schemes:
-            return SCHEME
+            return SCHEME, "", ""
         if len(url) > self._max_url_length:
-            return TOO_LONG
+            return TOO_LONG, "", ""
 
         host_start = sep + 3
         end = url.find("?", host_start)
@@ -230,15 +258,7 @@ class LinkFilter:
         path_start = url.find("/", host_start, end)
         if path_start < 0:  # "http://host" or "http://host?q": not normalised, but harmless
             path_start = end
-
-        scope = self._scope
-        if scope != "any":
-            netloc = url[host_start:path_start]
-            if scope == "host":
-                if netloc != source_host:
-                    return SCOPE
-            elif netloc != source_host and self._domain_of(netloc) != self._domain_of(source_host):
-                return SCOPE
+        netloc = url[host_start:path_start]
 
         path = url[path_start:end]
         slashes = path.count("/")
@@ -248,13 +268,12 @@ class LinkFilter:
         if slashes > self._max_path_depth:
             segments = [s for s in path.split("/") if s]
             if len(segments) > self._max_path_depth:
-                return PATH_DEPTH
+                return "", netloc, PATH_DEPTH
 
         if self._deny_extensions:
-            last = path[path.rfind("/") + 1:]
-            dot = last.rfind(".")
-            if dot >= 0 and last[dot + 1:].lower() in self._deny_extensions:
-                return EXTENSION
+            dot = path.rfind(".")
+            if dot > path.rfind("/") and path[dot + 1:].lower() in self._deny_extensions:
+                return "", netloc, EXTENSION
 
         # More than max_segment_repeats copies need more than that many segments.
         if slashes > self._max_segment_repeats:
@@ -265,18 +284,18 @@ class LinkFilter:
             # All segments distinct (the usual case) means nothing repeats: one C-level check.
             if len(set(segments)) < len(segments) and \
                     _repeats_too_often(segments, self._max_segment_repeats):
-                return REPEATING_PATH
+                return "", netloc, REPEATING_PATH
 
         if self._exclude is not None and self._exclude(url):
-            return EXCLUDED
+            return "", netloc, EXCLUDED
         for search in self._exclude_rest:
             if search(url):
-                return EXCLUDED
+                return "", netloc, EXCLUDED
         if self._has_include:
             if self._include is not None and self._include(url):
-                return None
+                return "", netloc, ""
             for search in self._include_rest:
                 if search(url):
-                    return None
-            return NOT_INCLUDED
-        return None
+                    return "", netloc, ""
+            return "", netloc, NOT_INCLUDED
+        return "", netloc, ""

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser
 
-from crawl.urls import UrlRules, check_url
+from crawl.urls import BaseUrl, UrlRules, check_url
 
 # One query for every element we read: lexbor returns the union in document order, and one tree
 # walk is a little cheaper than four (about 37 us against 45 us on a 50 KB page with 300 links).
@@ -41,12 +40,40 @@ _DIGITS = "0123456789"
 _VALUED_DIRECTIVES = frozenset({"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"})
 _AGENT_PREFIX_RE = re.compile(r"\s*([^\s:,]+)\s*:(.*)", re.S)
 _TOKEN_SPLIT_RE = re.compile(r"[\s,;]+")
-# An href whose result depends on the base URL's scheme and host only (absolute http(s) URL
-# with a host, or an absolute path): RFC 3986 section 5.2.2 takes nothing else from the base.
+# Hrefs starting with these depend on the base URL's scheme and host only (see _Resolver.new).
 # Those recur on every page of a site (navigation, footer), so their check_url result is cached
 # across pages; everything else is cached per page only.
-_ORIGIN_ONLY_HREF_RE = re.compile(r"(?:[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\\s]|/(?![/\\]))")
-_CACHEABLE_HREF_CHARS = 512
+_ORIGIN_ONLY_PREFIXES = ("/", "http://", "https://")
+# Bounds of that cache: hrefs of at most this many characters; in all at most about this many
+# entries (some 30 MB at worst, a few MB for real pages), whole origins dropped least recently
+# used first when it is full.
+_CACHEABLE_HREF_CHARS = 256
+_ORIGIN_CACHE_ENTRIES = 65536
+_ORIGIN_CACHES: dict[tuple[str, UrlRules | None], dict[str, tuple[str | None, str | None]]] = {}
+_origin_cache_entries = 0  # entries added since the last count (see _origin_cache)
+
+
+def clear_caches() -> None:
+    """Empty the process-wide caches of link resolution (this module's and crawl.urls'), as in
+    a fresh process: for benchmarks and tests, never needed for correctness."""
+    global _origin_cache_entries
+    _ORIGIN_CACHES.clear()
+    _origin_cache_entries = 0
+    import crawl.urls
+    for value in vars(crawl.urls).values():
+        if callable(getattr(value, "cache_clear", None)):
+            value.cache_clear()
+
+
+def _lexbor_tag_ids() -> tuple[int, int]:
+    """lexbor's numeric ids of <a> and <area>: comparing ints is cheaper than building the tag
+    name string of every node."""
+    nodes = LexborHTMLParser("<a href=x></a><map><area href=x></map>").css("a, area")
+    ids = {node.tag: node.tag_id for node in nodes}
+    return ids["a"], ids["area"]
+
+
+_TAG_A, _TAG_AREA = _lexbor_tag_ids()
 
 
 @dataclass(frozen=True)
@@ -103,14 +130,19 @@ def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots
     # One pass over the nodes: collect, then resolve once the base URL is known (a <base> may
     # come after the first links; the document base URL is the first <base href> whatever its
     # position, HTML LS section 2.4.1).
-    anchors: list[tuple[str | None, str | None]] = []
+    hrefs: list[str | None] = []
+    rels: list[str | None] = []
     base_href = canonical_href = refresh_content = None
     for node in LexborHTMLParser(html).css(_LINKISH):
+        tag_id = node.tag_id
+        if tag_id == _TAG_A or tag_id == _TAG_AREA:
+            attrs = node.attributes
+            hrefs.append(attrs.get("href"))
+            rels.append(attrs.get("rel"))
+            continue
         tag = node.tag
         attrs = node.attributes
-        if tag == "a" or tag == "area":
-            anchors.append((attrs.get("href"), attrs.get("rel")))
-        elif tag == "meta":
+        if tag == "meta":
             name = attrs.get("name")
             if name:
                 name = name.strip().lower()
@@ -162,8 +194,8 @@ def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots
 
     outlinks: list[str] = []
     if nofollow:
-        if anchors:
-            rejected["nofollow"] = rejected.get("nofollow", 0) + len(anchors)
+        if hrefs:
+            rejected["nofollow"] = rejected.get("nofollow", 0) + len(hrefs)
         return PageLinks(outlinks, canonical, refresh, noindex, nofollow, rejected)
 
     seen = {page_key}
@@ -173,66 +205,111 @@ def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots
             outlinks.append(refresh)
         else:
             rejected["over_cap"] = 1
-    for i, (href, rel) in enumerate(anchors):
-        if len(outlinks) >= max_outlinks:
-            rejected["over_cap"] = rejected.get("over_cap", 0) + len(anchors) - i
+    # The loop below runs for every link of every page: the two caches are read inline, and
+    # resolve() is called only for an href seen neither on this page nor, for an href that needs
+    # only the base's origin, on an earlier page of the same origin.
+    origin_cache, memo = resolve.origin_cache, resolve.memo
+    kept = len(outlinks)
+    for i, href in enumerate(hrefs):
+        if kept >= max_outlinks:
+            rejected["over_cap"] = rejected.get("over_cap", 0) + len(hrefs) - i
             break
+        rel = rels[i]
         if rel and "nofollow" in rel.lower() and _has_token(rel, "nofollow"):
             rejected["nofollow"] = rejected.get("nofollow", 0) + 1
             continue
-        url = resolve(href or "")
-        if url is not None and url not in seen:
+        if href is None:
+            href = ""
+        result = origin_cache.get(href) or memo.get(href) or resolve.new(href)
+        url = result[0]
+        if url is None:
+            reason = result[1]
+            rejected[reason] = rejected.get(reason, 0) + 1
+        elif url not in seen:
             seen.add(url)
             outlinks.append(url)
+            kept += 1
     return PageLinks(outlinks, canonical, refresh, noindex, nofollow, rejected)
 
 
 class _Resolver:
     """check_url(href, base, rules) with a per-page memo (a link repeated on the page costs one
-    dict lookup) and, for hrefs that depend on the base's origin only, the process-wide
-    ``_check_origin_href`` cache. Failures are counted in ``rejected`` on every occurrence."""
+    dict lookup) and, for hrefs that depend on the base's origin only, a process-wide cache per
+    origin (navigation and footer links recur on every page of a site). Calling it counts a
+    failure in ``rejected``; the extraction loop reads ``origin_cache`` and ``memo`` itself."""
 
     def __init__(self, base: str, canonical_base: bool, rules: UrlRules | None, rejected: dict[str, int]):
         self.base = base
         self.rules = rules
         self.rejected = rejected
         self.memo: dict[str, tuple[str | None, str | None]] = {}
+        self.check = BaseUrl(base, rules).check
         # A canonical URL is always scheme://host[:port]/path..., so its origin is a prefix.
         scheme, sep, rest = base.partition("://")
         self.origin = f"{scheme}://{rest.split('/', 1)[0]}/" if canonical_base and sep else None
+        if self.origin is not None:
+            self.origin_cache = _origin_cache(self.origin, rules)
+            self.check_origin = BaseUrl(self.origin, rules).check
+        else:
+            self.origin_cache = {}
 
     def __call__(self, href: str) -> str | None:
-        result = self.memo.get(href)
-        if result is None and not href.strip(_ASCII_WS):
-            # An empty href is a link to the document base URL (HTML LS: "parse the URL ''"),
-            # usually the page itself; check_url alone would call it invalid.
-            result = self.memo[href] = check_url(self.base, None, self.rules)
-        if result is None:
-            # WHATWG URL Standard, basic URL parser: tabs and newlines inside a URL are removed
-            # (templated hrefs broken across lines are common); check_url would reject them.
-            clean = href.replace("\t", "").replace("\n", "").replace("\r", "") if (
-                "\n" in href or "\t" in href or "\r" in href) else href
-            if (self.origin is not None and len(clean) <= _CACHEABLE_HREF_CHARS
-                    and _ORIGIN_ONLY_HREF_RE.match(clean.lstrip())):
-                try:
-                    result = _check_origin_href(clean, self.origin, self.rules)
-                except TypeError:  # unhashable rules: no cross-page cache
-                    result = check_url(clean, self.base, self.rules)
-            else:
-                result = check_url(clean, self.base, self.rules)
-            self.memo[href] = result
+        result = self.origin_cache.get(href) or self.memo.get(href) or self.new(href)
         url, reason = result
         if url is None:
             self.rejected[reason] = self.rejected.get(reason, 0) + 1
         return url
 
+    def new(self, href: str) -> tuple[str | None, str | None]:
+        """Resolve an href not in either cache, and remember the result in the right one."""
+        global _origin_cache_entries
+        if not href.strip(_ASCII_WS):
+            # An empty href is a link to the document base URL (HTML LS: "parse the URL ''"),
+            # usually the page itself; check_url alone would call it invalid.
+            result = self.memo[href] = check_url(self.base, None, self.rules)
+            return result
+        # WHATWG URL Standard, basic URL parser: tabs and newlines inside a URL are removed
+        # (templated hrefs broken across lines are common); check_url would reject them.
+        # (isprintable() is False for those and other rare characters: one scan for the test.)
+        clean = href if href.isprintable() else href.replace("\t", "").replace("\n", "").replace("\r", "")
+        # An absolute URL, a network path ("//host/x") or an absolute path ("/x") resolves the
+        # same against the base's scheme://host/ as against the whole base (RFC 3986 section
+        # 5.2.2 takes nothing else from it): those are shared by every page of the origin.
+        # (Upper-case schemes and leading white space are merely not shared.)
+        if (self.origin is not None and clean.startswith(_ORIGIN_ONLY_PREFIXES)
+                and len(clean) <= _CACHEABLE_HREF_CHARS):
+            result = self.check_origin(clean)
+            if _origin_cache_entries < _ORIGIN_CACHE_ENTRIES:  # bounded within one page too
+                self.origin_cache[href] = result
+                _origin_cache_entries += 1
+            else:
+                self.memo[href] = result
+        else:
+            result = self.memo[href] = self.check(clean)
+        return result
 
-@lru_cache(maxsize=1 << 15)
-def _check_origin_href(href: str, origin: str, rules: UrlRules | None) -> tuple[str | None, str | None]:
-    """check_url for an href that needs only the base's ``scheme://host/`` (see
-    _ORIGIN_ONLY_HREF_RE): the same answer as with the full base URL, shared by all pages of a
-    host in this process. Bounded: 32k entries of at most 512 characters, about 15 MB at worst."""
-    return check_url(href, origin, rules)
+
+def _origin_cache(origin: str, rules: UrlRules | None) -> dict[str, tuple[str | None, str | None]]:
+    """The process-wide cache of origin-only hrefs for ``origin`` (see _ORIGIN_ONLY_PREFIXES),
+    marked most recently used. Once per page, when the entries added since the last count may
+    have filled the cache, it is counted and least recently used origins are dropped."""
+    global _origin_cache_entries
+    key = (origin, rules)
+    try:
+        cache = _ORIGIN_CACHES.pop(key, None)
+    except TypeError:  # unhashable rules: a cache for this page only
+        return {}
+    if _origin_cache_entries >= _ORIGIN_CACHE_ENTRIES // 4:
+        total = sum(map(len, _ORIGIN_CACHES.values())) + (len(cache) if cache else 0)
+        while total > _ORIGIN_CACHE_ENTRIES and _ORIGIN_CACHES:
+            total -= len(_ORIGIN_CACHES.pop(next(iter(_ORIGIN_CACHES))))
+        if total > _ORIGIN_CACHE_ENTRIES:  # this origin alone is over the bound
+            cache = None
+        _origin_cache_entries = 0
+    if cache is None:
+        cache = {}
+    _ORIGIN_CACHES[key] = cache  # (re-)inserted last: dicts keep insertion order, so LRU is first
+    return cache
 
 
 def _has_token(value: str | None, token: str) -> bool:

@@ -71,10 +71,26 @@ class UrlRules:
     session_params: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        # Lists (from TOML) become tuples so the rules stay hashable, the key of _param_matchers.
+        # Lists (from TOML) become tuples so the rules stay hashable (links.py keys caches by them).
         for name in ("tracking_params", "session_params"):
             value = getattr(self, name)
             object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+        # Compiled once per rules value and kept on the instance: the normaliser needs them for
+        # every URL with a query, and the generated dataclass __hash__ rehashes both tuples on
+        # every call (a lookup keyed by the rules would cost more than the lookup saves).
+        object.__setattr__(self, "_matchers", (_compile_patterns(self.tracking_params + self.session_params),
+                                               _compile_patterns(self.session_params)))
+        object.__setattr__(self, "_query_hint", _compile_query_hint(self.tracking_params + self.session_params))
+        object.__setattr__(self, "_query_strip", _compile_query_strip(self.tracking_params + self.session_params))
+        object.__setattr__(self, "_hash", hash((self.tracking_params, self.session_params)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self):
+        # By value: the cached hash and the compiled matchers are rebuilt where it is unpickled
+        # (str hashes differ between processes; the matchers are closures).
+        return (type(self), (self.tracking_params, self.session_params))
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "UrlRules":
@@ -97,12 +113,45 @@ def _compile_patterns(patterns: tuple[str, ...]) -> NameMatcher | None:
     return lambda name: name in exact or name.startswith(prefixes)
 
 
-@functools.lru_cache(maxsize=64)
+def _compile_query_hint(patterns: tuple[str, ...]) -> Callable[[str], Any] | None:
+    """A regex search that finds every ASCII query in which some parameter name may match
+    ``patterns`` (it may also find some in which none does), so the fast path splits and
+    filters only those queries. Built from the lower-cased patterns under IGNORECASE: for an
+    ASCII name, ``name.lower() == pattern.lower()`` (or startswith) implies a match."""
+    lowered = [p.lower() for p in patterns]
+    exact = [re.escape(p) for p in lowered if not p.endswith("*")]
+    prefixes = [re.escape(p[:-1]) for p in lowered if p.endswith("*")]
+    alternatives = []
+    if exact:
+        alternatives.append(f"(?:{'|'.join(exact)})(?=[=&]|$)")
+    if prefixes:
+        alternatives.append(f"(?:{'|'.join(prefixes)})")
+    if not alternatives:
+        return None
+    return re.compile(f"(?:^|&)(?:{'|'.join(alternatives)})", re.IGNORECASE).search
+
+
+def _compile_query_strip(patterns: tuple[str, ...]) -> Callable[[str], Any] | None:
+    """A regex match that, on an ASCII query piece, says exactly what the query matcher says of
+    the piece's name: the lower-cased patterns under IGNORECASE and ASCII (so only ASCII letters
+    fold, as str.lower() does on an ASCII name). A pattern with "=" or "&" can match no name."""
+    lowered = [p.lower() for p in patterns]
+    exact = [re.escape(p) for p in lowered if not p.endswith("*") and "=" not in p and "&" not in p]
+    prefixes = [re.escape(p[:-1]) for p in lowered if p.endswith("*") and "=" not in p and "&" not in p]
+    alternatives = []
+    if exact:
+        alternatives.append(f"(?:{'|'.join(exact)})(?:=|\\Z)")
+    if prefixes:
+        alternatives.append(f"(?:{'|'.join(prefixes)})")
+    if not alternatives:
+        return None
+    return re.compile("|".join(alternatives), re.IGNORECASE | re.ASCII).match
+
+
 def _param_matchers(rules: UrlRules) -> tuple[NameMatcher | None, NameMatcher | None]:
     """(query matcher: tracking + session names, path-parameter matcher: session names only),
-    compiled once per rules value; a job holds one UrlRules, so this is a cache hit per URL."""
-    return (_compile_patterns(rules.tracking_params + rules.session_params),
-            _compile_patterns(rules.session_params))
+    compiled when the rules were made."""
+    return rules._matchers  # type: ignore[attr-defined]
 
 
 def _requote_match(match: re.Match[str]) -> str:
@@ -210,6 +259,171 @@ def _resolve(ref: str, base: str) -> str:
     return f"{based.scheme}://{based.netloc}{path}" + (f"?{query}" if query else "")
 
 
+# ---------------------------------------------------------------------------------------------
+# The fast path: most links on real pages are plain ASCII made of characters that need no
+# percent-encoding, with a lower-case http(s) scheme and a simple host. For those, splitting
+# with one regex and resolving with string operations gives exactly what urlsplit, _resolve and
+# _requote give (tests/test_urls_property.py compares both paths on generated URLs), at a
+# fraction of the cost. Anything else takes the general path below.
+#
+# Characters that _requote leaves alone in a path (RFC 3986 unreserved, sub-delims, ":", "@",
+# "/"), and in a query also "?"; and the percent-escapes it leaves alone: upper-case hex of a
+# byte that is no unreserved character (%2D %2E %30-%39 %41-%5A %5F %61-%7A %7E are decoded).
+_PLAIN_PATH = r"A-Za-z0-9\-._~!$&'()*+,;=:@/"
+_PLAIN_ESCAPE = r"%(?:[0189A-F][0-9A-F]|2[0-9A-CF]|3[A-F]|40|5[B-E]|60|7[B-DF])"
+_PLAIN_PATH_RUN = rf"[{_PLAIN_PATH}]*(?:{_PLAIN_ESCAPE}[{_PLAIN_PATH}]*)*"
+_PLAIN_QUERY_RUN = rf"[{_PLAIN_PATH}?]*(?:{_PLAIN_ESCAPE}[{_PLAIN_PATH}?]*)*"
+# After the path: an optional query, an optional fragment (dropped, so any character but the
+# controls _normalize rejects). The path either is empty or starts with "/", as urlsplit's path
+# does after a netloc; path and query exclude "?" and "#" where urlsplit would split.
+_PLAIN_TAIL = rf"(?:\?({_PLAIN_QUERY_RUN}))?(?:#[^\x00-\x1f\x7f]*)?"
+# scheme (lower-case, so urlsplit's lower-casing is a no-op), host (no userinfo, brackets or
+# non-ASCII; _ascii_host validates it), port (digits only), path, query.
+_PLAIN_ABSOLUTE_RE = re.compile(
+    rf"(https?)://([A-Za-z0-9.\-_]+)(?::([0-9]{{1,5}}))?((?:/{_PLAIN_PATH_RUN})?){_PLAIN_TAIL}")
+_PLAIN_RELATIVE_RE = re.compile(rf"({_PLAIN_PATH_RUN}){_PLAIN_TAIL}")
+# A reference and its base longer than this together take the general path, which checks the
+# resolved length; below it the resolved URL cannot exceed MAX_URL_LENGTH.
+_PLAIN_MAX_CHARS = MAX_URL_LENGTH - 64
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_origin(scheme: str, host: str, port: str | None) -> str | None:
+    """``scheme://host[:port]`` in canonical form, exactly as _normalize would write it for this
+    netloc, or None when _normalize would reject it (then the general path says why)."""
+    ascii_host = _ascii_host(host.lower())
+    if ascii_host is None:
+        return None
+    if port is None:
+        return f"{scheme}://{ascii_host}"
+    number = int(port)  # urlsplit's .port: leading zeros read, 0..65535
+    if number == _DEFAULT_PORTS[scheme]:
+        return f"{scheme}://{ascii_host}"
+    if number == 0 or number > 65535:
+        return None
+    return f"{scheme}://{ascii_host}:{number}"
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_base(base: str) -> tuple[str, str, str, str, int] | None:
+    """(canonical origin, scheme, path, query, length) of a plain base URL: what _resolve takes
+    from urlsplit(base); None when the base is not plain. Cached: the links of a page share it."""
+    match = _PLAIN_ABSOLUTE_RE.fullmatch(base)
+    if match is None:
+        return None
+    scheme, host, port, path, query = match.groups()
+    origin = _plain_origin(scheme, host, port)
+    if origin is None:
+        return None
+    return origin, scheme, path, query or "", len(base)
+
+
+def _plain_canonical(raw: str, base: str | None, rules: UrlRules | None) -> str | None:
+    """normalize_url(raw, base, rules) for a plain reference (see above), or None when ``raw``
+    is not one, or anything about it is unusual: the caller then takes the general path. Never
+    raises and never returns anything but the general path's answer. ``raw`` is stripped,
+    non-empty and at most MAX_URL_LENGTH characters long."""
+    return _plain(raw, _plain_base(base) if base.__class__ is str else None, rules)
+
+
+def _plain(raw: str, based: tuple[str, str, str, str, int] | None, rules: UrlRules | None) -> str | None:
+    """_plain_canonical with the base already split by _plain_base (None: no plain base)."""
+    if raw.startswith(("http://", "https://")):  # absolute: _resolve returns it as it is
+        match = _PLAIN_ABSOLUTE_RE.fullmatch(raw)
+        if match is None:
+            return None
+        scheme, host, port, path, query = match.groups()
+        origin = _plain_origin(scheme, host, port)
+        if origin is None:
+            return None
+    elif based is None or len(raw) + based[4] > _PLAIN_MAX_CHARS:
+        return None
+    elif raw[0] == "/" and raw[1:2] != "/":  # absolute path: only the base's origin counts
+        match = _PLAIN_RELATIVE_RE.fullmatch(raw)
+        if match is None:
+            return None
+        path, query = match.groups()
+        origin = based[0]
+    elif raw[1:2] == "/" and raw[0] == "/":  # network-path reference: the base's scheme
+        match = _PLAIN_ABSOLUTE_RE.fullmatch(f"{based[1]}:{raw}")
+        if match is None:
+            return None
+        scheme, host, port, path, query = match.groups()
+        origin = _plain_origin(scheme, host, port)
+        if origin is None:
+            return None
+    else:
+        colon = raw.find(":")
+        # A ":" before any "/", "?" or "#" may end a scheme ("mailto:", "http:g"): general path.
+        if colon >= 0 and raw.find("/", 0, colon) < 0 and raw.find("?", 0, colon) < 0 \
+                and raw.find("#", 0, colon) < 0:
+            return None
+        match = _PLAIN_RELATIVE_RE.fullmatch(raw)
+        if match is None:
+            return None
+        path, query = match.groups()
+        origin, _scheme, base_path, base_query, _length = based
+        # RFC 3986 section 5.2.2, as _resolve: no path takes the base's (and its query when
+        # the reference has no "?"); a relative path is merged with the base's directory.
+        if not path:
+            path = base_path
+            if query is None:
+                query = base_query
+        elif path[0] == "." and "/." not in base_path:
+            path = _merge_dotted(base_path[:base_path.rfind("/") + 1] or "/", path)
+        else:
+            path = (base_path[:base_path.rfind("/") + 1] or "/") + path
+    path_matcher = query_strip = None
+    if rules is not None:
+        path_matcher = rules._matchers[1]  # type: ignore[attr-defined]
+        if path_matcher is not None and ";" in path:
+            path = _strip_path_params(path, path_matcher)
+        query_strip = rules._query_strip  # type: ignore[attr-defined]
+    if "/." in path:  # _remove_dot_segments' own test, without the call for the usual path
+        path = _remove_dot_segments(path)
+    elif not path:
+        path = "/"
+    if query:
+        # _normalize_query: split on "&", drop empty pieces and stripped parameters, sort.
+        if "&" in query:
+            pieces = query.split("&")
+            if query_strip is not None and rules._query_hint(query):  # type: ignore[union-attr]
+                pieces = [p for p in pieces if p and not query_strip(p)]
+            elif "" in pieces:
+                pieces = [p for p in pieces if p]
+            pieces.sort()
+            query = "&".join(pieces)
+        elif query_strip is not None and query_strip(query):
+            query = ""
+        canonical = f"{origin}{path}?{query}" if query else f"{origin}{path}"
+    else:
+        canonical = f"{origin}{path}"
+    return canonical if len(canonical) <= MAX_URL_LENGTH else None
+
+
+def _merge_dotted(base_dir: str, ref_path: str) -> str:
+    """_remove_dot_segments(base_dir + ref_path) for a reference path starting with "." and a
+    base directory ("/" or "/a/b/") without dot segments: leading "../" drop a directory and
+    leading "./" nothing, the usual relative links done with slicing instead of a segment loop.
+    Anything else (a dot segment later on, "." or ".." alone) takes the general function."""
+    rest = ref_path
+    ups = 0
+    while True:
+        if rest.startswith("../"):
+            ups += 1
+            rest = rest[3:]
+        elif rest.startswith("./"):
+            rest = rest[2:]
+        else:
+            break
+    if rest.startswith(".") or "/." in rest:
+        return _remove_dot_segments(base_dir + ref_path)
+    while ups and base_dir != "/":
+        base_dir = base_dir[:base_dir.rfind("/", 0, -1) + 1]
+        ups -= 1
+    return base_dir + rest
+
+
 def normalize_url(url: str, base: str | None = None, rules: UrlRules | None = None) -> str:
     """Return the canonical form of ``url`` (resolved against ``base`` if given; tracking and
     session-id parameters stripped if ``rules`` is given) or raise InvalidUrl."""
@@ -221,8 +435,40 @@ def normalize_url(url: str, base: str | None = None, rules: UrlRules | None = No
 
 def check_url(url: str, base: str | None = None, rules: UrlRules | None = None) -> tuple[str | None, str | None]:
     """``(canonical, None)`` or ``(None, reason)``: normalize_url that never raises."""
+    if url.__class__ is str:  # the fast path first, without the calls in between
+        raw = url.strip()
+        if raw and len(raw) <= MAX_URL_LENGTH:
+            canonical = _plain(raw, _plain_base(base) if base.__class__ is str else None, rules)
+            if canonical is not None:
+                return canonical, None
+    return _check_general(url, base, rules)
+
+
+class BaseUrl:
+    """One base URL against which many references are checked: ``BaseUrl(base, rules).check(href)``
+    is ``check_url(href, base, rules)``, with the base split once (the links of a page share
+    one base)."""
+    __slots__ = ("base", "rules", "_based")
+
+    def __init__(self, base: str, rules: UrlRules | None = None):
+        self.base = base
+        self.rules = rules
+        self._based = _plain_base(base) if base.__class__ is str else None
+
+    def check(self, url: str) -> tuple[str | None, str | None]:
+        if url.__class__ is str:
+            raw = url.strip()
+            if raw and len(raw) <= MAX_URL_LENGTH:
+                canonical = _plain(raw, self._based, self.rules)
+                if canonical is not None:
+                    return canonical, None
+        return _check_general(url, self.base, self.rules)
+
+
+def _check_general(url: str, base: str | None, rules: UrlRules | None) -> tuple[str | None, str | None]:
+    """check_url without the fast path."""
     try:
-        return _normalize(url, base, rules), None
+        return _normalize(url, base, rules, plain=False), None
     except InvalidUrl as exc:
         return None, exc.reason
     except UnicodeError:
@@ -231,7 +477,7 @@ def check_url(url: str, base: str | None = None, rules: UrlRules | None = None) 
         return None, "unparseable"
 
 
-def _normalize(url: str, base: str | None, rules: UrlRules | None) -> str:
+def _normalize(url: str, base: str | None, rules: UrlRules | None, plain: bool = True) -> str:
     if not isinstance(url, str):
         raise InvalidUrl("not a string", "unparseable")
     raw = url.strip()
@@ -239,6 +485,15 @@ def _normalize(url: str, base: str | None, rules: UrlRules | None) -> str:
         raise InvalidUrl("empty URL", "empty")
     if len(raw) > MAX_URL_LENGTH:  # before any parsing: huge inputs cost nothing more
         raise InvalidUrl(f"URL longer than {MAX_URL_LENGTH} characters", "too_long")
+    if plain:
+        canonical = _plain_canonical(raw, base, rules)
+        if canonical is not None:
+            return canonical
+    return _normalize_general(raw, base, rules)
+
+
+def _normalize_general(raw: str, base: str | None, rules: UrlRules | None) -> str:
+    """_normalize for any stripped, non-empty ``raw`` of at most MAX_URL_LENGTH characters."""
     if _CONTROL_RE.search(raw):
         raise InvalidUrl("URL contains control characters", "control_chars")
     try:

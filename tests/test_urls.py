@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from crawl.config import build_config
@@ -200,3 +202,44 @@ def test_keys_are_stable():
     assert host_bucket("a.com", 16) == host_bucket("a.com", 16)
     assert all(0 <= host_bucket(f"h{i}.com", 16) < 16 for i in range(200))
     assert len({host_bucket(f"h{i}.com", 16) for i in range(200)}) == 16
+
+
+@pytest.mark.parametrize("href", [
+    "https://www.example.com/news/2024/story-12/", "http://example.com", "https://example.com:8443/x?b=2&a=1",
+    "/about/", "/search?q=a+b&page=2", "story-12.html", "../other/page.html", "./x", "?page=2", "#top",
+    "//cdn.example.com/a.js", "/shop/item?utm_source=x&id=3", "/cart;jsessionid=AB12?item=1",
+    "/caf%C3%A9", "https://twitter.com/intent/tweet?url=https%3A%2F%2Fa.com%2Fx&text=a%20b",
+    "../../a/./b/", "./", "../", "?", "#",
+])
+def test_common_links_take_the_fast_path(href):
+    """The common shapes of links are normalised without urlsplit (tests/test_urls_property.py
+    proves the fast path gives the general path's answer)."""
+    from crawl import urls
+    base = "https://www.example.com/news/2024/page.html?x=1"
+    assert urls._plain_canonical(href, base, RULES) == normalize_url(href, base, RULES)
+
+
+@pytest.mark.parametrize("href", [
+    "HTTP://example.com/", "/caf%c3%a9", "/%7Euser", "/100%", "/café", "/a b", "mailto:x@example.com", "http:relative",
+    "http://user@example.com/", "http://[::1]/", "http://example.com:0/", "/a\\b", "http://ex ample.com/",
+])
+def test_unusual_links_take_the_general_path(href):
+    from crawl import urls
+    assert urls._plain_canonical(href, "https://www.example.com/dir/page.html", RULES) is None
+
+
+def test_plain_escapes_are_exactly_those_requote_keeps():
+    """The fast path accepts a %XX escape only where _requote would leave it as it is."""
+    from crawl import urls
+    for byte in range(256):
+        for escape in (f"%{byte:02X}", f"%{byte:02x}"):
+            kept = urls._requote(escape, urls._PATH_REWRITE_RE) == escape
+            assert bool(re.fullmatch(urls._PLAIN_ESCAPE, escape)) == kept, escape
+
+
+def test_rules_pickle_by_value():
+    """UrlRules keeps a hash and compiled matchers; a copy in another process rebuilds both."""
+    import pickle
+    copy = pickle.loads(pickle.dumps(RULES))
+    assert copy == RULES and hash(copy) == hash(RULES)
+    assert check_url("http://a.com/?utm_source=1&b=2", None, copy) == ("http://a.com/?b=2", None)

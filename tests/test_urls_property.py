@@ -145,3 +145,104 @@ def test_path_and_query(path_segments, query, fragment, rules):
     url = "http://a.com/" + "/".join(path_segments)
     url += (f"?{query}" if query is not None else "") + (f"#{fragment}" if fragment is not None else "")
     assert_canonical(url, None, rules)
+
+
+# --------------------------------------------------------------------------- fast path == general path
+# crawl.urls normalises plain references (ASCII, nothing to percent-encode, lower-case http(s))
+# with string operations instead of urlsplit; whenever it answers, the answer must be the
+# general path's, byte for byte. The URLs below are built from plain characters, and a quarter of
+# them get one character that must send them to the general path, so both sides of every
+# boundary are generated (dot segments, path parameters, ports, host shapes, schemes, escapes).
+
+from crawl import urls as _urls  # noqa: E402
+
+_PLAIN = "abcxyzABZ019-._~!$&'()*+,;=:@"
+_SPECIAL = list("%/?#[]\\ü \"<>^`{|}") + ["\x7f", "\u00a0", "\ud800"]
+# escapes the fast path keeps as they are (upper-case hex of a byte that is no unreserved character)
+_KEPT_ESCAPES = ["%20", "%C3", "%A9", "%3D", "%26", "%3F", "%23", "%25", "%2F", "%3B", "%00", "%7F", "%FF"]
+plain_text = st.lists(st.sampled_from(list(_PLAIN) * 3 + _KEPT_ESCAPES), max_size=8).map("".join)
+plain_segments = st.one_of(st.sampled_from([".", "..", "", "a", "index.html", "a;jsessionid=1", "b;SID=2;v=3",
+                                            ".;sid=1", "..;x=1", "x:y", "@"]), plain_text)
+plain_queries = st.one_of(st.just(None), st.lists(
+    st.one_of(st.sampled_from(["utm_source=x", "UTM_Medium=y", "gclid=1", "a=1", "b=2", "b", "", "q=a?b",
+                               "a=1&b", "s=1", "x1=y", "SID", "sid=", "utm_", "q=a%26b", "utm%5Fx=1",
+                               "aspsessionidAB=1", "=x"]), plain_text), max_size=5).map("&".join))
+plain_hosts = st.one_of(st.sampled_from(["example.com", "Example.COM", "www.a-b.co.uk", "a_b.de", "x", "-x.com",
+                                         "a..b", "a.", "xn--bcher-kva.example", "127.0.0.1", "a" * 64 + ".com"]),
+                        st.lists(st.text(alphabet="abzZ09-_", min_size=1, max_size=5), min_size=1, max_size=3)
+                        .map(lambda labels: ".".join(labels + ["com"])))
+plain_ports = st.sampled_from([""] * 12 + [":80", ":443", ":8080", ":0080", ":0", ":65535", ":65536", ":99999",
+                               ":", ":x", ":123456"])
+
+
+@st.composite
+def plain_urls(draw, absolute_only=False):
+    """A reference or a base: plain most of the time, with the odd character that is not."""
+    path = "/".join(draw(st.lists(plain_segments, max_size=5)))
+    query, fragment = draw(plain_queries), draw(st.one_of(st.just(None), plain_text))
+    tail = path + (f"?{query}" if query is not None else "") + (f"#{fragment}" if fragment is not None else "")
+    forms = ["absolute"] if absolute_only else ["absolute", "network", "root", "relative", "relative",
+                                                "dots", "query", "fragment", "scheme_like"]
+    form = draw(st.sampled_from(forms))
+    if form == "absolute":
+        scheme = draw(st.sampled_from(["http", "https"] * 4 + ["HTTP", "Https", "ftp"]))
+        url = f"{scheme}://{draw(plain_hosts)}{draw(plain_ports)}" + ("/" if draw(st.booleans()) else "") + tail
+    elif form == "network":
+        url = f"//{draw(plain_hosts)}{draw(plain_ports)}/{tail}"
+    elif form == "root":
+        url = "/" + tail
+    elif form == "dots":
+        url = draw(st.sampled_from(["../", "./", "../../", ".", ".."])) + tail
+    elif form == "query":
+        url = "?" + (query or "")
+    elif form == "fragment":
+        url = "#" + (fragment or "")
+    elif form == "scheme_like":
+        url = draw(st.sampled_from(["mailto:", "javascript:", "http:", "https:", "a:", "tel:"])) + tail
+    else:
+        url = tail
+    return _spoil(draw, url)
+
+
+def _spoil(draw, url: str) -> str:
+    """A quarter of the URLs get one character (or escape) that the fast path must refuse."""
+    if draw(st.integers(0, 3)) != 3:  # (hypothesis favours 0: that is the unspoilt URL)
+        return url
+    at = draw(st.integers(0, len(url)))
+    return url[:at] + draw(st.sampled_from(_SPECIAL + ["%2e", "%2E", "%41", "%7E", "%5F", "%c3", "%zz", "%4"])) + url[at:]
+
+
+plain_bases = st.one_of(plain_urls(absolute_only=True),
+                        st.sampled_from([BASE, "http://Bücher.example:8080/a;jsessionid=1/b/", "https://a.com",
+                                         "https://a.com?x=1", "http://a.com/b/c?d=e#f", "http://u@a.com/x"]))
+
+
+def assert_fast_path_exact(ref: str, base: str | None, rules: UrlRules | None) -> None:
+    raw = ref.strip()
+    if not raw or len(raw) > MAX_URL_LENGTH:  # _normalize answers these before either path
+        return
+    fast = _urls._plain_canonical(raw, base, rules)
+    event("fast path" if fast is not None else "general path")
+    if fast is not None:
+        assert _urls._normalize_general(raw, base, rules) == fast
+        assert check_url(ref, base, rules) == (fast, None)
+
+
+@settings(max_examples=1200, **FIXED)
+@given(plain_urls(), plain_bases, rules_or_none)
+def test_fast_path_equals_general_path(ref, base, rules):
+    assert_fast_path_exact(ref, base, rules)
+
+
+@settings(max_examples=300, **FIXED)
+@given(plain_urls(absolute_only=True), rules_or_none)
+def test_fast_path_equals_general_path_without_base(url, rules):
+    assert_fast_path_exact(url, None, rules)
+
+
+@settings(max_examples=300, **FIXED)
+@given(plain_bases, rules_or_none)
+def test_fast_path_equals_general_path_on_bases(base, rules):
+    """Every base is also a reference (absolute, or resolved against itself)."""
+    assert_fast_path_exact(base, None, rules)
+    assert_fast_path_exact(base, base, rules)
