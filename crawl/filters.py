@@ -45,11 +45,6 @@ MAX_REPEAT_PERIOD = 3
 # Bound on the per-filter cache of host -> registrable domain (a fetch task sees a few thousand
 # hosts; the bound only guards against a pathological page linking to millions).
 _DOMAIN_CACHE_SIZE = 65536
-# The per-filter memo of verdicts: the same URL recurs on many pages of a site (navigation,
-# footer, popular pages), and a dict lookup is several times cheaper than the checks. URLs up to
-# this many characters, this many of them (some 10 MB at worst); full means start again.
-_VERDICT_CACHE_URL_CHARS = 256
-_VERDICT_CACHE_SIZE = 32768
 
 _Search = Callable[[str], Any]
 
@@ -161,8 +156,7 @@ def _check_strings(name: str, values: Any) -> list[str]:
 
 class LinkFilter:
     """Decides which normalised outlinks are kept; immutable after construction, so one
-    instance is shared by every host of a fetch task (the domain and verdict caches are only
-    memos)."""
+    instance is shared by every host of a fetch task (the domain cache is only a memo)."""
 
     def __init__(self, schemes: Iterable[str], max_url_length: int, max_path_depth: int,
                  max_segment_repeats: int, deny_extensions: Iterable[str],
@@ -190,9 +184,6 @@ class LinkFilter:
             raise ValueError(f"scope must be one of {', '.join(SCOPES)}; got {scope!r}")
         self._scope = scope
         self._domains: dict[str, str] = {}
-        # url -> the reason before the scope check (SCHEME, TOO_LONG) or "" , the netloc, and the
-        # reason after it or "": all that depends on the URL alone (see reject_reason).
-        self._verdicts: dict[str, tuple[str, str, str]] = {}
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "LinkFilter":
@@ -226,76 +217,68 @@ class LinkFilter:
         ``url`` is normalised by crawl.urls; ``source_host`` is the host key (``host`` or
         ``host:port``, as crawl.urls.host_of returns) of the page the link is on.
         """
-        verdict = self._verdicts.get(url)
-        if verdict is None:
-            verdict = self._judge(url)
-            if len(url) <= _VERDICT_CACHE_URL_CHARS:
-                if len(self._verdicts) >= _VERDICT_CACHE_SIZE:
-                    self._verdicts.clear()
-                self._verdicts[url] = verdict
-        early, netloc, late = verdict
-        if early:
-            return early
-        scope = self._scope
-        if scope != "any" and netloc != source_host and (
-                scope == "host" or self._domain_of(netloc) != self._domain_of(source_host)):
-            return SCOPE
-        return late or None
-
-    def _judge(self, url: str) -> tuple[str, str, str]:
-        """(reason of the checks before scope or "", netloc, reason of the checks after it or
-        ""), in the order of the module docstring."""
+        # String methods with start/end bounds read the URL in place: no slice is made but the
+        # netloc (for scope) and the path when its segments are needed. (A memo of verdicts per
+        # URL did not pay: measured with bench/extract.py, a bounded one was slower than none.)
         sep = url.find("://")
         if sep <= 0 or url[:sep] not in self._schemes:
-            return SCHEME, "", ""
-        if len(url) > self._max_url_length:
-            return TOO_LONG, "", ""
+            return SCHEME
+        end = len(url)
+        if end > self._max_url_length:
+            return TOO_LONG
 
         host_start = sep + 3
-        end = url.find("?", host_start)
-        if end < 0:
-            end = len(url)
+        query = url.find("?", host_start)
+        if query >= 0:
+            end = query
         path_start = url.find("/", host_start, end)
         if path_start < 0:  # "http://host" or "http://host?q": not normalised, but harmless
             path_start = end
-        netloc = url[host_start:path_start]
 
-        path = url[path_start:end]
-        slashes = path.count("/")
+        scope = self._scope
+        if scope != "any":
+            netloc = url[host_start:path_start]
+            if scope == "host":
+                if netloc != source_host:
+                    return SCOPE
+            elif netloc != source_host and self._domain_of(netloc) != self._domain_of(source_host):
+                return SCOPE
+
+        slashes = url.count("/", path_start, end)
         # Each non-empty segment follows a "/", so the slash count bounds the segment count and
         # the exact count is only needed for the rare long path.
         segments = None
         if slashes > self._max_path_depth:
-            segments = [s for s in path.split("/") if s]
+            segments = [s for s in url[path_start:end].split("/") if s]
             if len(segments) > self._max_path_depth:
-                return "", netloc, PATH_DEPTH
+                return PATH_DEPTH
 
         if self._deny_extensions:
-            dot = path.rfind(".")
-            if dot > path.rfind("/") and path[dot + 1:].lower() in self._deny_extensions:
-                return "", netloc, EXTENSION
+            dot = url.rfind(".", path_start, end)  # in the last segment if after its last "/"
+            if dot > url.rfind("/", path_start, end) and url[dot + 1:end].lower() in self._deny_extensions:
+                return EXTENSION
 
         # More than max_segment_repeats copies need more than that many segments.
         if slashes > self._max_segment_repeats:
             if segments is None:
-                segments = path.strip("/").split("/")
+                segments = url[path_start:end].strip("/").split("/")
                 if "" in segments:  # "//" cannot survive normalisation, but be exact anyway
                     segments = [s for s in segments if s]
             # All segments distinct (the usual case) means nothing repeats: one C-level check.
             if len(set(segments)) < len(segments) and \
                     _repeats_too_often(segments, self._max_segment_repeats):
-                return "", netloc, REPEATING_PATH
+                return REPEATING_PATH
 
         if self._exclude is not None and self._exclude(url):
-            return "", netloc, EXCLUDED
+            return EXCLUDED
         for search in self._exclude_rest:
             if search(url):
-                return "", netloc, EXCLUDED
+                return EXCLUDED
         if self._has_include:
             if self._include is not None and self._include(url):
-                return "", netloc, ""
+                return None
             for search in self._include_rest:
                 if search(url):
-                    return "", netloc, ""
-            return "", netloc, NOT_INCLUDED
-        return "", netloc, ""
+                    return None
+            return NOT_INCLUDED
+        return None

@@ -74,6 +74,8 @@ def _lexbor_tag_ids() -> tuple[int, int]:
 
 
 _TAG_A, _TAG_AREA = _lexbor_tag_ids()
+# Stands for a rel=nofollow link in the list of hrefs (never a cache key: no href is it).
+_NOFOLLOW = object()
 
 
 @dataclass(frozen=True)
@@ -130,15 +132,19 @@ def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots
     # One pass over the nodes: collect, then resolve once the base URL is known (a <base> may
     # come after the first links; the document base URL is the first <base href> whatever its
     # position, HTML LS section 2.4.1).
-    hrefs: list[str | None] = []
-    rels: list[str | None] = []
+    # The href of every <a>/<area> in document order ("" for a missing value), or _NOFOLLOW for
+    # one whose rel says nofollow (decided here, while its attributes are at hand).
+    hrefs: list[str | object] = []
     base_href = canonical_href = refresh_content = None
     for node in LexborHTMLParser(html).css(_LINKISH):
         tag_id = node.tag_id
         if tag_id == _TAG_A or tag_id == _TAG_AREA:
             attrs = node.attributes
-            hrefs.append(attrs.get("href"))
-            rels.append(attrs.get("rel"))
+            rel = attrs.get("rel")
+            if rel and "nofollow" in rel.lower() and _has_token(rel, "nofollow"):
+                hrefs.append(_NOFOLLOW)
+            else:
+                hrefs.append(attrs.get("href") or "")
             continue
         tag = node.tag
         attrs = node.attributes
@@ -198,37 +204,38 @@ def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots
             rejected["nofollow"] = rejected.get("nofollow", 0) + len(hrefs)
         return PageLinks(outlinks, canonical, refresh, noindex, nofollow, rejected)
 
-    seen = {page_key}
+    # seen: the outlinks so far in document order (a dict keeps insertion order), after the
+    # page itself, which is never an outlink.
+    seen = {page_key: None}
     if refresh is not None:
         if max_outlinks > 0:
-            seen.add(refresh)
-            outlinks.append(refresh)
+            seen[refresh] = None
         else:
             rejected["over_cap"] = 1
     # The loop below runs for every link of every page: the two caches are read inline, and
-    # resolve() is called only for an href seen neither on this page nor, for an href that needs
-    # only the base's origin, on an earlier page of the same origin.
-    origin_cache, memo = resolve.origin_cache, resolve.memo
-    kept = len(outlinks)
+    # resolve.new() is called only for an href seen neither on this page nor, for an href that
+    # needs only the base's origin, on an earlier page of the same origin.
+    origin_cache, memo, new = resolve.origin_cache, resolve.memo, resolve.new
+    room = max_outlinks - len(seen) + 1
     for i, href in enumerate(hrefs):
-        if kept >= max_outlinks:
+        if room <= 0:
             rejected["over_cap"] = rejected.get("over_cap", 0) + len(hrefs) - i
             break
-        rel = rels[i]
-        if rel and "nofollow" in rel.lower() and _has_token(rel, "nofollow"):
-            rejected["nofollow"] = rejected.get("nofollow", 0) + 1
-            continue
-        if href is None:
-            href = ""
-        result = origin_cache.get(href) or memo.get(href) or resolve.new(href)
+        result = origin_cache.get(href) or memo.get(href)
+        if result is None:
+            if href is _NOFOLLOW:
+                rejected["nofollow"] = rejected.get("nofollow", 0) + 1
+                continue
+            result = new(href)
         url = result[0]
         if url is None:
             reason = result[1]
             rejected[reason] = rejected.get(reason, 0) + 1
         elif url not in seen:
-            seen.add(url)
-            outlinks.append(url)
-            kept += 1
+            seen[url] = None
+            room -= 1
+    outlinks = list(seen)
+    del outlinks[0]  # the page itself
     return PageLinks(outlinks, canonical, refresh, noindex, nofollow, rejected)
 
 
@@ -300,9 +307,13 @@ def _origin_cache(origin: str, rules: UrlRules | None) -> dict[str, tuple[str | 
     except TypeError:  # unhashable rules: a cache for this page only
         return {}
     if _origin_cache_entries >= _ORIGIN_CACHE_ENTRIES // 4:
-        total = sum(map(len, _ORIGIN_CACHES.values())) + (len(cache) if cache else 0)
-        while total > _ORIGIN_CACHE_ENTRIES and _ORIGIN_CACHES:
-            total -= len(_ORIGIN_CACHES.pop(next(iter(_ORIGIN_CACHES))))
+        try:
+            total = sum(map(len, _ORIGIN_CACHES.values())) + (len(cache) if cache else 0)
+            while total > _ORIGIN_CACHE_ENTRIES and _ORIGIN_CACHES:
+                total -= len(_ORIGIN_CACHES.pop(next(iter(_ORIGIN_CACHES))))
+        except RuntimeError:  # changed by another thread while counted: start again
+            _ORIGIN_CACHES.clear()
+            total = len(cache) if cache else 0
         if total > _ORIGIN_CACHE_ENTRIES:  # this origin alone is over the bound
             cache = None
         _origin_cache_entries = 0

@@ -136,6 +136,41 @@ def test_same_href_on_pages_of_different_hosts_resolves_per_page():
     assert links(html, page="http://a.com/3").outlinks == ["http://a.com/nav", "http://x.org/p", "http://cdn.org/i"]
 
 
+def test_nofollow_links_after_the_cap_count_as_over_cap():
+    html = '<a href="/1">1</a><a href="/2" rel="nofollow">2</a><a href="/3">3</a><a href="/4" rel="nofollow">4</a>'
+    assert links(html, cap=2).rejected == {"nofollow": 1, "over_cap": 1}
+    assert links(html, cap=1).rejected == {"over_cap": 3}
+    assert links(html, cap=2).outlinks == ["http://a.com/1", "http://a.com/3"]
+
+
+def test_results_do_not_depend_on_the_cross_page_cache(monkeypatch):
+    """The per-origin cache is a memo only: cold, warm, evicted or disabled, the same links."""
+    from crawl import links as links_module
+    pages = [(f"http://s{i % 3}.org/d{i % 2}/p{i}.html",
+              "".join(f'<a href="{h}">x</a>' for h in ("/nav", "/nav?b=2&a=1&utm_source=x", f"/p{i}", "rel",
+                                                       "http://o.org/x", "//cdn.org/y", "../up", "/p1",
+                                                       "HTTP://S0.ORG/", "mailto:a@b", "/caf%C3%A9", "/café")))
+             for i in range(12)]
+    rules = UrlRules(("utm_*",), ())
+    links_module.clear_caches()
+    cold = [extract_links(h, u, 100, rules=rules) for u, h in pages]
+    warm = [extract_links(h, u, 100, rules=rules) for u, h in pages]
+    monkeypatch.setattr(links_module, "_ORIGIN_CACHE_ENTRIES", 4)  # evicts all the time
+    links_module.clear_caches()
+    evicted = [extract_links(h, u, 100, rules=rules) for u, h in pages]
+    assert cold == warm == evicted
+    assert sum(map(len, links_module._ORIGIN_CACHES.values())) <= 2 * 4 + 12  # bounded (a page may add a few)
+    # and every outlink is exactly what check_url says for its href and the page URL
+    for (url, html), result in zip(pages, cold):
+        hrefs = [h.split('"')[0] for h in html.split('href="')[1:]]
+        expected = []
+        for href in hrefs:
+            canonical = check_url(href, url, rules)[0]
+            if canonical is not None and canonical != check_url(url, None, rules)[0] and canonical not in expected:
+                expected.append(canonical)
+        assert result.outlinks == expected
+
+
 # ------------------------------------------------------------------------------ hostile input
 
 def test_wrong_charset_bytes_nul_bytes_and_garbage_never_raise():

@@ -209,7 +209,7 @@ def test_keys_are_stable():
     "/about/", "/search?q=a+b&page=2", "story-12.html", "../other/page.html", "./x", "?page=2", "#top",
     "//cdn.example.com/a.js", "/shop/item?utm_source=x&id=3", "/cart;jsessionid=AB12?item=1",
     "/caf%C3%A9", "https://twitter.com/intent/tweet?url=https%3A%2F%2Fa.com%2Fx&text=a%20b",
-    "../../a/./b/", "./", "../", "?", "#",
+    "../../a/./b/", "./", "../", "?", "#", "HTTP://Example.com/x",
 ])
 def test_common_links_take_the_fast_path(href):
     """The common shapes of links are normalised without urlsplit (tests/test_urls_property.py
@@ -219,8 +219,18 @@ def test_common_links_take_the_fast_path(href):
     assert urls._plain_canonical(href, base, RULES) == normalize_url(href, base, RULES)
 
 
+@pytest.mark.parametrize("href", ["javascript:void(0)", "mailto:x@example.com", "tel:+1-555", "data:,x", "Ftp:x"])
+def test_other_schemes_are_rejected_on_the_fast_path(href):
+    from crawl import urls
+    base = "https://www.example.com/dir/page.html"
+    assert urls._plain_canonical(href, base, RULES) == ""
+    assert check_url(href, base, RULES) == urls.BaseUrl(base, RULES).check(href) == (None, "scheme")
+    with pytest.raises(InvalidUrl, match="unsupported scheme"):
+        normalize_url(href, base, RULES)
+
+
 @pytest.mark.parametrize("href", [
-    "HTTP://example.com/", "/caf%c3%a9", "/%7Euser", "/100%", "/café", "/a b", "mailto:x@example.com", "http:relative",
+    "/caf%c3%a9", "/%7Euser", "/100%", "/café", "/a b", "http:relative", "javascript://x", "mailto:\x7f",
     "http://user@example.com/", "http://[::1]/", "http://example.com:0/", "/a\\b", "http://ex ample.com/",
 ])
 def test_unusual_links_take_the_general_path(href):

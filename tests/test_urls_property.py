@@ -4,6 +4,7 @@ free of every parameter the rules strip. Derandomized, so CI runs the same examp
 import re
 from urllib.parse import urlsplit
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -198,7 +199,8 @@ def plain_urls(draw, absolute_only=False):
     elif form == "fragment":
         url = "#" + (fragment or "")
     elif form == "scheme_like":
-        url = draw(st.sampled_from(["mailto:", "javascript:", "http:", "https:", "a:", "tel:"])) + tail
+        url = draw(st.sampled_from(["mailto:", "javascript:", "http:", "https:", "a:", "tel:", "HTTP:", "hTTps:",
+                                    "x+y.z-1:", "1a:", "a b:", "data:", "ü:"])) + tail
     else:
         url = tail
     return _spoil(draw, url)
@@ -222,10 +224,17 @@ def assert_fast_path_exact(ref: str, base: str | None, rules: UrlRules | None) -
     if not raw or len(raw) > MAX_URL_LENGTH:  # _normalize answers these before either path
         return
     fast = _urls._plain_canonical(raw, base, rules)
-    event("fast path" if fast is not None else "general path")
-    if fast is not None:
+    event("fast path" if fast else "fast path: scheme rejected" if fast == "" else "general path")
+    if fast == "":  # the fast path says: rejected for its scheme
+        with pytest.raises(InvalidUrl) as error:
+            _urls._normalize_general(raw, base, rules)
+        assert error.value.reason == "scheme"
+        assert check_url(ref, base, rules) == (None, "scheme")
+    elif fast is not None:
         assert _urls._normalize_general(raw, base, rules) == fast
         assert check_url(ref, base, rules) == (fast, None)
+    if base is not None:  # BaseUrl is check_url with the base split once
+        assert _urls.BaseUrl(base, rules).check(ref) == check_url(ref, base, rules)
 
 
 @settings(max_examples=1200, **FIXED)
