@@ -24,7 +24,7 @@ setup(
         "pandas>=2.0,<3",
         "warcio>=1.7",
         # MinHash for the per-host near-duplicate (trap) signal and as the dedup peer
-        "datasketch>=1.6",
+        "datasketch>=2.0",
     ],
     extras_require={"test": ["pytest>=8", "hypothesis>=6.100"]},
     entry_points={"console_scripts": ["deltacrawl=jobs.cli:main"]},

@@ -104,26 +104,41 @@ def build_config(conf_file: str | None = None, overrides: Mapping[str, Any] | No
 
 
 def _validate(cfg: dict[str, Any]) -> None:
+    from crawl.filters import LinkFilter
     from crawl.politeness import validate_overrides
     try:
         cfg["fetch.host_overrides"] = validate_overrides(cfg["fetch.host_overrides"])
     except ValueError as exc:
         raise ConfigError(f"config key 'fetch.host_overrides': {exc}") from None
+    try:
+        LinkFilter.from_config(cfg)  # bad regexes or scope: one clear message now, not in a task
+    except ValueError as exc:
+        raise ConfigError(f"discovery: {exc}") from None
     positive = ["crawldb.host_buckets", "generate.max_urls_per_host", "generate.top_n", "generate.lease_s",
                 "fetch.max_concurrency", "fetch.max_body_bytes", "fetch.total_timeout_s",
                 "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.time_limit_s", "fetch.max_backoff_s", "fetch.max_consecutive_errors",
                 "fetch.robots_max_bytes", "spark.shuffle_partitions", "parse.max_outlinks",
                 "update.refetch_interval_s", "update.retry_interval_s", "parse.workers",
-                "parse.memory_limit_mb", "parse.time_limit_s", "warc.max_file_bytes", "warc.gzip_level"]
+                "parse.memory_limit_mb", "parse.time_limit_s", "warc.max_file_bytes", "warc.gzip_level",
+                "dedup.max_band_candidates", "discovery.bloom_max_mb", "discovery.max_url_length",
+                "discovery.max_path_depth", "discovery.max_urls_per_host_total", "discovery.trap_min_pages",
+                "discovery.trap_min_budget", "sitemaps.max_files_per_host", "sitemaps.max_urls_per_host",
+                "sitemaps.max_urls_per_file", "sitemaps.max_bytes_per_file"]
     for key in positive:
         if cfg[key] <= 0:
             raise ConfigError(f"config key '{key}' must be > 0, got {cfg[key]}")
+    if not 0 <= cfg["dedup.max_hamming"] <= 3:
+        raise ConfigError("config key 'dedup.max_hamming' must be 0..3 (4 SimHash bands find pairs within 3 bits)")
+    for key in ("dedup.min_jaccard", "dedup.duplicate_link_factor", "discovery.bloom_fpr"):
+        if not 0 <= cfg[key] <= 1:
+            raise ConfigError(f"config key '{key}' must be in [0, 1], got {cfg[key]}")
     if not 1 <= cfg["warc.gzip_level"] <= 9:
         raise ConfigError(f"config key 'warc.gzip_level' must be 1..9, got {cfg['warc.gzip_level']}")
     non_negative = ["fetch.delay_s", "fetch.max_redirects", "fetch.delay_factor", "fetch.max_delay_s", "fetch.max_wait_in_cycle_s",
                     "fetch.robots_retry_s", "fetch.max_crawl_delay_s", "fetch.tasks", "fetch.robots_ttl_s",
                     "update.max_retries", "update.max_depth", "devweb.hosts", "devweb.pages_per_host",
-                    "devweb.port", "devweb.crawl_delay_s", "stats.top_hosts"]
+                    "devweb.port", "devweb.crawl_delay_s", "stats.top_hosts", "sitemaps.ttl_s",
+                    "discovery.max_segment_repeats", "discovery.trap_new_urls_per_page"]
     for key in non_negative:
         if cfg[key] < 0:
             raise ConfigError(f"config key '{key}' must be >= 0, got {cfg[key]}")

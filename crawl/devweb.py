@@ -112,7 +112,9 @@ Unless the behaviour says otherwise, robots.txt allows everything::
                           /bom.html, /nul.html, /empty.html (0 bytes),
                           /many-links.html (100,000 links to /l/<i>.html), /image.png,
                           /doc.pdf, /page.xhtml (application/xhtml+xml)
-    traps                 /cal/<year>/<month> links to the next and previous months;
+    traps                 /cal/<year>/<month> links to the next and previous months and
+                          to its days /cal/<year>/<month>/<day> (1..28), which link to
+                          the next day and their month: an exploding, near-identical space;
                           /s/<id>/page links to /s/<new id>/page; /a/ links to a/
                           (/a/a/, /a/a/a/, ...)
 
@@ -719,9 +721,17 @@ class DevWeb:
                 return None
             ny, nm = (y, mo + 1) if mo < 12 else (y + 1, 1)
             py, pm = (y, mo - 1) if mo > 1 else (y - 1, 12)
+            if m.group(3) is not None:  # a day: next day, and its month
+                d = int(m.group(3))
+                if not 1 <= d <= 28:
+                    return None
+                nxt = f"/cal/{y}/{mo}/{d + 1}" if d < 28 else f"/cal/{ny}/{nm}/1"
+                return _html(f"Calendar {y}-{mo:02d}-{d:02d}",
+                             [(nxt, "Next day"), (f"/cal/{y}/{mo}", "Month"), ("/", "Home")])
             links = [(f"/cal/{ny}/{nm}", "Next month")]
             if py >= 1:
                 links.append((f"/cal/{py}/{pm}", "Previous month"))
+            links += [(f"/cal/{y}/{mo}/{d}", f"Day {d}") for d in range(1, 29)]
             return _html(f"Calendar {y}-{mo:02d}", links + [("/", "Home")])
         m = _SESSION_RE.match(path)
         if m:
@@ -1016,7 +1026,7 @@ _LAST_MODIFIED = "Thu, 01 Jan 2026 00:00:00 GMT"
 _LAST_MODIFIED_TS = email.utils.parsedate_to_datetime(_LAST_MODIFIED).timestamp()
 _REDIRECT_CODES = (301, 302, 303, 307, 308)
 _REDIRECT_RE = re.compile(r"^/r(\d{1,3})/(\d{1,3})$")
-_CAL_RE = re.compile(r"^/cal/(\d{1,5})/(\d{1,2})$")
+_CAL_RE = re.compile(r"^/cal/(\d{1,5})/(\d{1,2})(?:/(\d{1,2}))?$")
 _SESSION_RE = re.compile(r"^/s/([A-Za-z0-9_-]{1,64})/page$")
 _REPEAT_RE = re.compile(r"^/(a/)+$")
 _LEAF_RE = re.compile(r"^/l/(\d{1,6})\.html$")

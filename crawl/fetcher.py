@@ -37,29 +37,24 @@ import hashlib
 import heapq
 import itertools
 import time
-import zlib
 from collections import OrderedDict, deque
 from typing import Any, Iterable, Mapping, Protocol
 
 import aiohttp
 
-from crawl.parse import is_parseable, parse_page
+from crawl.discovery import HostLinks, TaskLinks
+from crawl.http import ERROR_TEXT_LIMIT, Body, error_text, read_body
+from crawl.parse import ParseOptions, is_parseable, parse_page
 from crawl.politeness import adaptive_gap, decayed_backoff, host_override, next_backoff, parse_retry_after
+from crawl.sitemap_reader import SitemapReader
 from crawl.robots import UNREACHABLE_STATUS, RobotsPolicy, effective_delay, policy_from_fetch
 from crawl.status import FetchStatus, classify_http_status
 from crawl.urls import InvalidUrl, normalize_url
 
 FETCHLIST_FIELDS = ("url", "url_hash", "host", "host_bucket", "depth", "score", "segment_id",
                     "etag", "last_modified", "robots_status", "robots_txt", "robots_fetched_at",
-                    "backoff_s", "redirect_hops")
+                    "backoff_s", "redirect_hops", "sitemaps", "sitemaps_fetched_at")
 MAX_ROBOTS_REDIRECTS = 5
-_ERROR_TEXT_LIMIT = 300
-_CHUNK = 65536
-
-
-def _error_text(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    return text[:_ERROR_TEXT_LIMIT]
 
 
 class Archive(Protocol):
@@ -74,72 +69,23 @@ class Archive(Protocol):
 
 
 class Parser(Protocol):
-    """Turns an HTML body into outlinks (crawl.parse.ParserPool)."""
-    async def parse(self, body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> Any: ...
-
-
-class Body:
-    """A response body read under a byte limit, decompressed by us (never more than the limit)."""
-
-    def __init__(self, data: bytes, truncated: bool, encoding_error: str | None = None):
-        self.data = data
-        self.truncated = truncated
-        self.encoding_error = encoding_error
-
-
-async def read_body(resp: aiohttp.ClientResponse, limit: int) -> Body:
-    """Read the body: at most ``limit`` raw bytes and at most ``limit`` decoded bytes."""
-    encoding = (resp.headers.get("Content-Encoding") or "").strip().lower()
-    compressed = encoding in ("gzip", "x-gzip", "deflate")
-    decompressor = None
-    out = bytearray()
-    raw = 0
-    try:
-        async for chunk in resp.content.iter_chunked(_CHUNK):
-            raw += len(chunk)
-            if not compressed:
-                out += chunk
-            else:
-                data = chunk
-                if decompressor is None:
-                    decompressor = _decompressor(encoding, data)
-                while data and len(out) <= limit:
-                    out += decompressor.decompress(data, limit + 1 - len(out))
-                    data = decompressor.unconsumed_tail
-                    if decompressor.eof and decompressor.unused_data:
-                        # gzip allows several members back to back (RFC 1952 section 2.2)
-                        data = decompressor.unused_data
-                        decompressor = _decompressor(encoding, data)
-            if len(out) > limit or raw > limit:
-                return Body(bytes(out[:limit]), True)
-        if decompressor is not None:
-            out += decompressor.flush()
-            if not decompressor.eof:
-                return Body(bytes(out[:limit]), len(out) > limit, f"incomplete {encoding} body")
-    except zlib.error as exc:
-        return Body(bytes(out[:limit]), False, f"bad {encoding} body: {exc}")
-    if len(out) > limit:
-        return Body(bytes(out[:limit]), True)
-    return Body(bytes(out), False)
-
-
-def _decompressor(encoding: str, head: bytes):
-    if encoding != "deflate":
-        return zlib.decompressobj(wbits=31)
-    # RFC 9110 "deflate" means zlib-wrapped, but many servers send raw deflate: look at the header
-    zlib_wrapped = len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0
-    return zlib.decompressobj(wbits=15 if zlib_wrapped else -15)
+    """Turns an HTML body into outlinks (crawl.parse.BatchingParser / ParserPool)."""
+    async def parse(self, body: bytes, url: str, content_type_header: str | None, options: ParseOptions,
+                    x_robots_tag: str | None = None) -> Any: ...
+    async def call(self, fn: Any, *args: Any) -> Any: ...
 
 
 class TaskContext:
     """What every host of one task shares."""
 
     def __init__(self, cfg: Mapping[str, Any], session: aiohttp.ClientSession,
-                 archive: Archive | None, parser: Parser | None):
+                 archive: Archive | None, parser: Parser | None, links: TaskLinks | None = None):
         self.cfg = cfg
         self.session = session
         self.archive = archive
         self.parser = parser
+        self.links = links if links is not None else TaskLinks(cfg)
+        self.parse_options = ParseOptions.from_config(cfg)
         self.deadline = time.monotonic() + float(cfg["fetch.time_limit_s"])
         self.request_headers = [("User-Agent", cfg["fetch.user_agent"]),
                                 ("Accept-Encoding", "gzip, deflate"),
@@ -169,6 +115,8 @@ class HostQueue:
         self.policy: RobotsPolicy | None = None
         self.consecutive_errors = 0
         self.results: list[dict[str, Any]] = []
+        self.links: HostLinks = ctx.links.for_host(host)
+        self.sitemaps = SitemapReader(self)
         first = rows[0]
         self.host_row: dict[str, Any] = {
             "kind": "host", "host": host, "host_bucket": first["host_bucket"],
@@ -185,7 +133,7 @@ class HostQueue:
     # -- bookkeeping -------------------------------------------------------------------------
     @property
     def done(self) -> bool:
-        return not self.pending and self.policy is not None
+        return not self.pending and self.policy is not None and not self.sitemaps.queue
 
     @property
     def can_start_more(self) -> bool:
@@ -200,12 +148,14 @@ class HostQueue:
                "content_length": None, "truncated": False, "content_hash": None, "etag": None,
                "last_modified": None, "redirect_to": None, "error": None, "outlinks": [],
                "parse_error": None, "warc_file": None, "warc_offset": None, "warc_length": None,
-               "payload_digest": None, "redirect_hops": row.get("redirect_hops")}
+               "payload_digest": None, "redirect_hops": row.get("redirect_hops"), "canonical": None,
+               "noindex": None, "text_hash": None, "simhash": None, "signature": None}
         out.update(fields)
         return out
 
     def give_up(self, fetch_status: str, reason: str) -> None:
         """Report every URL still queued as not fetched in this cycle (they stay due)."""
+        self.sitemaps.queue.clear()
         while self.pending:
             self.results.append(self._outcome(self.pending.popleft(), fetch_status, error=reason))
 
@@ -244,6 +194,8 @@ class HostQueue:
             self.host_row["mean_response_ms"] = 1000.0 * sum(self._durations) / len(self._durations)
         if self.host_row["backoff_s"] is None:
             self.host_row["backoff_s"] = self.penalty  # what is left of it carries to the next cycle
+        self.host_row.update(self.links.summary())
+        self.host_row.update(self.sitemaps.summary())
         return self.host_row
 
     # -- the work ----------------------------------------------------------------------------
@@ -258,6 +210,10 @@ class HostQueue:
     async def _step(self) -> None:
         if self.policy is None:
             await self._robots()
+            self.sitemaps.plan()
+            return
+        if self.sitemaps.queue:
+            await self.sitemaps.read_next()
             return
         while self.pending:
             row = self.pending[0]
@@ -301,7 +257,7 @@ class HostQueue:
                 self.host_row["robots_error"] = f"more than {MAX_ROBOTS_REDIRECTS} redirects"
         except (InvalidUrl, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             status, body = UNREACHABLE_STATUS, b""
-            self.host_row["robots_error"] = _error_text(exc)
+            self.host_row["robots_error"] = error_text(exc)
         finally:
             self._request_ended(started)
         policy = policy_from_fetch(status, body, agent, max_bytes)
@@ -355,10 +311,10 @@ class HostQueue:
             self.host_row["errors"] += 1
             if not isinstance(exc, (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, UnicodeError)):
                 self.results.append(self._outcome(row, FetchStatus.NETWORK_ERROR,
-                                                  error=f"internal error: {_error_text(exc)}"))
+                                                  error=f"internal error: {error_text(exc)}"))
                 return
             self.consecutive_errors += 1
-            self.results.append(self._outcome(row, FetchStatus.NETWORK_ERROR, error=_error_text(exc),
+            self.results.append(self._outcome(row, FetchStatus.NETWORK_ERROR, error=error_text(exc),
                                               elapsed_ms=int((time.monotonic() - started) * 1000)))
             if self.consecutive_errors >= int(cfg["fetch.max_consecutive_errors"]):
                 self._stop_for_cycle(f"{self.consecutive_errors} network errors in a row")
@@ -403,30 +359,40 @@ class HostQueue:
         if body is not None:
             fields.update(content_length=len(body.data), truncated=body.truncated)
             if body.encoding_error:
-                fields["error"] = body.encoding_error[:_ERROR_TEXT_LIMIT]
+                fields["error"] = body.encoding_error[:ERROR_TEXT_LIMIT]
         if fetch_status == FetchStatus.OK:
             fields["content_hash"] = hashlib.sha1(body.data).hexdigest()
             self.host_row["pages_fetched"] += 1
             if is_parseable(ctype, body.data[:1024]):
-                await self._parse(url, body.data, ctype, fields)
+                await self._parse(url, body.data, ctype, fields, ", ".join(resp.headers.getall("X-Robots-Tag", [])) or None)
         elif fetch_status == FetchStatus.REDIRECT:
             fields["redirect_to"] = redirect_to
-            fields["outlinks"] = [redirect_to]
+            fields["outlinks"] = self.links.keep([redirect_to])
         elif 300 <= code < 400 and code != 304:
-            fields["error"] = f"redirect without a usable Location: {location!r}"[:_ERROR_TEXT_LIMIT]
+            fields["error"] = f"redirect without a usable Location: {location!r}"[:ERROR_TEXT_LIMIT]
         self._archive(row, resp, request_headers, body, fetched_at, fields)
         return self._outcome(row, fetch_status, **fields)
 
-    async def _parse(self, url: str, body: bytes, ctype: str | None, fields: dict[str, Any]) -> None:
-        max_outlinks = int(self.ctx.cfg["parse.max_outlinks"])
+    async def _parse(self, url: str, body: bytes, ctype: str | None, fields: dict[str, Any],
+                     x_robots_tag: str | None) -> None:
+        options = self.ctx.parse_options
         if self.ctx.parser is not None:
-            result = await self.ctx.parser.parse(body, url, ctype, max_outlinks)
-            fields["outlinks"] = list(result.outlinks)
-            fields["parse_error"] = result.error
+            result = await self.ctx.parser.parse(body, url, ctype, options, x_robots_tag)
         else:  # in-process (parse.isolate = false): same decoding and extraction, no child
-            result = parse_page(body, url, ctype, max_outlinks)
-            fields["outlinks"] = list(result.outlinks)
-            fields["parse_error"] = result.error
+            result = parse_page(body, url, ctype, options, x_robots_tag)
+        links = self.links
+        links.add_rejects(result.rejected)
+        candidates = list(result.outlinks)
+        if result.canonical and result.canonical not in candidates:
+            candidates.append(result.canonical)  # a hint: crawled as a URL of its own
+        fields["outlinks"] = links.keep(candidates)
+        fields["canonical"] = result.canonical
+        fields["noindex"] = bool(result.noindex)
+        fields["parse_error"] = result.error
+        links.add_signature(result.signature)
+        fields["text_hash"] = result.text_hash
+        fields["simhash"] = result.simhash
+        fields["signature"] = result.signature
 
     def _archive(self, row: Mapping[str, Any], resp: aiohttp.ClientResponse, request_headers: dict[str, str],
                  body: Body | None, fetched_at: float, fields: dict[str, Any]) -> None:
@@ -490,9 +456,9 @@ async def run_queues(queues: list[HostQueue], ctx: TaskContext) -> None:
             exc = task.exception()
             if exc is not None:
                 # a bug or unforeseen failure in one host must not lose the other hosts' work
-                queue.host_row["robots_error"] = queue.host_row["robots_error"] or _error_text(exc)
+                queue.host_row["robots_error"] = queue.host_row["robots_error"] or error_text(exc)
                 queue.host_row["errors"] += 1
-                queue.give_up(FetchStatus.NOT_ATTEMPTED, f"internal error: {_error_text(exc)}")
+                queue.give_up(FetchStatus.NOT_ATTEMPTED, f"internal error: {error_text(exc)}")
             elif not queue.done and not queue.in_heap:
                 heapq.heappush(heap, (queue.next_allowed, next(order), queue))
                 queue.in_heap = True
@@ -503,7 +469,8 @@ async def run_queues(queues: list[HostQueue], ctx: TaskContext) -> None:
 
 
 async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
-                      archive: Archive | None = None, parser: Parser | None = None) -> list[dict[str, Any]]:
+                      archive: Archive | None = None, parser: Parser | None = None,
+                      bloom: Any = None) -> list[dict[str, Any]]:
     """Fetch every URL of ``rows`` (any number of hosts), politely; return url and host rows."""
     groups = group_by_host(rows)
     if not groups:
@@ -517,7 +484,7 @@ async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
                                      headers={"User-Agent": cfg["fetch.user_agent"]},
                                      cookie_jar=aiohttp.DummyCookieJar()) as session:
-        ctx = TaskContext(cfg, session, archive, parser)
+        ctx = TaskContext(cfg, session, archive, parser, TaskLinks(cfg, bloom))
         queues = [HostQueue(host, host_rows, ctx) for host, host_rows in groups.items()]
         await run_queues(queues, ctx)
     out: list[dict[str, Any]] = []
@@ -528,6 +495,9 @@ async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
 
 
 def fetch_partition(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
-                    archive: Archive | None = None, parser: Parser | None = None) -> list[dict[str, Any]]:
-    """Entry point for one Spark task: run the event loop over this partition's hosts."""
-    return asyncio.run(fetch_hosts(list(rows), cfg, archive, parser))
+                    archive: Archive | None = None, parser: Parser | None = None,
+                    bloom: Any = None) -> list[dict[str, Any]]:
+    """Entry point for one Spark task: run the event loop over this partition's hosts.
+    ``bloom`` (crawl.bloom.BloomFilter) drops outlinks the crawldb already knows."""
+    return asyncio.run(fetch_hosts(list(rows), cfg, archive, parser, bloom))
+

@@ -374,19 +374,67 @@ class TextFingerprint(NamedTuple):
     text_hash: int   # exact-duplicate key, signed 64-bit
     simhash: int     # near-duplicate fingerprint, signed 64-bit; 0 when words == 0
     words: int       # number of normalised words; 0 means "no text", skip it in dedup
+    signature: bytes | None = None  # MinHash of the word set (``word_set_signature``); None without words
+
+
+SIGNATURE_PERMUTATIONS = 64
+_MERSENNE61 = np.uint64((1 << 61) - 1)
+_MAX32 = np.uint64((1 << 32) - 1)
+_SIGNATURE_PERMS: np.ndarray | None = None
+
+
+def _signature_permutations() -> np.ndarray:
+    """(a, b) of the 64 permutations h -> (a h + b) mod (2^61 - 1), drawn as datasketch's legacy
+    scheme draws them (seed 1). Built here: importing datasketch pulls in scipy, too heavy for
+    the memory-limited parser child this runs in."""
+    global _SIGNATURE_PERMS
+    if _SIGNATURE_PERMS is None:
+        gen = np.random.RandomState(1)
+        _SIGNATURE_PERMS = np.array([(gen.randint(1, _MERSENNE61, dtype=np.uint64),
+                                      gen.randint(0, _MERSENNE61, dtype=np.uint64))
+                                     for _ in range(SIGNATURE_PERMUTATIONS)], dtype=np.uint64).T
+    return _SIGNATURE_PERMS
+
+
+def _signature_of(words: np.ndarray) -> bytes | None:
+    """MinHash (Broder 1997) of a set of word hashes: 64 uint64 values, as bytes."""
+    if len(words) == 0:
+        return None
+    hv = np.unique(words & _MAX32)
+    a, b = _signature_permutations()
+    out = np.full(SIGNATURE_PERMUTATIONS, _MAX32, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for lo in range(0, len(hv), 4096):  # bounds the (words x 64) matrix to 2 MiB
+            phv = np.bitwise_and((hv[lo:lo + 4096, None] * a + b) % _MERSENNE61, _MAX32)
+            np.minimum(out, phv.min(axis=0), out=out)
+    return out.tobytes()
+
+
+def word_set_signature(text: str) -> bytes | None:
+    """The 64-permutation MinHash of the set of normalised words of ``text`` (bytes of 64
+    uint64), or None for text without words. Two pages' signatures agree in about a Jaccard
+    share of their 64 positions: the near-duplicate test that survives 1-10 % edits
+    (bench/dedup_quality.py), and the per-host trap signal (crawl/discovery.py)."""
+    if not isinstance(text, str):
+        return None
+    return _signature_of(_word_hashes(_normalised_codepoints(text[:SIMHASH_MAX_CHARS])))
 
 
 def fingerprint(text: str) -> TextFingerprint:
-    """``text_hash``, ``simhash`` and the word count of ``text``, normalising it once."""
+    """``text_hash``, ``simhash``, the word count and the word-set signature of ``text``,
+    normalising it once."""
     if not isinstance(text, str):
         text = ""
     cps = _normalised_codepoints(text)
     n_words = int(np.count_nonzero(cps == _SPACE)) + 1 if len(cps) else 0  # single spaces
     if len(text) <= SIMHASH_MAX_CHARS:
-        sh = _simhash_of(_features(_word_hashes(cps), SIMHASH_SHINGLES), SIMHASH_WEIGHTING)
+        words = _word_hashes(cps)
+        sh = _simhash_of(_features(words, SIMHASH_SHINGLES), SIMHASH_WEIGHTING)
+        sig = _signature_of(words)
     else:
         sh = simhash(text)
-    return TextFingerprint(_text_hash_of(cps.tobytes().decode("utf-32-le")), sh, n_words)
+        sig = word_set_signature(text)
+    return TextFingerprint(_text_hash_of(cps.tobytes().decode("utf-32-le")), sh, n_words, sig)
 
 
 # --------------------------------------------------------------------------------------------

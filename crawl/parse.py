@@ -4,8 +4,9 @@ Three layers:
 
   * ``decode_html`` picks the charset (BOM, HTTP header, ``<meta>`` prescan, utf-8, and a
     windows-1252 fallback for undeclared pages that are plainly not utf-8) and never raises;
-  * ``parse_page`` decodes, extracts outlinks with ``crawl.links.extract_outlinks`` and reads
-    ``<title>``, in-process; it never raises either, but it cannot protect the process from a
+  * ``parse_page`` decodes, extracts links and robots directives with
+    ``crawl.links.extract_links``, reads ``<title>`` and computes the page's text fingerprints
+    (crawl/fingerprint.py), in-process; it never raises either, but it cannot protect the process from a
     page that makes the parser hang, eat all memory or crash in native code;
   * ``ParserPool`` runs ``parse_page`` in child processes (``ProcessPoolExecutor`` with the
     forkserver start method) under an address-space limit (``RLIMIT_AS``) and a wall-clock
@@ -35,12 +36,14 @@ import time
 import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 from selectolax.lexbor import LexborHTMLParser
 
-from crawl.links import extract_outlinks
+from crawl.fingerprint import fingerprint, page_text
+from crawl.links import extract_links
+from crawl.urls import UrlRules
 
 _ERROR_TEXT_LIMIT = 300
 _TITLE_LIMIT = 1000
@@ -49,11 +52,29 @@ _START_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
+class ParseOptions:
+    """What parse_page needs besides the page (picklable: it travels to the child with each batch)."""
+    max_outlinks: int
+    rules: UrlRules | None = None       # tracking / session parameters to strip (crawl.urls)
+    agent: str = "deltacrawl"           # our robots product token, for <meta name=...> and X-Robots-Tag
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> "ParseOptions":
+        return cls(int(cfg["parse.max_outlinks"]), UrlRules.from_config(cfg), str(cfg["fetch.robots_agent"]))
+
+
+@dataclass(frozen=True)
 class ParseResult:
     outlinks: list[str]
     charset: str              # Python codec name of the encoding actually used ("" if not decoded)
     title: str | None         # whitespace-collapsed <title> text; None when absent or blank
     error: str | None         # None, or "parse_error: <why>"
+    canonical: str | None = None   # <link rel=canonical>, a hint (crawl.links)
+    noindex: bool = False          # <meta name=robots> or X-Robots-Tag says noindex
+    rejected: Mapping[str, int] = field(default_factory=dict)  # links dropped by the extractor, by reason
+    text_hash: int | None = None   # crawl.fingerprint: exact-duplicate key of the normalised text
+    simhash: int | None = None     # 64-bit SimHash of the text; None for a page without words
+    signature: bytes | None = None # MinHash of the page's word set (near duplicates, trap signal)
 
 
 def _exc_text(exc: BaseException) -> str:
@@ -244,13 +265,20 @@ def _title(html: str) -> str | None:
     return title[:_TITLE_LIMIT] or None
 
 
-def parse_page(body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
-    """In-process parse (decode_html + crawl.links.extract_outlinks + <title>). Never raises."""
+def parse_page(body: bytes, url: str, content_type_header: str | None, options: ParseOptions | int,
+               x_robots_tag: str | None = None) -> ParseResult:
+    """In-process parse (decode_html + crawl.links.extract_links + <title> + fingerprints).
+    ``options`` may be a plain int: ParseOptions(max_outlinks=options). Never raises."""
     charset = ""
     try:
+        if not isinstance(options, ParseOptions):
+            options = ParseOptions(int(options))
         text, charset = decode_html(body, content_type_header)
-        outlinks = extract_outlinks(text, url, max_outlinks) if max_outlinks > 0 else []
-        return ParseResult(outlinks, charset, _title(text), None)
+        links = extract_links(text, url, options.max_outlinks, x_robots_tag, options.rules, options.agent)
+        fp = fingerprint(page_text(text))
+        return ParseResult(links.outlinks, charset, _title(text), None, canonical=links.canonical,
+                           noindex=links.noindex, rejected=dict(links.rejected), text_hash=fp.text_hash,
+                           simhash=fp.simhash if fp.words else None, signature=fp.signature)
     except MemoryError:
         return _parse_error("memory limit exceeded (MemoryError)", charset)
     except RecursionError:
@@ -358,7 +386,7 @@ class ParserPool:
     """
 
     def __init__(self, workers: int = 1, memory_limit_bytes: int = 512 * 2**20, time_limit_s: float = 10.0,
-                 *, target: Callable[[bytes, str, str | None, int], ParseResult] | None = None):
+                 *, target: Callable[..., ParseResult] | None = None):
         if int(workers) < 1:
             raise ValueError("workers must be >= 1")
         if not float(time_limit_s) > 0:
@@ -383,13 +411,14 @@ class ParserPool:
 
     # -- public API -------------------------------------------------------------------------
 
-    async def parse(self, body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+    async def parse(self, body: bytes, url: str, content_type_header: str | None, options: ParseOptions | int,
+                    x_robots_tag: str | None = None) -> ParseResult:
         """Run parse_page in a child; on timeout kill the pool's processes and replace the pool, on MemoryError /
         BrokenProcessPool / any exception return ParseResult([], "", None, "parse_error: ...") and recreate the
         pool if broken. Never raises (except CancelledError, which is propagated after making sure the
         abandoned call cannot keep a worker busy). Safe to call concurrently from many coroutines of one
         event loop."""
-        result = await self.call(self._target, body, url, content_type_header, max_outlinks)
+        result = await self.call(self._target, body, url, content_type_header, options, x_robots_tag)
         if isinstance(result, ParseResult):
             return result
         return _parse_error(f"target returned {type(result).__name__}, not ParseResult")
@@ -528,7 +557,7 @@ class ParserPool:
 # TEST HOOKS: hostile targets for ParserPool(target=...). They must live in an installed module
 # so a worker process can import them. Never used by the crawler itself.
 
-def parse_batch(items: list[tuple[bytes, str, str | None, int]]) -> list[ParseResult]:
+def parse_batch(items: list[tuple]) -> list[ParseResult]:
     """Runs in a child: parse_page over a batch of pages (one round trip for many pages)."""
     return [parse_page(*item) for item in items]
 
@@ -553,12 +582,17 @@ class BatchingParser:
         self._queue: list[tuple[tuple, asyncio.Future]] = []
         self._running: asyncio.Task | None = None
 
-    async def parse(self, body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+    async def parse(self, body: bytes, url: str, content_type_header: str | None, options: ParseOptions | int,
+                    x_robots_tag: str | None = None) -> ParseResult:
         future = asyncio.get_running_loop().create_future()
-        self._queue.append(((body, url, content_type_header, max_outlinks), future))
+        self._queue.append(((body, url, content_type_header, options, x_robots_tag), future))
         if self._running is None or self._running.done():
             self._running = asyncio.ensure_future(self._drain())
         return await future
+
+    async def call(self, fn: Callable, *args) -> object:
+        """Run another module-level function (e.g. crawl.sitemaps.parse_sitemap) in the same guarded child."""
+        return await self.pool.call(fn, *args)
 
     def _take_batch(self) -> list[tuple[tuple, asyncio.Future]]:
         batch, size = [], 0
@@ -614,20 +648,23 @@ class BatchingParser:
 
 # --------------------------------------------------------------------------------------------
 
-def _hostile_sleep(body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+def _hostile_sleep(body: bytes, url: str, content_type_header: str | None, max_outlinks: Any = 0,
+        x_robots_tag: str | None = None) -> ParseResult:
     """TEST HOOK: hang for float(body) seconds (default an hour)."""
     time.sleep(float(body or b"3600"))
     return ParseResult([], "utf-8", f"slept {float(body or b'3600'):g}", None)
 
 
-def _hostile_allocate(body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+def _hostile_allocate(body: bytes, url: str, content_type_header: str | None, max_outlinks: Any = 0,
+        x_robots_tag: str | None = None) -> ParseResult:
     """TEST HOOK: allocate int(body) bytes (default 16 GiB) in one block. bytes(n) is calloc'd
     and never touched, so even without a limit this costs address space, not RAM."""
     block = bytes(int(body or str(16 * 2**30)))
     return ParseResult([], "utf-8", f"allocated {len(block)}", None)
 
 
-def _hostile_crash(body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+def _hostile_crash(body: bytes, url: str, content_type_header: str | None, max_outlinks: Any = 0,
+        x_robots_tag: str | None = None) -> ParseResult:
     """TEST HOOK: die like a native crash: SIGSEGV, or os._exit(70) when body == b"exit"."""
     if body == b"exit":
         os._exit(70)
@@ -636,7 +673,8 @@ def _hostile_crash(body: bytes, url: str, content_type_header: str | None, max_o
     return ParseResult([], "utf-8", None, None)
 
 
-def _hostile_page(body: bytes, url: str, content_type_header: str | None, max_outlinks: int) -> ParseResult:
+def _hostile_page(body: bytes, url: str, content_type_header: str | None, max_outlinks: Any = 0,
+        x_robots_tag: str | None = None) -> ParseResult:
     """TEST HOOK: one target for both hostile and normal pages, so one pool can be shown to recover.
     b"sleep <s>", b"alloc <bytes>", b"segv", b"exit" misbehave, b"pid" reports the worker's pid
     in ``title``; any other body goes to parse_page."""
@@ -649,9 +687,9 @@ def _hostile_page(body: bytes, url: str, content_type_header: str | None, max_ou
         return _hostile_crash(cmd, url, content_type_header, max_outlinks)
     if cmd == b"pid":
         return ParseResult([], "utf-8", str(os.getpid()), None)
-    return parse_page(body, url, content_type_header, max_outlinks)
+    return parse_page(body, url, content_type_header, max_outlinks, x_robots_tag)
 
 
-def _hostile_batch(items: list[tuple[bytes, str, str | None, int]]) -> list[ParseResult]:
+def _hostile_batch(items: list[tuple]) -> list[ParseResult]:
     """TEST HOOK: parse_batch with the hostile commands of _hostile_page."""
     return [_hostile_page(*item) for item in items]

@@ -55,7 +55,7 @@ def decayed_backoff(previous: float) -> float:
     return half if half >= 1.0 else 0.0
 
 
-OVERRIDE_KEYS = {"delay_s": float, "max_concurrency": int, "max_urls_per_cycle": int}
+OVERRIDE_KEYS = {"delay_s": float, "max_concurrency": int, "max_urls_per_cycle": int, "max_urls_total": int}
 
 
 def _hostname(host: str) -> str:

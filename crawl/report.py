@@ -37,4 +37,14 @@ def format_stats(stats: Mapping[str, Any]) -> str:
         if hostdb["overrides"]:
             lines.append("hosts with politeness overrides")
             lines += [f"  {host}  {what}" for host, what in hostdb["overrides"]]
+        links = hostdb.get("links") or {}
+        if links:
+            lines += ["links (all cycles)",
+                      f"  {'found on pages':<36}{int(links['found']):>12,}",
+                      f"  {'kept (new to the crawl)':<36}{int(links['kept']):>12,}",
+                      f"  {'listed in sitemaps (last reading)':<36}{int(links['sitemap_urls']):>12,}"]
+            lines += _section("links dropped, by reason", hostdb.get("link_rejects") or [])
+        if hostdb.get("traps"):
+            lines.append("hosts that looked like traps (budget lowered)")
+            lines += [f"  {host}  {what}" for host, what in hostdb["traps"]]
     return "\n".join(lines)

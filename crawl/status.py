@@ -76,8 +76,9 @@ def classify_http_status(code: int, has_location: bool = False) -> str:
 
 
 def new_url_state(url: str, host: str, bucket: int, url_key: int, depth: int, score: float,
-                  now: float, redirect_hops: int = 0) -> dict[str, Any]:
-    """The row of a URL the crawldb has never seen: unfetched and due now."""
+                  now: float, redirect_hops: int = 0, inlinks: int = 0) -> dict[str, Any]:
+    """The row of a URL the crawldb has never seen: unfetched and due now. ``inlinks``: how many
+    pages of the segment that discovered it link to it."""
     return {
         "url": url, "url_hash": url_key, "host": host, "host_bucket": bucket,
         "status": UNFETCHED, "depth": depth, "score": score,
@@ -88,6 +89,7 @@ def new_url_state(url: str, host: str, bucket: int, url_key: int, depth: int, sc
         "lease_until": None, "segment_id": None,
         "warc_file": None, "warc_offset": None, "warc_length": None,
         "redirect_to": None, "error": None, "parse_error": None, "redirect_hops": redirect_hops,
+        "inlinks": inlinks, "canonical_url": None, "noindex": None,
     }
 
 
@@ -114,7 +116,7 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
 
     ``outcome`` holds fetch_status, http_status, fetched_at, content_hash, content_type, etag,
     last_modified, redirect_to, error (and optionally parse_error, warc_file, warc_offset,
-    warc_length). ``policy`` holds the update.* config values.
+    warc_length, canonical, noindex). ``policy`` holds the update.* config values.
     The lease is always released: the segment is done with the URL.
     """
     fs = outcome["fetch_status"]
@@ -164,7 +166,8 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
             new["change_count"] = int(state.get("change_count") or 0) + 1
         new.update(status=FETCHED, content_hash=new_hash, content_type=outcome.get("content_type"),
                    etag=outcome.get("etag"), last_modified=outcome.get("last_modified"),
-                   redirect_to=None, parse_error=outcome.get("parse_error"))
+                   redirect_to=None, parse_error=outcome.get("parse_error"),
+                   canonical_url=outcome.get("canonical"), noindex=outcome.get("noindex"))
         if outcome.get("warc_file"):  # where the last full response is archived
             new.update(warc_file=outcome["warc_file"], warc_offset=outcome.get("warc_offset"),
                        warc_length=outcome.get("warc_length"))

@@ -1,8 +1,9 @@
 """The ``deltacrawl`` command: one subcommand per step, each also runnable as
 ``spark-submit jobs/<step>.py ...``.
 
-    deltacrawl inject SEEDS_FILE      deltacrawl fetch SEGMENT      deltacrawl stats
-    deltacrawl generate               deltacrawl update SEGMENT     deltacrawl crawl --seeds FILE --cycles N
+    deltacrawl inject SEEDS_FILE      deltacrawl fetch SEGMENT      deltacrawl dedup SEGMENT
+    deltacrawl generate               deltacrawl update SEGMENT     deltacrawl stats
+    deltacrawl crawl --seeds FILE --cycles N
     deltacrawl warc-get URL           deltacrawl devweb             deltacrawl jars
 
 Global options (before or after the subcommand): --crawl-root PATH, --conf key=value (repeatable),
@@ -14,7 +15,7 @@ import sys
 
 from jobs.common import EXIT_OK, UserError, report, run_main
 
-STEPS = ("inject", "generate", "fetch", "update", "stats", "crawl")
+STEPS = ("inject", "generate", "fetch", "dedup", "update", "stats", "crawl")
 USAGE = __doc__
 
 

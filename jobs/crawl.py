@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from pyspark.sql import SparkSession
 
-from jobs import fetch, generate, inject, stats, update
+from jobs import dedup, fetch, generate, inject, stats, update
 from jobs.common import EXIT_OK, UserError, report, run_main
 from jobs.tables import CrawlRoot
 
@@ -50,6 +50,9 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
         started = time.monotonic()
         fetch.run(spark, cfg, root, gen.segment_id)
         timings["fetch"] = time.monotonic() - started
+        started = time.monotonic()
+        dedup.run(spark, cfg, root, gen.segment_id)
+        timings["dedup"] = time.monotonic() - started
         started = time.monotonic()
         update.run(spark, cfg, root, gen.segment_id)
         timings["update"] = time.monotonic() - started

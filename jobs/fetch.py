@@ -5,7 +5,10 @@ How:      every host is assigned to exactly one of fetch.tasks tasks, balancing 
           work per task (URLs x politeness gap, largest hosts first onto the least loaded task),
           so a few big hosts never pile up in one task; each task runs crawl.fetcher (asyncio +
           aiohttp) over its hosts: robots.txt first, one request in flight per host, adaptive
-          gaps, backoff; bodies are parsed in a guarded child process and written to WARC.
+          gaps, backoff; bodies are parsed in a guarded child process and written to WARC;
+          outlinks are normalised and filtered there, and those the crawldb already knows are
+          dropped by a Bloom filter of the crawldb's URLs built at the start of the step
+          (discovery.bloom_fpr), so they never reach the shuffle.
 Outputs:  <crawl_root>/segments/<id>/fetched (Parquet, partitioned by kind: one "url" row per
           URL of the fetchlist, one "host" row per host), committed atomically by Spark
           (_SUCCESS); <crawl_root>/warc/*.warc.gz (named after segment, task and attempt, so a
@@ -34,7 +37,7 @@ from pyspark.sql import functions as F
 
 from crawl.fetcher import FETCHLIST_FIELDS, fetch_partition
 from jobs.common import UserError, report, run_segment_step
-from jobs.tables import FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, path_exists, to_epoch
+from jobs.tables import FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, path_exists, read_url_state, to_epoch
 
 _FETCHED_FIELDS = FETCHED_SCHEMA.fieldNames()
 
@@ -76,8 +79,54 @@ def expected_work(fetchlist: DataFrame, cfg: Mapping[str, Any], limit: int | Non
     return {r["host"]: float(r["work"]) for r in rows}
 
 
-def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], warc_dir: str | None) -> Iterator[tuple]:
-    """The body of one Spark task: (host, Row) pairs in, FETCHED_SCHEMA tuples out."""
+def _partial_filter(urls: Iterator[Any], num_bits: int, num_hashes: int) -> Iterator[bytes]:
+    from crawl.bloom import BloomFilter
+    bloom = BloomFilter(num_bits, num_hashes)
+    bloom.add_many(row[0] for row in urls)
+    yield bloom.to_bytes()
+
+
+def _union(a: bytes, b: bytes) -> bytes:
+    from crawl.bloom import BloomFilter
+    return BloomFilter.from_bytes(a).union_update(BloomFilter.from_bytes(b)).to_bytes()
+
+
+@dataclass
+class SeenFilter:
+    """The seen-URL Bloom filter of one cycle, as broadcast to the fetch tasks."""
+    data: bytes
+    urls: int
+    nbytes: int
+    expected_fpr: float
+
+
+# The filter is sized for at least this many URLs (1.2 MB at 1 %): a small crawl's filter would
+# otherwise be a few bytes, whose false positives are at the mercy of a handful of bits.
+MIN_FILTER_CAPACITY = 1_000_000
+
+
+def build_seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Mapping[str, Any]) -> SeenFilter | None:
+    """A Bloom filter of every URL in the crawldb, sized for its count (at least
+    MIN_FILTER_CAPACITY) at discovery.bloom_fpr, at most discovery.bloom_max_mb: built per
+    partition and OR-merged in a tree on the executors."""
+    from crawl.bloom import BloomFilter
+    fpr = float(cfg["discovery.bloom_fpr"])
+    if fpr <= 0:
+        return None
+    urls = read_url_state(spark, root).select("url")
+    n = urls.count()
+    shape = BloomFilter.for_capacity(max(n, MIN_FILTER_CAPACITY), fpr, int(cfg["discovery.bloom_max_mb"]) * 2**20)
+    m, k = shape.num_bits, shape.num_hashes
+    parts = urls.rdd.mapPartitions(lambda it: _partial_filter(it, m, k))
+    data = parts.treeReduce(_union) if parts.getNumPartitions() else shape.to_bytes()
+    bloom = BloomFilter.from_bytes(data)
+    return SeenFilter(data, n, bloom.nbytes, bloom.expected_fpr(n))
+
+
+def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], warc_dir: str | None,
+               seen: Any = None) -> Iterator[tuple]:
+    """The body of one Spark task: (host, Row) pairs in, FETCHED_SCHEMA tuples out. ``seen`` is
+    the broadcast seen-URL filter (bytes of crawl.bloom.BloomFilter), or None."""
     from pyspark import TaskContext
     dicts = [row.asDict() for _host, row in rows]
     if not dicts:
@@ -103,12 +152,17 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], warc_dir
                               memory_limit_bytes=int(cfg["parse.memory_limit_mb"]) * 2**20,
                               time_limit_s=float(cfg["parse.time_limit_s"]))
             parser = stack.enter_context(BatchingParser(pool))
-        results = fetch_partition(dicts, cfg, archive, parser)
+        bloom = None
+        if seen is not None:
+            from crawl.bloom import BloomFilter
+            bloom = BloomFilter.from_bytes(seen.value)
+        results = fetch_partition(dicts, cfg, archive, parser, bloom)
     for out in results:
         yield tuple(out.get(name) for name in _FETCHED_FIELDS)
 
 
-def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, Any], warc_dir: str | None) -> DataFrame:
+def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, Any], warc_dir: str | None,
+                  seen: SeenFilter | None = None) -> DataFrame:
     tasks = int(cfg["fetch.tasks"]) or spark.sparkContext.defaultParallelism
     plain_cfg = dict(cfg)  # a plain dict pickles into the task closure
     rows = to_epoch(fetchlist, FETCHLIST_TIMES).select(*FETCHLIST_FIELDS)
@@ -119,7 +173,8 @@ def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, A
         pairs = pairs.partitionBy(tasks, lambda host: assignment.value[host])
     else:  # too many hosts to plan on the driver: hashing still keeps each host in one task
         pairs = pairs.partitionBy(tasks)
-    fetched = pairs.mapPartitionsWithIndex(lambda index, it: fetch_task(index, it, plain_cfg, warc_dir))
+    seen_bc = spark.sparkContext.broadcast(seen.data) if seen is not None else None
+    fetched = pairs.mapPartitionsWithIndex(lambda index, it: fetch_task(index, it, plain_cfg, warc_dir, seen_bc))
     # rows are built in schema order by fetch_task: no per-row type verification
     return spark.createDataFrame(fetched, FETCHED_SCHEMA, verifySchema=False)
 
@@ -149,7 +204,11 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         if not root.is_local:
             raise UserError("warc.enabled needs a local crawl root for now (set --conf warc.enabled=false)")
         warc_dir = root.local_path(root.warc_dir)
-    fetched = fetch_segment(spark, spark.read.parquet(fetchlist_path), cfg, warc_dir)
+    seen = build_seen_filter(spark, root, cfg)
+    if seen is not None:
+        report(f"fetch: seen-URL filter of {seen.urls} URLs, {seen.nbytes / 2**20:.1f} MiB, "
+               f"expected false-positive rate {seen.expected_fpr:.4f}")
+    fetched = fetch_segment(spark, spark.read.parquet(fetchlist_path), cfg, warc_dir, seen)
     fetched.write.mode("overwrite").partitionBy("kind").parquet(root.fetched(segment_id))
     if warc_dir:
         remove_unfinished_warcs(warc_dir, cfg["warc.prefix"], segment_id)

@@ -4,9 +4,11 @@ Inputs:   <crawl_root>/crawldb, <crawl_root>/hostdb.
 Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= now, no lease
           in force, whose host is not deferred or backing off; at most
           generate.max_urls_per_host per host (or a fetch.host_overrides entry's
-          max_urls_per_cycle; best score first, then longest due), at most generate.top_n in all.
+          max_urls_per_cycle, or the host's lowered host_state.url_budget if it looked like a
+          trap; best score first, then longest due), at most generate.top_n in all.
 Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's cached
-          robots.txt when fresher than fetch.robots_ttl_s); then one MERGE writes the lease
+          robots.txt when fresher than fetch.robots_ttl_s, its sitemap list, and
+          when its sitemaps were last read if within sitemaps.ttl_s); then one MERGE writes the lease
           (lease_until = now + generate.lease_s, segment_id) onto the selected crawldb rows.
 Re-run:   safe: leased URLs are not selected again, so a second run makes a disjoint segment
           (or exits 1). If the job dies between the two writes, the orphan fetchlist is
@@ -68,13 +70,13 @@ def host_name_col() -> Column:
     return F.lower(F.regexp_replace(F.col("host"), r":[0-9]+$", ""))
 
 
-def per_host_cap(cfg: Mapping[str, Any]) -> Column:
-    """generate.max_urls_per_host, or the first matching override's max_urls_per_cycle."""
+def override_cap(cfg: Mapping[str, Any], key: str, default: int) -> Column:
+    """``default``, or ``key`` of the first fetch.host_overrides entry matching the row's host that sets it."""
     name = host_name_col()
-    cap = F.lit(int(cfg["generate.max_urls_per_host"]))
+    cap = F.lit(int(default))
     # CASE WHEN is first-match-wins, like crawl.politeness.host_override: build it back to front
     for entry in reversed(list(cfg["fetch.host_overrides"])):
-        if "max_urls_per_cycle" not in entry:
+        if key not in entry:
             continue
         pattern = entry["pattern"]
         if pattern.startswith("*."):
@@ -82,8 +84,13 @@ def per_host_cap(cfg: Mapping[str, Any]) -> Column:
             matches = (name == domain) | name.endswith("." + domain)
         else:
             matches = name == pattern
-        cap = F.when(matches, F.lit(int(entry["max_urls_per_cycle"]))).otherwise(cap)
+        cap = F.when(matches, F.lit(int(entry[key]))).otherwise(cap)
     return cap
+
+
+def per_host_cap(cfg: Mapping[str, Any]) -> Column:
+    """generate.max_urls_per_host, or the first matching override's max_urls_per_cycle."""
+    return override_cap(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]))
 
 
 def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, Any], segment_id: str,
@@ -91,14 +98,20 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
     """Cap per host and in all, attach the fresh robots.txt cache; one row per URL to fetch."""
     per_host = Window.partitionBy("host").orderBy(F.col("score").desc(), F.col("next_fetch_at").asc(),
                                                   F.col("url").asc())
-    capped = (due.withColumn("_rank", F.row_number().over(per_host))
-              .filter(F.col("_rank") <= per_host_cap(cfg)))
+    # a host flagged as a trap has a lowered budget (host_state.url_budget, set by update)
+    budgets = host_state.filter(F.col("url_budget").isNotNull()).select("host_bucket", "host", "url_budget")
+    capped = (due.join(F.broadcast(budgets), ["host_bucket", "host"], "left")
+              .withColumn("_rank", F.row_number().over(per_host))
+              .filter(F.col("_rank") <= F.least(per_host_cap(cfg), F.coalesce("url_budget", per_host_cap(cfg))))
+              .drop("url_budget"))
     top = capped.orderBy(F.col("score").desc(), F.col("_rank").asc(), F.col("url").asc()).limit(int(cfg["generate.top_n"]))
     fresh_after = from_epoch_col(F.lit(now - float(cfg["fetch.robots_ttl_s"])))
     fresh = F.col("robots_fetched_at") > fresh_after
+    sitemaps_fresh = F.col("sitemaps_fetched_at") > from_epoch_col(F.lit(now - float(cfg["sitemaps.ttl_s"])))
     robots = host_state.select(
-        "host_bucket", "host", "backoff_s",
-        *[F.when(fresh, F.col(c)).alias(c) for c in ("robots_status", "robots_txt", "robots_fetched_at")])
+        "host_bucket", "host", "backoff_s", "sitemaps",
+        *[F.when(fresh, F.col(c)).alias(c) for c in ("robots_status", "robots_txt", "robots_fetched_at")],
+        F.when(sitemaps_fresh, F.col("sitemaps_fetched_at")).alias("sitemaps_fetched_at"))
     rows = (top.join(robots, ["host_bucket", "host"], "left")
             .withColumn("segment_id", F.lit(segment_id))
             .select(*FETCHLIST_SCHEMA.fieldNames(), "_rank"))

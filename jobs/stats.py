@@ -56,9 +56,11 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
 
 
 def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:
-    """What the hostdb says about politeness: deferred and backing-off hosts, overrides."""
+    """What the hostdb says: deferred and backing-off hosts, overrides, and discovery: links found
+    and kept, rejections by reason, hosts whose budget a trap signal lowered."""
     if not table_exists(spark, root.hostdb):
-        return {"deferred": 0, "backing_off": 0, "overrides": [], "stopped": []}
+        return {"deferred": 0, "backing_off": 0, "overrides": [], "stopped": [], "links": {}, "link_rejects": [],
+                "traps": []}
     hosts = spark.read.format("delta").load(root.hostdb)
     counts = hosts.agg(F.sum((F.col("deferred_until") > now_ts).cast("int")).alias("deferred"),
                        F.sum((F.col("backoff_until") > now_ts).cast("int")).alias("backing_off")).collect()[0]
@@ -67,8 +69,18 @@ def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:
     stopped = [(r["stop_reason"], r["n"]) for r in
                hosts.filter(F.col("stop_reason").isNotNull()).groupBy("stop_reason")
                .agg(F.count("*").alias("n")).orderBy(F.desc("n")).limit(10).collect()]
+    links = hosts.agg(F.sum("links_found").alias("found"), F.sum("links_kept").alias("kept"),
+                      F.sum("sitemap_urls").alias("sitemap_urls")).collect()[0]
+    rejects = [(r["reason"], r["n"]) for r in
+               hosts.select(F.explode("link_rejects").alias("reason", "n")).groupBy("reason")
+               .agg(F.sum("n").alias("n")).orderBy(F.desc("n"), "reason").collect()]
+    traps = [(r["host"], f"budget {r['url_budget']} per cycle ({r['trap_signal'] or 'earlier signal'}), "
+                         f"{r['url_count'] or 0} URLs") for r in
+             hosts.filter(F.col("url_budget").isNotNull()).orderBy("url_budget", "host").limit(20).collect()]
     return {"deferred": counts["deferred"] or 0, "backing_off": counts["backing_off"] or 0,
-            "overrides": overrides, "stopped": stopped}
+            "overrides": overrides, "stopped": stopped, "traps": traps, "link_rejects": rejects,
+            "links": {"found": links["found"] or 0, "kept": links["kept"] or 0,
+                      "sitemap_urls": links["sitemap_urls"] or 0}}
 
 
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from typing import Iterable
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (ArrayType, BooleanType, DoubleType, IntegerType, LongType, StringType,
-                               StructField, StructType, TimestampType)
+from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DoubleType, IntegerType, LongType, StringType,
+                               MapType, StructField, StructType, TimestampType)
 
 from jobs.common import UserError
 
@@ -57,6 +57,9 @@ URL_STATE_SCHEMA = StructType([
     StructField("error", StringType(), True),
     StructField("parse_error", StringType(), True),
     StructField("redirect_hops", IntegerType(), True),
+    StructField("inlinks", IntegerType(), True),
+    StructField("canonical_url", StringType(), True),
+    StructField("noindex", BooleanType(), True),
 ])
 URL_STATE_TIMES = ("discovered_at", "last_fetched_at", "next_fetch_at", "lease_until")
 
@@ -81,8 +84,16 @@ HOST_STATE_SCHEMA = StructType([
     StructField("pages_fetched", LongType(), False),
     StructField("errors", LongType(), False),
     StructField("last_segment_id", StringType(), True),
+    StructField("url_count", LongType(), True),
+    StructField("url_budget", IntegerType(), True),
+    StructField("trap_signal", StringType(), True),
+    StructField("links_found", LongType(), True),
+    StructField("links_kept", LongType(), True),
+    StructField("link_rejects", MapType(StringType(), LongType()), True),
+    StructField("sitemaps_fetched_at", TimestampType(), True),
+    StructField("sitemap_urls", LongType(), True),
 ])
-HOST_STATE_TIMES = ("robots_fetched_at", "deferred_until", "backoff_until", "last_fetch_at")
+HOST_STATE_TIMES = ("robots_fetched_at", "deferred_until", "backoff_until", "last_fetch_at", "sitemaps_fetched_at")
 
 FETCHLIST_SCHEMA = StructType([
     StructField("url", StringType(), False),
@@ -99,8 +110,10 @@ FETCHLIST_SCHEMA = StructType([
     StructField("robots_fetched_at", TimestampType(), True),
     StructField("backoff_s", DoubleType(), True),
     StructField("redirect_hops", IntegerType(), True),
+    StructField("sitemaps", ArrayType(StringType()), True),
+    StructField("sitemaps_fetched_at", TimestampType(), True),
 ])
-FETCHLIST_TIMES = ("robots_fetched_at",)
+FETCHLIST_TIMES = ("robots_fetched_at", "sitemaps_fetched_at")
 
 # One row per attempted URL (kind = "url") or per host (kind = "host"); the fields of the other
 # kind are null. Written partitioned by kind. Times here are epoch seconds (doubles) as produced by
@@ -134,6 +147,11 @@ FETCHED_SCHEMA = StructType([
     StructField("warc_length", LongType(), True),
     StructField("payload_digest", StringType(), True),
     StructField("redirect_hops", IntegerType(), True),
+    StructField("canonical", StringType(), True),
+    StructField("noindex", BooleanType(), True),
+    StructField("text_hash", LongType(), True),
+    StructField("simhash", LongType(), True),
+    StructField("signature", BinaryType(), True),
     # host rows
     StructField("robots_status", IntegerType(), True),
     StructField("robots_txt", StringType(), True),
@@ -152,6 +170,14 @@ FETCHED_SCHEMA = StructType([
     StructField("pages_fetched", LongType(), True),
     StructField("errors", LongType(), True),
     StructField("last_fetch_at", DoubleType(), True),
+    StructField("links_found", LongType(), True),
+    StructField("links_kept", LongType(), True),
+    StructField("link_rejects", MapType(StringType(), LongType()), True),
+    StructField("trap_signal", StringType(), True),
+    StructField("similar_pages", LongType(), True),
+    StructField("sitemaps_fetched_at", DoubleType(), True),
+    StructField("sitemap_entries", ArrayType(StructType([StructField("url", StringType(), False),
+                                                         StructField("lastmod", DoubleType(), True)])), True),
 ])
 
 
@@ -179,6 +205,29 @@ WARC_INDEX_SCHEMA = StructType([
     StructField("warc_offset", LongType(), False),
     StructField("warc_length", LongType(), False),
     StructField("segment_id", StringType(), False),
+])
+
+
+# dedup/pages: one row per canonical page with text (its fingerprints, for later segments)
+DEDUP_PAGES_SCHEMA = StructType([
+    StructField("url", StringType(), False),
+    StructField("url_hash", LongType(), False),
+    StructField("host_bucket", IntegerType(), False),
+    StructField("text_hash", LongType(), False),
+    StructField("simhash", LongType(), False),
+    StructField("signature", BinaryType(), True),
+    StructField("score", DoubleType(), False),
+    StructField("first_fetched_at", TimestampType(), False),
+    StructField("segment_id", StringType(), False),
+])
+
+# dedup/bands: the band rows of every canonical page (crawl/dedup.py), partitioned by band
+DEDUP_BANDS_SCHEMA = StructType([
+    StructField("band", IntegerType(), False),
+    StructField("value", LongType(), False),
+    StructField("url_hash", LongType(), False),
+    StructField("url", StringType(), False),
+    StructField("simhash", LongType(), False),
 ])
 
 
@@ -218,6 +267,17 @@ class CrawlRoot:
 
     def updated_marker(self, segment_id: str) -> str:
         return f"{self.segment(segment_id)}/_updated"
+
+    def dedup_result(self, segment_id: str) -> str:
+        return f"{self.segment(segment_id)}/dedup"
+
+    @property
+    def dedup_pages(self) -> str:
+        return f"{self.root}/dedup/pages"
+
+    @property
+    def dedup_bands(self) -> str:
+        return f"{self.root}/dedup/bands"
 
     @property
     def is_local(self) -> bool:
@@ -269,6 +329,13 @@ def ensure_tables(spark: SparkSession, root: CrawlRoot) -> None:
     _ensure(spark, root.warc_index, WARC_INDEX_SCHEMA, "deltacrawl warc_index: where each response is archived", None)
 
 
+def ensure_dedup_tables(spark: SparkSession, root: CrawlRoot) -> None:
+    _ensure(spark, root.dedup_pages, DEDUP_PAGES_SCHEMA, "deltacrawl dedup pages: fingerprints of canonical pages",
+            None)
+    _ensure(spark, root.dedup_bands, DEDUP_BANDS_SCHEMA, "deltacrawl dedup bands: SimHash and MinHash band rows",
+            "band")
+
+
 def table_version(table: DeltaTable) -> int:
     return int(table.history(1).collect()[0]["version"])
 
@@ -286,12 +353,21 @@ def table_exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 
 
-def read_url_state(spark: SparkSession, root: CrawlRoot) -> DataFrame:
-    return spark.read.format("delta").load(root.crawldb)
+def _read_delta(spark: SparkSession, path: str, pinned: bool) -> DataFrame:
+    reader = spark.read.format("delta")
+    if pinned:
+        # A DataFrame read by path re-resolves to the newest version each time it is computed;
+        # a job that reads a table, writes it, and computes from the read again must pin it.
+        reader = reader.option("versionAsOf", table_version(DeltaTable.forPath(spark, path)))
+    return reader.load(path)
 
 
-def read_host_state(spark: SparkSession, root: CrawlRoot) -> DataFrame:
-    return spark.read.format("delta").load(root.hostdb)
+def read_url_state(spark: SparkSession, root: CrawlRoot, pinned: bool = False) -> DataFrame:
+    return _read_delta(spark, root.crawldb, pinned)
+
+
+def read_host_state(spark: SparkSession, root: CrawlRoot, pinned: bool = False) -> DataFrame:
+    return _read_delta(spark, root.hostdb, pinned)
 
 
 def _hadoop_path(spark: SparkSession, path: str):

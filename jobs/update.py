@@ -3,11 +3,15 @@
 Inputs:   <crawl_root>/segments/<id>/fetched, <crawl_root>/crawldb, <crawl_root>/hostdb.
 Outputs:  ONE Delta MERGE into crawldb: each attempted URL gets its new state from
           crawl.status.apply_fetch (status, http status, timestamps, content hash,
-          next_fetch_at; lease released), and outlinks not yet known are inserted as unfetched
-          with depth + 1 (up to update.max_depth) and an OPIC-like share of their parent's score.
+          next_fetch_at, canonical hint, noindex; lease released); what the segment discovered
+          (jobs/discover.py: outlinks, redirect targets, canonical hints, sitemap entries —
+          deduplicated, anti-joined with the crawldb, within each host's total budget) is
+          inserted as unfetched with depth + 1, an OPIC-like score and its in-link count; known
+          URLs with a newer sitemap lastmod become due now.
           Then one MERGE into hostdb (robots cache, sitemaps, crawl-delay, deferral, backoff,
-          counters), one insert-only MERGE into warc_index (url -> WARC file and offset), then
-          the marker segments/<id>/_updated.
+          counters, link rejections by reason, URLs per host, the trap budget), one insert-only
+          MERGE into warc_index (url -> WARC file and offset), then the marker
+          segments/<id>/_updated.
 Re-run:   safe, changes nothing. With the marker present the job stops at once. Without it (the
           job died before writing it), the MERGE conditions make each write apply once: a URL
           is updated only while it is still leased to this segment, and a host only if its
@@ -27,22 +31,23 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawl.status import FetchStatus, apply_fetch, discovered_links, new_url_state
-from crawl.urls import host_bucket, host_of, url_hash
+from crawl.status import apply_fetch, mark_duplicate
+from jobs import discover
 from jobs.common import UserError, report, run_segment_step
+from jobs.discover import HOST_TOTAL_CAP
+from jobs.generate import per_host_cap
 from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot,
                          ensure_tables, epoch_schema, from_epoch, from_epoch_col, merge_metrics, path_exists,
-                         read_url_state, table_version, to_epoch, write_marker)
+                         read_host_state, read_url_state, table_version, to_epoch, write_marker)
 
 URL_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 _OUTCOME_FIELDS = ("fetch_status", "http_status", "fetched_at", "content_hash", "content_type", "etag",
                    "last_modified", "redirect_to", "error", "parse_error", "warc_file", "warc_offset",
-                   "warc_length")
+                   "warc_length", "canonical", "noindex")
 _URL_FIELDS = URL_STATE_SCHEMA.fieldNames()
-_LINK_SOURCES = (FetchStatus.OK, FetchStatus.REDIRECT)
 
 
 @dataclass
@@ -61,13 +66,16 @@ def _apply_rows(rows: Iterator[Any], policy: Mapping[str, Any]) -> Iterator[tupl
         state = {name: d[name] for name in _URL_FIELDS}
         outcome = {name: d["o_" + name] for name in _OUTCOME_FIELDS}
         new = apply_fetch(state, outcome, policy)
+        if d["o_dup_of"]:  # jobs/dedup.py found its content on another page
+            new = mark_duplicate(new, d["o_dup_of"])
         yield tuple(new[name] for name in _URL_FIELDS)
 
 
 def updated_states(spark: SparkSession, url_state: DataFrame, outcomes: DataFrame, cfg: Mapping[str, Any]) -> DataFrame:
-    """New crawldb rows for the URLs of this segment still leased to it (pure transitions)."""
+    """New crawldb rows for the URLs of this segment still leased to it (pure transitions;
+    ``outcomes`` carries dedup's ``dup_of``, null for pages that are not duplicates)."""
     renamed = outcomes.select("host_bucket", "url_hash", "url", "segment_id",
-                              *[F.col(c).alias("o_" + c) for c in _OUTCOME_FIELDS])
+                              *[F.col(c).alias("o_" + c) for c in (*_OUTCOME_FIELDS, "dup_of")])
     current = to_epoch(url_state.filter(F.col("lease_until").isNotNull()), URL_STATE_TIMES)
     joined = current.join(renamed, ["host_bucket", "url_hash", "url", "segment_id"], "inner")
     policy = {k: v for k, v in cfg.items() if k.startswith("update.")}
@@ -75,95 +83,133 @@ def updated_states(spark: SparkSession, url_state: DataFrame, outcomes: DataFram
     return from_epoch(spark.createDataFrame(rdd, epoch_schema(URL_STATE_SCHEMA), verifySchema=False), URL_STATE_TIMES)
 
 
-def _link_rows(rows: Iterator[Any], factor: float, max_depth: int, max_redirects: int) -> Iterator[tuple]:
-    for row in rows:
-        yield from discovered_links(row.asDict(), factor, max_depth, max_redirects)
+def with_duplicates(spark: SparkSession, root: CrawlRoot, segment_id: str, outcomes: DataFrame,
+                    cfg: Mapping[str, Any]) -> DataFrame:
+    """The segment's outcomes with dedup's ``dup_of`` (if dedup ran) and, for duplicates, their
+    score scaled by dedup.duplicate_link_factor: the share their links get is smaller."""
+    if not path_exists(spark, root.dedup_result(segment_id)):
+        return outcomes.withColumn("dup_of", F.lit(None).cast("string"))
+    dups = spark.read.parquet(root.dedup_result(segment_id)).select("url_hash", "url", "dup_of")
+    factor = float(cfg["dedup.duplicate_link_factor"])
+    return (outcomes.join(dups, ["url_hash", "url"], "left")
+            .withColumn("score", F.when(F.col("dup_of").isNotNull(), F.col("score") * factor).otherwise(F.col("score"))))
 
 
-def _new_url_rows(rows: Iterator[Any], buckets: int, now: float) -> Iterator[tuple]:
-    for row in rows:
-        url = row["url"]
-        host = host_of(url)
-        state = new_url_state(url, host, host_bucket(host, buckets), url_hash(url), int(row["depth"]),
-                              float(row["score"]), now, int(row["redirect_hops"]))
-        yield tuple(state[name] for name in _URL_FIELDS)
-
-
-def discovered_urls(spark: SparkSession, outcomes: DataFrame, cfg: Mapping[str, Any], now: float) -> DataFrame:
-    """Outlinks of this segment as new unfetched rows (one per URL: least depth, summed score)."""
-    factor = float(cfg["update.outlink_score_factor"])
-    max_depth = int(cfg["update.max_depth"])
-    buckets = int(cfg["crawldb.host_buckets"])
-    max_redirects = int(cfg["fetch.max_redirects"])
-    sources = (outcomes.filter(F.col("fetch_status").isin(*_LINK_SOURCES))
-               .select("outlinks", "depth", "score", "fetch_status", "redirect_hops"))
-    links = spark.createDataFrame(
-        sources.rdd.mapPartitions(lambda it: _link_rows(it, factor, max_depth, max_redirects)),
-        "url string, depth int, score double, redirect_hops int", verifySchema=False)
-    fetched_here = outcomes.select("url")
-    unique = (links.groupBy("url").agg(F.min("depth").alias("depth"), F.sum("score").alias("score"),
-                                       F.min("redirect_hops").alias("redirect_hops"))
-              .join(fetched_here, "url", "left_anti"))
-    rdd = unique.rdd.mapPartitions(lambda it: _new_url_rows(it, buckets, now))
-    # rows come from crawl.status.new_url_state in schema order: no per-row type verification
-    return from_epoch(spark.createDataFrame(rdd, epoch_schema(URL_STATE_SCHEMA), verifySchema=False), URL_STATE_TIMES)
-
-
-def merge_crawldb(spark: SparkSession, root: CrawlRoot, updates: DataFrame, discovered: DataFrame) -> dict[str, int]:
-    """One atomic commit: updates of leased URLs and inserts of unknown outlinks."""
-    source = (updates.withColumn("_fetched", F.lit(True))
-              .unionByName(discovered.withColumn("_fetched", F.lit(False))))
+def merge_crawldb(spark: SparkSession, root: CrawlRoot, updates: DataFrame, discovered: DataFrame,
+                  hints: DataFrame) -> dict[str, int]:
+    """One atomic commit: updates of leased URLs, inserts of unknown outlinks, and sitemap
+    lastmod hints (a known URL changed since our last fetch: due now). The three sources are
+    disjoint: hints and new URLs exclude the URLs fetched in this segment, and each other."""
+    source = (updates.withColumn("_kind", F.lit("fetched"))
+              .unionByName(discovered.withColumn("_kind", F.lit("new")))
+              .unionByName(hints.withColumn("_kind", F.lit("hint")), allowMissingColumns=True))
     crawldb = DeltaTable.forPath(spark, root.crawldb)
     before = table_version(crawldb)
     (crawldb.alias("t").merge(source.alias("s"), URL_KEY)
-     .whenMatchedUpdate(condition="s._fetched AND t.segment_id = s.segment_id AND t.lease_until IS NOT NULL",
+     .whenMatchedUpdate(condition="s._kind = 'fetched' AND t.segment_id = s.segment_id AND t.lease_until IS NOT NULL",
                         set={name: F.col(f"s.{name}") for name in _URL_FIELDS})
-     .whenNotMatchedInsert(values={name: F.col(f"s.{name}") for name in _URL_FIELDS})
+     .whenMatchedUpdate(condition="s._kind = 'hint' AND t.next_fetch_at > s.next_fetch_at",
+                        set={"next_fetch_at": F.col("s.next_fetch_at")})
+     .whenNotMatchedInsert(condition="s._kind = 'new'", values={name: F.col(f"s.{name}") for name in _URL_FIELDS})
      .execute())
     metrics = merge_metrics(crawldb, before)
     return {"updated": metrics.get("numTargetRowsUpdated", 0), "inserted": metrics.get("numTargetRowsInserted", 0)}
 
 
-def merge_hostdb(spark: SparkSession, root: CrawlRoot, hosts: DataFrame, cfg: Mapping[str, Any], now: float) -> None:
+def _host_source(hosts: DataFrame, discovered: DataFrame, cfg: Mapping[str, Any], segment_id: str,
+                 now: float) -> DataFrame:
+    """One row per host touched by the segment: hosts fetched in it (``_fetched``) and hosts that
+    only received new URLs, with the new-URL counts of discovery."""
     defer_s = float(cfg["fetch.robots_ttl_s"])
-    source = hosts.select(
+    cap = per_host_cap(cfg)
+    fetched = hosts.select(
         "host", "host_bucket", "robots_status", "robots_txt", "robots_error", "crawl_delay_s", "sitemaps",
-        "backoff_s", "stop_reason", "mean_response_ms", "override_pattern", "min_delay_s",
-        F.col("segment_id").alias("last_segment_id"),
+        "backoff_s", "stop_reason", "mean_response_ms", "override_pattern", "min_delay_s", "trap_signal",
+        "link_rejects",
         from_epoch_col(F.col("robots_fetched_at")).alias("robots_fetched_at"),
         from_epoch_col(F.col("last_fetch_at")).alias("last_fetch_at"),
         from_epoch_col(F.col("backoff_until")).alias("backoff_until"),
+        from_epoch_col(F.col("sitemaps_fetched_at")).alias("sitemaps_fetched_at"),
+        F.when(F.col("sitemaps_fetched_at").isNotNull(), F.size(F.coalesce("sitemap_entries", F.array())).cast("long"))
+        .alias("sitemap_urls"),
         F.when(F.col("deferred"), from_epoch_col(F.lit(now + defer_s))).alias("deferred_until"),
         F.coalesce("requests", F.lit(0)).alias("requests"),
         F.coalesce("pages_fetched", F.lit(0)).alias("pages_fetched"),
-        F.coalesce("errors", F.lit(0)).alias("errors"))
-    fetched_robots = "s.robots_fetched_at IS NOT NULL"
+        F.coalesce("errors", F.lit(0)).alias("errors"),
+        F.coalesce("links_found", F.lit(0)).alias("links_found"),
+        F.coalesce("links_kept", F.lit(0)).alias("links_kept"),
+        cap.alias("_cap"),  # the per-cycle budget a trap signal halves (see merge_hostdb)
+        F.lit(True).alias("_fetched"))
+    return (fetched.join(discovered, ["host_bucket", "host"], "full")
+            .withColumn("_fetched", F.coalesce("_fetched", F.lit(False)))
+            .withColumn("new_urls", F.coalesce("new_urls", F.lit(0)))
+            .withColumn("over_cap", F.coalesce("over_cap", F.lit(0)))
+            .withColumn("last_segment_id", F.lit(segment_id)))
+
+
+_ADD = "(k, x, y) -> coalesce(x, 0L) + coalesce(y, 0L)"
+
+
+def _map_sum(a: str, b: str) -> str:
+    """SQL: the sum of two string -> count maps (either may be null)."""
+    empty = "cast(map() AS map<string, bigint>)"
+    return f"map_zip_with(coalesce({a}, {empty}), coalesce({b}, {empty}), {_ADD})"
+
+
+def merge_hostdb(spark: SparkSession, root: CrawlRoot, source: DataFrame, cfg: Mapping[str, Any]) -> None:
+    """host_state: robots cache, politeness, counters, discovery budget. Applied once per segment
+    (a row whose last_segment_id is this segment is left alone)."""
+    fetched_robots = "s._fetched AND s.robots_fetched_at IS NOT NULL"
+    segment_rejects = _map_sum("s.link_rejects", f"map('{HOST_TOTAL_CAP}', s.over_cap)")
+    # a trap signal halves the host's per-cycle budget, down to discovery.trap_min_budget
+    halved = f"greatest({int(cfg['discovery.trap_min_budget'])}, coalesce(t.url_budget, s._cap) DIV 2)"
+
+    def fetch(column: str, keep: str | None = None) -> Column:
+        """The segment's value for a host it fetched, else the table's."""
+        return F.expr(f"CASE WHEN s._fetched THEN {keep or 's.' + column} ELSE t.{column} END")
+
+    def robots(column: str) -> Column:
+        return F.expr(f"CASE WHEN {fetched_robots} THEN s.{column} ELSE t.{column} END")
+
     hostdb = DeltaTable.forPath(spark, root.hostdb)
     (hostdb.alias("t").merge(source.alias("s"), "t.host_bucket = s.host_bucket AND t.host = s.host")
      .whenMatchedUpdate(
         condition="t.last_segment_id IS NULL OR t.last_segment_id <> s.last_segment_id",
         set={
             # the robots cache changes only when this segment fetched robots.txt anew
-            "robots_status": F.expr(f"CASE WHEN {fetched_robots} THEN s.robots_status ELSE t.robots_status END"),
-            "robots_txt": F.expr(f"CASE WHEN {fetched_robots} THEN s.robots_txt ELSE t.robots_txt END"),
-            "robots_fetched_at": F.expr(f"CASE WHEN {fetched_robots} THEN s.robots_fetched_at ELSE t.robots_fetched_at END"),
-            "robots_error": F.expr(f"CASE WHEN {fetched_robots} THEN s.robots_error ELSE t.robots_error END"),
-            "sitemaps": F.expr(f"CASE WHEN {fetched_robots} THEN s.sitemaps ELSE t.sitemaps END"),
-            "crawl_delay_s": F.col("s.crawl_delay_s"),
-            "deferred_until": F.col("s.deferred_until"),
-            "backoff_until": F.col("s.backoff_until"),
-            "backoff_s": F.col("s.backoff_s"),
-            "stop_reason": F.col("s.stop_reason"),
-            "mean_response_ms": F.expr("coalesce(s.mean_response_ms, t.mean_response_ms)"),
-            "override_pattern": F.col("s.override_pattern"),
-            "min_delay_s": F.expr("coalesce(s.min_delay_s, t.min_delay_s)"),
-            "last_fetch_at": F.expr("coalesce(s.last_fetch_at, t.last_fetch_at)"),
-            "requests": F.expr("t.requests + s.requests"),
-            "pages_fetched": F.expr("t.pages_fetched + s.pages_fetched"),
-            "errors": F.expr("t.errors + s.errors"),
+            **{c: robots(c) for c in ("robots_status", "robots_txt", "robots_fetched_at", "robots_error", "sitemaps")},
+            **{c: fetch(c) for c in ("crawl_delay_s", "deferred_until", "backoff_until", "backoff_s",
+                                     "stop_reason", "override_pattern")},
+            "mean_response_ms": fetch("mean_response_ms", "coalesce(s.mean_response_ms, t.mean_response_ms)"),
+            "min_delay_s": fetch("min_delay_s", "coalesce(s.min_delay_s, t.min_delay_s)"),
+            "last_fetch_at": fetch("last_fetch_at", "coalesce(s.last_fetch_at, t.last_fetch_at)"),
+            "sitemaps_fetched_at": fetch("sitemaps_fetched_at", "coalesce(s.sitemaps_fetched_at, t.sitemaps_fetched_at)"),
+            "sitemap_urls": fetch("sitemap_urls", "coalesce(s.sitemap_urls, t.sitemap_urls)"),
+            "trap_signal": fetch("trap_signal"),
+            "url_budget": F.expr(f"CASE WHEN s._fetched AND s.trap_signal IS NOT NULL THEN {halved} "
+                                 "ELSE t.url_budget END"),
+            "requests": F.expr("t.requests + coalesce(s.requests, 0)"),
+            "pages_fetched": F.expr("t.pages_fetched + coalesce(s.pages_fetched, 0)"),
+            "errors": F.expr("t.errors + coalesce(s.errors, 0)"),
+            "links_found": F.expr("coalesce(t.links_found, 0) + coalesce(s.links_found, 0)"),
+            "links_kept": F.expr("coalesce(t.links_kept, 0) + coalesce(s.links_kept, 0)"),
+            "link_rejects": F.expr(f"map_filter({_map_sum('t.link_rejects', segment_rejects)}, (k, v) -> v > 0)"),
+            "url_count": F.expr("coalesce(t.url_count, 0) + s.new_urls"),
             "last_segment_id": F.col("s.last_segment_id"),
         })
-     .whenNotMatchedInsert(values={name: F.col(f"s.{name}") for name in HOST_STATE_SCHEMA.fieldNames()})
+     .whenNotMatchedInsert(values={
+        **{name: F.col(f"s.{name}") for name in HOST_STATE_SCHEMA.fieldNames()
+           if name not in ("requests", "pages_fetched", "errors", "url_budget", "url_count", "link_rejects",
+                           "links_found", "links_kept")},
+        "requests": F.expr("coalesce(s.requests, 0)"),
+        "pages_fetched": F.expr("coalesce(s.pages_fetched, 0)"),
+        "errors": F.expr("coalesce(s.errors, 0)"),
+        "links_found": F.expr("coalesce(s.links_found, 0)"),
+        "links_kept": F.expr("coalesce(s.links_kept, 0)"),
+        "url_budget": F.expr(f"CASE WHEN s.trap_signal IS NOT NULL THEN {halved.replace('t.url_budget', 'NULL')} END"),
+        "url_count": F.col("s.new_urls"),
+        "link_rejects": F.expr(f"map_filter({segment_rejects}, (k, v) -> v > 0)"),
+     })
      .execute())
 
 
@@ -192,14 +238,23 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         raise UserError(f"segment {segment_id} has not been fetched: run 'deltacrawl fetch {segment_id}' first")
     ensure_tables(spark, root)  # crawl roots of older versions get the new columns and tables
     fetched = spark.read.parquet(root.fetched(segment_id))
-    outcomes = fetched.filter(F.col("kind") == "url")
+    outcomes = with_duplicates(spark, root, segment_id, fetched.filter(F.col("kind") == "url"), cfg)
     hosts = fetched.filter(F.col("kind") == "host")
-    updates = updated_states(spark, read_url_state(spark, root), outcomes, cfg)
-    discovered = discovered_urls(spark, outcomes, cfg, now)
-    counts = merge_crawldb(spark, root, updates, discovered)
-    hostdb = DeltaTable.forPath(spark, root.hostdb)
-    before = table_version(hostdb)
-    merge_hostdb(spark, root, hosts, cfg, now)
+    # pinned: the counts below are computed again after the crawldb MERGE, from the same snapshot
+    url_state = read_url_state(spark, root, pinned=True)
+    updates = updated_states(spark, url_state, outcomes, cfg)
+    # what the segment discovered: new URLs within each host's budget, and lastmod hints
+    unknown, known = discover.split_known(discover.candidates(spark, outcomes, hosts, cfg), url_state)
+    budgeted = discover.within_host_budget(unknown, read_host_state(spark, root, pinned=True), cfg).cache()
+    try:
+        new_rows = discover.new_url_rows(spark, budgeted.filter("_keep"), now)
+        counts = merge_crawldb(spark, root, updates, new_rows, discover.lastmod_hints(known, now))
+        host_rows = _host_source(hosts, discover.per_host_counts(budgeted), cfg, segment_id, now)
+        hostdb = DeltaTable.forPath(spark, root.hostdb)
+        before = table_version(hostdb)
+        merge_hostdb(spark, root, host_rows, cfg)
+    finally:
+        budgeted.unpersist()
     host_metrics = merge_metrics(hostdb, before)
     n_hosts = host_metrics.get("numTargetRowsUpdated", 0) + host_metrics.get("numTargetRowsInserted", 0)
     archived = merge_warc_index(spark, root, outcomes)

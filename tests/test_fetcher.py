@@ -15,8 +15,9 @@ DELAY = 0.2
 
 
 def cfg(**kw):
+    # sitemap reading adds requests per host; it has its own test below
     base = {"fetch.delay_s": DELAY, "fetch.connect_timeout_s": 2.0, "fetch.read_timeout_s": 2.0,
-            "fetch.total_timeout_s": 4.0}
+            "fetch.total_timeout_s": 4.0, "sitemaps.enabled": False}
     base.update({k.replace("__", "."): v for k, v in kw.items()})
     return build_config(overrides=base)
 
@@ -187,7 +188,7 @@ def test_read_body_decodes_what_servers_send(encoding):
     import asyncio
     import zlib
 
-    from crawl.fetcher import read_body
+    from crawl.http import read_body
     payload = b"<html>" + b"x" * 5000 + b"</html>"
 
     def gz(data):
@@ -217,3 +218,29 @@ def test_read_body_decodes_what_servers_send(encoding):
         assert body.data == expect[0] and body.encoding_error is None
     else:
         assert body.encoding_error == expect[1]
+
+
+def test_sitemaps_are_read_politely_after_robots_and_their_urls_reported():
+    from crawl.devweb import DevWeb
+    with DevWeb(hosts=4, pages_per_host=6, port=0, seed=2, crawl_delay_s=0.2, sitemaps=True) as web:
+        rows = rows_for([f"http://{h}/" for h in web.host_names])
+        out = fetch_partition(rows, cfg(sitemaps__enabled=True))
+        log = web.requests()
+        web.clear_log()
+        # hosts whose sitemaps were read recently (generate passes the time) are not asked again
+        again = rows_for([f"http://{h}/" for h in web.host_names], sitemaps_fetched_at=1.0)
+        fetch_partition(again, cfg(sitemaps__enabled=True))
+        assert not [e for e in web.requests() if "sitemap" in e["path"]]
+    hosts = {r["host"]: r for r in out if r["kind"] == "host"}
+    for i, h in enumerate(web.host_names):
+        entries = {e["url"]: e["lastmod"] for e in hosts[h]["sitemap_entries"]}
+        orphans = {u for u in web.sitemap_only_urls() if f"//{h}/" in u}
+        assert orphans <= set(entries), (web.robots_kind(i), entries)
+        assert hosts[h]["sitemaps_fetched_at"] is not None
+        if web.robots_kind(i) == "disallow":  # index -> gzip child with <lastmod> + orphans file
+            assert len(entries) == len(orphans) + 6
+            assert entries[f"http://{h}/p/0.html"] is not None
+    paths = [e["path"] for e in log]
+    assert "/sitemap-pages.xml.gz" in paths and "/sitemap.xml" in paths
+    from tests.politeness import assert_polite
+    assert_polite(web, log, DELAY)

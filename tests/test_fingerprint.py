@@ -37,7 +37,7 @@ def test_known_values_do_not_change():
     assert simhash(FOX, shingles=(3,), weighting="tf") == -1854579313676322843
     assert minhash(FOX, 8).hashvalues.tolist() == [356506169, 303009943, 532334889, 269026834,
                                                    132166273, 496323131, 244402453, 382561529]
-    assert fingerprint(FOX) == (442923341304601235, 3542809268100305817, 16)
+    assert fingerprint(FOX)[:3] == (442923341304601235, 3542809268100305817, 16)
 
 
 def test_text_hash_is_blake2b_of_the_normalised_utf8_signed_big_endian():
@@ -227,7 +227,7 @@ def test_simhash_ignores_word_order_only_for_unigrams():
 def test_empty_and_symbol_only_text_has_the_documented_fingerprint():
     for text in ("", "   ", "!!! ... \u00a9 \U0001F600", None):
         f = fingerprint(text)  # type: ignore[arg-type]
-        assert f == (EMPTY_TEXT_HASH, EMPTY_SIMHASH, 0) and EMPTY_SIMHASH == 0
+        assert f == (EMPTY_TEXT_HASH, EMPTY_SIMHASH, 0, None) and EMPTY_SIMHASH == 0
         assert simhash(text) == 0  # type: ignore[arg-type]
     assert bands(0) == [(0, 0), (1, 0), (2, 0), (3, 0)]  # the hot band the dedup job must skip
     # a text shorter than the shingle still gets a (non-empty) fingerprint
@@ -342,3 +342,19 @@ def test_minhash_estimates_word_set_jaccard():
     b = " ".join(_letters(i) for i in range(100, 500))  # 300 shared of 500: Jaccard 0.6
     assert abs(minhash(a, 256).jaccard(minhash(b, 256)) - 0.6) < 0.1
     assert minhash(a).jaccard(minhash(a + " " + a)) == 1.0  # a set: repeats do not count
+
+
+def test_word_set_signature_agrees_in_about_a_jaccard_share_of_positions():
+    import numpy as np
+    from crawl.fingerprint import word_set_signature
+    rng = random.Random(11)
+    vocab = ["".join(rng.choice("abcdefghijklmnop") for _ in range(7)) for _ in range(5000)]
+    words = [rng.choice(vocab) for _ in range(800)]
+    edited = list(words)
+    for i in rng.sample(range(len(words)), 40):  # 5 % of the words replaced
+        edited[i] = rng.choice(vocab)
+    a, b = (np.frombuffer(word_set_signature(" ".join(w)), dtype=np.uint64) for w in (words, edited))
+    c = np.frombuffer(word_set_signature(" ".join(rng.choice(vocab) for _ in range(800))), dtype=np.uint64)
+    truth = len(set(words) & set(edited)) / len(set(words) | set(edited))
+    assert abs((a == b).mean() - truth) < 0.15 and (a == c).mean() < 0.3
+    assert word_set_signature("") is None and fingerprint(" ".join(words)).signature == word_set_signature(" ".join(words))

@@ -120,7 +120,11 @@ def test_decode_never_raises_on_odd_input():
 
 def test_parse_page_outlinks_title_and_charset():
     result = parse_page(PAGE, PAGE_URL, "text/html; charset=utf-8", 100)
-    assert result == ParseResult(extract_outlinks(PAGE, PAGE_URL, 100), "utf-8", "Hello & welcome", None)
+    assert (result.outlinks, result.charset, result.title, result.error) == \
+        (extract_outlinks(PAGE, PAGE_URL, 100), "utf-8", "Hello & welcome", None)
+    assert result.rejected == {"scheme": 1}  # the mailto: link
+    assert result.signature is not None and len(result.signature) == 64 * 8
+    assert result.text_hash is not None and result.simhash is not None
     assert result.outlinks == ["http://a.com/dir/x.html", "http://a.com/root", "http://b.com/"]
 
 
@@ -149,7 +153,8 @@ def test_parse_page_malformed_html():
 
 
 def test_parse_page_zero_bytes_and_no_links_wanted():
-    assert parse_page(b"", PAGE_URL, None, 100) == ParseResult([], "utf-8", None, None)
+    from crawl.fingerprint import EMPTY_TEXT_HASH
+    assert parse_page(b"", PAGE_URL, None, 100) == ParseResult([], "utf-8", None, None, text_hash=EMPTY_TEXT_HASH)
     assert parse_page(PAGE, PAGE_URL, None, 0).outlinks == []
 
 

@@ -1,0 +1,128 @@
+"""What a fetch task keeps of the links it finds, and the per-host trap signal.
+
+A fetch task holds every page a host yields in this cycle, so it can judge links and hosts
+before anything crosses a shuffle:
+
+  * every link is checked by crawl.filters.LinkFilter (scheme, length, depth, repeating
+    path, extension, include/exclude rules, scope); rejections are counted by reason;
+  * links the crawldb already knows are dropped by the seen-URL Bloom filter (crawl.bloom,
+    built from the crawldb once per cycle). A false positive only delays a new URL until
+    another page links to it; the crawldb MERGE stays the exact source of truth;
+  * the trap signal: when a host's pages are mostly near-identical (a calendar, a session id
+    in the path: the MinHash of each page's words, compared with datasketch's LSH), or
+    its pages keep yielding many new same-host links, the host is flagged and update lowers
+    its per-cycle budget (host_state.url_budget).
+
+Counts are plain dicts that end up in the segment's host rows (``link_rejects``) and, summed,
+in host_state and ``deltacrawl stats``.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable, Mapping
+
+from crawl.bloom import BloomFilter
+from crawl.filters import LinkFilter
+from crawl.urls import UrlRules, host_of
+
+# reasons counted besides LinkFilter's and the normaliser's
+KNOWN = "known"            # dropped by the seen-URL Bloom filter (probably in the crawldb already)
+TRAP_NEAR_DUPLICATES = "near_duplicate_pages"
+TRAP_LINK_EXPLOSION = "link_explosion"
+
+_MINHASH_PERMUTATIONS = 64  # crawl.fingerprint.SIGNATURE_PERMUTATIONS
+
+
+class TaskLinks:
+    """Shared by every host of one fetch task: the rules, the filter and the Bloom filter."""
+
+    def __init__(self, cfg: Mapping[str, Any], bloom: BloomFilter | None = None):
+        self.rules = UrlRules.from_config(cfg)
+        self.filter = LinkFilter.from_config(cfg)
+        self.bloom = bloom
+        self.trap_min_pages = int(cfg["discovery.trap_min_pages"])
+        self.trap_near_dup_share = float(cfg["discovery.trap_near_dup_share"])
+        self.trap_similarity = float(cfg["discovery.trap_similarity"])
+        self.trap_new_urls_per_page = float(cfg["discovery.trap_new_urls_per_page"])
+
+    def for_host(self, host: str) -> "HostLinks":
+        return HostLinks(host, self)
+
+
+class HostLinks:
+    """One host's link bookkeeping for this cycle."""
+
+    def __init__(self, host: str, task: TaskLinks):
+        self.host = host
+        self.task = task
+        self.rejects: Counter[str] = Counter()
+        self.found = 0            # links seen on the host's pages (after normalisation)
+        self.kept = 0             # links that leave the task
+        self.pages = 0            # pages whose links were judged
+        self._new_same_host: set[str] = set()
+        self._lsh = None
+        self._similar_pages = 0
+        self._signed_pages = 0
+
+    def add_rejects(self, rejected: Mapping[str, int]) -> None:
+        """Count links the extractor already dropped (normalisation failures, nofollow, cap)."""
+        self.rejects.update({k: int(v) for k, v in rejected.items() if v})
+
+    def keep(self, links: Iterable[str], use_bloom: bool = True) -> list[str]:
+        """The links of one page worth sending to update: filtered, and (unless ``use_bloom`` is
+        false) not already known according to the Bloom filter."""
+        task = self.task
+        reject_reason = task.filter.reject_reason
+        bloom = task.bloom if use_bloom else None
+        own = self.host
+        kept: list[str] = []
+        self.pages += 1
+        for url in links:
+            self.found += 1
+            reason = reject_reason(url, own)
+            if reason is None and bloom is not None and url in bloom:
+                reason = KNOWN
+            if reason is not None:
+                self.rejects[reason] += 1
+                continue
+            kept.append(url)
+            if host_of(url) == own:
+                self._new_same_host.add(url)
+        self.kept += len(kept)
+        return kept
+
+    def add_signature(self, signature: bytes | None) -> None:
+        """A parsed page's word-set MinHash (crawl.fingerprint.word_set_signature, computed in
+        the parser child): is it near-identical to an earlier page of this host?"""
+        if not signature:
+            return
+        import numpy as np
+        from datasketch import MinHash, MinHashLSH
+        values = np.frombuffer(signature, dtype=np.uint64)
+        if len(values) != _MINHASH_PERMUTATIONS:
+            return
+        if self._lsh is None:
+            self._lsh = MinHashLSH(threshold=self.task.trap_similarity, num_perm=_MINHASH_PERMUTATIONS)
+        mh = MinHash(num_perm=_MINHASH_PERMUTATIONS, hashvalues=values, scheme="legacy")
+        key = str(self._signed_pages)
+        self._signed_pages += 1
+        if self._lsh.query(mh):
+            self._similar_pages += 1
+        self._lsh.insert(key, mh)
+
+    def trap_signal(self) -> str | None:
+        """Why the host looks like a trap this cycle, or None."""
+        task = self.task
+        if self._signed_pages >= task.trap_min_pages and \
+                self._similar_pages > task.trap_near_dup_share * self._signed_pages:
+            return TRAP_NEAR_DUPLICATES
+        if self.pages >= task.trap_min_pages and \
+                len(self._new_same_host) > task.trap_new_urls_per_page * self.pages:
+            return TRAP_LINK_EXPLOSION
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        """Fields for the host's row of the segment."""
+        return {"link_rejects": dict(self.rejects) or None, "links_found": self.found,
+                "links_kept": self.kept, "trap_signal": self.trap_signal(),
+                "similar_pages": self._similar_pages}

@@ -1,0 +1,135 @@
+"""Reading a host's sitemaps inside its fetch task, as ordinary polite requests.
+
+Once per ``sitemaps.ttl_s`` a host's sitemaps are read right after its robots.txt: the
+``Sitemap:`` lines of robots.txt (RFC 9309 section 2.2.4 leaves them to the sitemaps
+protocol), or ``/sitemap.xml`` when robots.txt names none. Only sitemaps on the host itself
+are read — a request to another host from this task would bypass that host's politeness,
+which lives in whichever task owns it — and only where robots.txt allows. Index files add
+their children to the host's queue, up to ``sitemaps.max_files_per_host`` files; each request
+keeps the host's gap like any page. Files are parsed in the guarded parser child
+(crawl/sitemaps.py: gzip and size limits, no DOCTYPE), and at most
+``sitemaps.max_urls_per_host`` URLs are kept, filtered like links. They leave the task in the
+host's row (``sitemap_entries``: url and lastmod) and update inserts the new ones and makes
+known ones due when their lastmod is newer than our copy.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import Any
+
+import aiohttp
+
+from crawl.http import error_text, read_body
+from crawl.sitemaps import Sitemap, parse_sitemap
+from crawl.urls import check_url, host_of
+
+OTHER_HOST = "sitemap_other_host"
+ROBOTS_DENIED = "sitemap_robots_denied"
+
+
+class SitemapReader:
+    """One host's sitemap work for this cycle (owned by a crawl.fetcher.HostQueue)."""
+
+    def __init__(self, queue: Any):
+        self.host_queue = queue
+        self.queue: deque[str] = deque()
+        self.planned: set[str] = set()
+        self.entries: dict[str, float | None] = {}
+        self.read_at: float | None = None
+        self.errors: list[str] = []
+
+    def plan(self) -> None:
+        """After robots.txt: queue the host's sitemaps if they are due and the host is crawlable."""
+        q = self.host_queue
+        cfg = q.ctx.cfg
+        if not cfg["sitemaps.enabled"] or not q.pending or q.policy is None:
+            return  # deferred, robots.txt unreachable, or nothing to do on this host
+        first = q.pending[0]
+        if first.get("sitemaps_fetched_at") is not None:
+            return  # read within sitemaps.ttl_s (generate passes the time only while fresh)
+        listed = q.host_row.get("sitemaps") if q.host_row.get("robots_fetched_at") else first.get("sitemaps")
+        scheme = first["url"].split("://", 1)[0]
+        candidates = list(listed or []) or [f"{scheme}://{q.host}/sitemap.xml"]
+        self.read_at = time.time()
+        for url in candidates:
+            self._add(url)
+
+    def _add(self, url: str) -> None:
+        q = self.host_queue
+        canonical, reason = check_url(url, None, q.ctx.links.rules)
+        if canonical is None:
+            q.links.rejects[f"sitemap_{reason}"] += 1
+            return
+        if host_of(canonical) != q.host:
+            q.links.rejects[OTHER_HOST] += 1
+            return
+        if not q.policy.allowed(canonical):
+            q.links.rejects[ROBOTS_DENIED] += 1
+            return
+        if canonical in self.planned or len(self.planned) >= int(q.ctx.cfg["sitemaps.max_files_per_host"]):
+            return
+        self.planned.add(canonical)
+        self.queue.append(canonical)
+
+    async def read_next(self) -> None:
+        """Fetch and parse one sitemap file (one request: the scheduler keeps the gap)."""
+        q = self.host_queue
+        cfg = q.ctx.cfg
+        url = self.queue.popleft()
+        max_bytes = int(cfg["sitemaps.max_bytes_per_file"])
+        started = time.monotonic()
+        body = b""
+        try:
+            async with q.ctx.session.get(url, allow_redirects=False, headers=dict(q.ctx.request_headers)) as resp:
+                if 200 <= resp.status < 300:
+                    body = (await read_body(resp, max_bytes)).data
+                else:
+                    self.errors.append(f"{url}: HTTP {resp.status}")
+        except asyncio.CancelledError:
+            raise
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            self.errors.append(f"{url}: {error_text(exc)}")
+        finally:
+            q._request_ended(started)
+        if not body:
+            return
+        sitemap = await self._parse(body, url, max_bytes)
+        if sitemap.error:
+            self.errors.append(f"{url}: {sitemap.error}")
+        for reason, n in (sitemap.rejected or {}).items():
+            q.links.rejects[f"sitemap_{reason}"] += int(n)
+        for child in sitemap.sitemaps:
+            self._add(child)
+        room = int(cfg["sitemaps.max_urls_per_host"]) - len(self.entries)
+        reject_reason = q.ctx.links.filter.reject_reason
+        for entry in sitemap.urls:
+            if room <= 0:
+                q.links.rejects["sitemap_over_cap"] += 1
+                continue
+            reason = reject_reason(entry.url, q.host)
+            if reason is not None:
+                q.links.rejects[reason] += 1
+                continue
+            if entry.url not in self.entries:
+                self.entries[entry.url] = entry.lastmod
+                room -= 1
+
+    async def _parse(self, body: bytes, url: str, max_bytes: int) -> Sitemap:
+        cfg = self.host_queue.ctx.cfg
+        args = (body, url, int(cfg["sitemaps.max_urls_per_file"]), max_bytes, self.host_queue.ctx.links.rules)
+        parser = self.host_queue.ctx.parser
+        if parser is None:
+            return parse_sitemap(*args)
+        result = await parser.call(parse_sitemap, *args)
+        if isinstance(result, Sitemap):
+            return result
+        return Sitemap([], [], getattr(result, "error", None) or "sitemap parser failed", False, {})
+
+    def summary(self) -> dict[str, Any]:
+        """Fields for the host's row of the segment."""
+        if self.read_at is None:
+            return {"sitemaps_fetched_at": None, "sitemap_entries": None}
+        return {"sitemaps_fetched_at": self.read_at,
+                "sitemap_entries": [{"url": u, "lastmod": m} for u, m in self.entries.items()]}

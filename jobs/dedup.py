@@ -1,0 +1,211 @@
+"""dedup — find the exact and near duplicates among a fetched segment's pages.
+
+Runs between fetch and update, so update applies everything in its one crawldb MERGE: the
+duplicates' status and dup_of, and a lower score for the links they carry (their links are
+trusted less: dedup.duplicate_link_factor).
+
+Inputs:   <crawl_root>/segments/<id>/fetched (2xx pages with text fingerprints, computed in the
+          fetch task), <crawl_root>/dedup/pages and dedup/bands (Delta: canonical pages of
+          earlier segments and their band rows).
+How:      exact duplicates: equal text_hash (hash of the normalised text: markup, whitespace,
+          dates and counters do not defeat it). Near duplicates (crawl/dedup.py): pages sharing
+          a SimHash band (4 x 16 bits) or a MinHash band (8 x 8 values) are candidates — an
+          equi-join on (band, value), never all pairs — and a candidate within dedup.max_hamming
+          bits or with estimated Jaccard >= dedup.min_jaccard is a duplicate. A band value shared
+          by more than dedup.max_band_candidates pages (boilerplate-only pages) is skipped, so a
+          hot band cannot explode the join; pages without text are never compared. Each duplicate
+          gets dup_of = the canonical page among its duplicates (first fetched wins, then higher
+          score, shorter URL).
+Outputs:  <crawl_root>/segments/<id>/dedup (Parquet: url, url_hash, host_bucket, dup_of, match),
+          then one MERGE into dedup/pages and one into dedup/bands (the segment's canonical pages
+          in, their old band rows replaced; duplicates out).
+Re-run:   safe: the result is recomputed and gives the same answer (the canonical rule is the
+          same whether the other page is new or already in dedup/pages), and the MERGEs apply
+          the same rows again. Refused once the segment is updated.
+Exit:     0 done · 2 unknown segment / not fetched / already updated · 3 failure.
+Example:  spark-submit --jars "$(deltacrawl jars)" jobs/dedup.py 20261129120000-a1b2c3 --crawl-root /data/crawl
+"""
+from __future__ import annotations
+
+if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our packages, not sibling files
+    import os as _os, sys as _sys
+    _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+
+import sys
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from crawl.dedup import band_rows, is_near_duplicate
+from crawl.status import FetchStatus
+from jobs.common import UserError, report, run_segment_step
+from jobs.tables import (CrawlRoot, ensure_dedup_tables, from_epoch_col, path_exists, read_url_state,
+                         table_version, to_epoch)
+
+_PAGE_COLUMNS = ("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "first")
+
+
+@dataclass
+class DedupResult:
+    segment_id: str
+    pages: int = 0
+    exact: int = 0
+    near: int = 0
+    candidate_pairs: int = 0
+    hot_bands: int = 0
+
+
+def segment_pages(spark: SparkSession, root: CrawlRoot, segment_id: str, known: DataFrame) -> DataFrame:
+    """The segment's 2xx pages that have text, with ``first`` = when the URL was first fetched
+    (from dedup/pages if it is there already, else this fetch), as epoch seconds."""
+    fetched = spark.read.parquet(root.fetched(segment_id))
+    pages = (fetched.filter((F.col("kind") == "url") & (F.col("fetch_status") == FetchStatus.OK)
+                            & F.col("simhash").isNotNull() & F.col("text_hash").isNotNull())
+             .select("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "fetched_at"))
+    firsts = to_epoch(known.select("url_hash", "url", F.col("first_fetched_at").alias("_first")), ["_first"])
+    return (pages.join(firsts, ["url_hash", "url"], "left")
+            .withColumn("first", F.coalesce("_first", "fetched_at")).drop("_first", "fetched_at"))
+
+
+def _bands_of(rows: Iterator[Any]) -> Iterator[tuple]:
+    for row in rows:
+        for band, value in band_rows(row["simhash"], row["signature"]):
+            yield row["url_hash"], row["url"], band, value
+
+
+def page_bands(spark: SparkSession, pages: DataFrame) -> DataFrame:
+    return spark.createDataFrame(pages.select("url_hash", "url", "simhash", "signature").rdd.mapPartitions(_bands_of),
+                                 "url_hash long, url string, band int, value long", verifySchema=False)
+
+
+def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: int) -> tuple[DataFrame, DataFrame]:
+    """(distinct (url_hash, url, o_url_hash, o_url) pairs sharing a band, hot band values):
+    the segment's pages against each other and against the canonical pages of earlier segments.
+    A band value held by more than ``max_candidates`` pages is left out."""
+    old = old_bands.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"))
+    counts = (new_bands.select("band", "value").unionByName(old.select("band", "value"))
+              .groupBy("band", "value").count())
+    hot = counts.filter(F.col("count") > max_candidates).select("band", "value")
+    cool = new_bands.join(F.broadcast(hot), ["band", "value"], "left_anti")
+    others = cool.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"))
+    pairs = (cool.join(others.unionByName(old), ["band", "value"])
+             .filter(F.col("url_hash") != F.col("o_url_hash"))
+             .select("url_hash", "url", "o_url_hash", "o_url").distinct())
+    return pairs, hot
+
+
+def _near_pairs(rows: Iterator[Any], max_hamming: int, min_jaccard: float) -> Iterator[tuple]:
+    for r in rows:
+        if is_near_duplicate(r["simhash"], r["signature"], r["o_simhash"], r["o_signature"], max_hamming, min_jaccard):
+            yield r["url_hash"], r["url"], r["o_url_hash"], r["o_url"]
+
+
+def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_bands: DataFrame,
+               cfg: Mapping[str, Any]) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(duplicates: url, url_hash, host_bucket, dup_of, match; candidate pairs; hot band values)."""
+    known_pages = to_epoch(known.select(*[c for c in _PAGE_COLUMNS if c != "first"],
+                                        F.col("first_fetched_at").alias("first")), ["first"])
+    # every page a new page may be compared with: this segment's, and earlier canonical ones
+    everyone = pages.select(*_PAGE_COLUMNS).unionByName(known_pages.join(pages.select("url_hash", "url"),
+                                                                         ["url_hash", "url"], "left_anti"))
+    other = everyone.select(*[F.col(c).alias("o_" + c) for c in _PAGE_COLUMNS])
+
+    exact = (pages.join(other, pages.text_hash == other.o_text_hash)
+             .filter(F.col("url_hash") != F.col("o_url_hash"))
+             .select("url_hash", "url", "o_url_hash", "o_url", F.lit("exact").alias("match")))
+
+    # the segment's own pages may be in dedup/bands already (a re-run, or a page fetched again):
+    # their rows there are stale or duplicates of the new ones
+    earlier_bands = old_bands.join(pages.select("url_hash", "url"), ["url_hash", "url"], "left_anti")
+    pairs, hot = candidate_pairs(page_bands(spark, pages), earlier_bands, int(cfg["dedup.max_band_candidates"]))
+    max_hamming, min_jaccard = int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"])
+    with_prints = (pairs.join(pages.select("url_hash", "url", "simhash", "signature"), ["url_hash", "url"])
+                   .join(other.select("o_url_hash", "o_url", "o_simhash", "o_signature"), ["o_url_hash", "o_url"]))
+    near = spark.createDataFrame(
+        with_prints.rdd.mapPartitions(lambda it: _near_pairs(it, max_hamming, min_jaccard)),
+        "url_hash long, url string, o_url_hash long, o_url string", verifySchema=False
+    ).withColumn("match", F.lit("near"))
+
+    # exact matches first: a pair found both ways counts as exact
+    matches = (exact.unionByName(near)
+               .groupBy("url_hash", "url", "o_url_hash", "o_url").agg(F.min("match").alias("match")))
+    key = lambda p: F.struct(F.col(p + "first"), -F.col(p + "score"), F.length(p + "url"), F.col(p + "url"))  # noqa: E731
+    ranked = (matches.join(pages.select("url_hash", "url", "host_bucket", "first", "score"), ["url_hash", "url"])
+              .join(other.select("o_url_hash", "o_url", "o_first", "o_score"), ["o_url_hash", "o_url"])
+              .withColumn("_self", key("")).withColumn("_other", key("o_")))
+    best = (ranked.groupBy("url_hash", "url", "host_bucket", "_self")
+            .agg(F.min(F.struct("_other", "o_url", "match")).alias("_best")))
+    dups = (best.filter(F.col("_best._other") < F.col("_self"))
+            .select("url", "url_hash", "host_bucket", F.col("_best.o_url").alias("dup_of"),
+                    F.col("_best.match").alias("match")))
+    return dups, pairs, hot
+
+
+def merge_dedup_tables(spark: SparkSession, root: CrawlRoot, pages: DataFrame, dups: DataFrame,
+                       segment_id: str) -> None:
+    """Canonical pages of the segment into dedup/pages and dedup/bands (their old band rows
+    replaced); pages found to be duplicates out of both."""
+    flagged = pages.join(dups.select("url_hash", "url", F.lit(True).alias("_dup")), ["url_hash", "url"], "left") \
+                   .withColumn("_dup", F.coalesce("_dup", F.lit(False)))
+    source = flagged.select("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score",
+                            from_epoch_col(F.col("first")).alias("first_fetched_at"),
+                            F.lit(segment_id).alias("segment_id"), "_dup")
+    (DeltaTable.forPath(spark, root.dedup_pages).alias("t")
+     .merge(source.alias("s"), "t.url_hash = s.url_hash AND t.url = s.url")
+     .whenMatchedDelete(condition="s._dup")
+     .whenMatchedUpdateAll(condition="NOT s._dup")
+     .whenNotMatchedInsertAll(condition="NOT s._dup")
+     .execute())
+    bands = page_bands(spark, flagged.filter(~F.col("_dup")))
+    band_source = (bands.join(flagged.select("url_hash", "url", "simhash"), ["url_hash", "url"])
+                   .withColumn("_dup", F.lit(False))
+                   .unionByName(flagged.filter("_dup").select("url_hash", "url", "simhash")
+                                .withColumn("band", F.explode(F.sequence(F.lit(0), F.lit(11))))
+                                .withColumn("value", F.lit(0).cast("long")).withColumn("_dup", F.lit(True))))
+    (DeltaTable.forPath(spark, root.dedup_bands).alias("t")
+     .merge(band_source.alias("s"), "t.band = s.band AND t.url_hash = s.url_hash AND t.url = s.url")
+     .whenMatchedDelete(condition="s._dup")
+     .whenMatchedUpdate(condition="NOT s._dup", set={"value": "s.value", "simhash": "s.simhash"})
+     .whenNotMatchedInsert(condition="NOT s._dup", values={c: f"s.{c}" for c in ("band", "value", "url_hash", "url",
+                                                                                  "simhash")})
+     .execute())
+
+
+def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str) -> DedupResult:
+    if not path_exists(spark, root.segment(segment_id)):
+        raise UserError(f"no segment {segment_id} in {root.root}")
+    if not path_exists(spark, root.fetched(segment_id) + "/_SUCCESS"):
+        raise UserError(f"segment {segment_id} has not been fetched: run 'deltacrawl fetch {segment_id}' first")
+    if path_exists(spark, root.updated_marker(segment_id)):
+        raise UserError(f"segment {segment_id} is already updated: dedup runs between fetch and update")
+    ensure_dedup_tables(spark, root)
+    pinned = lambda path: spark.read.format("delta").option(  # noqa: E731
+        "versionAsOf", table_version(DeltaTable.forPath(spark, path))).load(path)
+    known, old_bands = pinned(root.dedup_pages), pinned(root.dedup_bands)
+    pages = segment_pages(spark, root, segment_id, known).cache()
+    try:
+        dups, pairs, hot = duplicates(spark, pages, known, old_bands, cfg)
+        dups.write.mode("overwrite").parquet(root.dedup_result(segment_id))
+        written = spark.read.parquet(root.dedup_result(segment_id))
+        counts = {r["match"]: r["n"] for r in written.groupBy("match").agg(F.count("*").alias("n")).collect()}
+        result = DedupResult(segment_id, pages.count(), counts.get("exact", 0), counts.get("near", 0),
+                             pairs.count(), hot.count())
+        merge_dedup_tables(spark, root, pages, written, segment_id)
+    finally:
+        pages.unpersist()
+    report(f"dedup: segment {segment_id}: {result.pages} pages with text, {result.exact} exact and "
+           f"{result.near} near duplicates ({result.candidate_pairs} candidate pairs, "
+           f"{result.hot_bands} hot band values skipped)")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_segment_step("deltacrawl dedup", argv,
+                            "Find exact and near duplicates among a fetched segment's pages (before update).", run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""What a segment discovered, as crawldb rows: used by update (pure DataFrame -> DataFrame).
+
+Sources, all already normalised and filtered in the fetch task (crawl/discovery.py):
+  * outlinks of fetched pages (and the canonical hint of a page), depth + 1, each with an
+    OPIC-like share of the page's score (crawl.status.outlink_score);
+  * redirect targets, carrying the chain length (redirect_hops);
+  * sitemap entries (the host rows' ``sitemap_entries``): depth 1 and the score a seed's only
+    outlink would get (a sitemap is the site's own list of the pages it cares about).
+
+They are deduplicated per segment (least depth, summed score, in-link count, newest lastmod),
+the URLs fetched in this segment are dropped, and the rest are joined with the crawldb:
+  * unknown URLs become new unfetched rows — at most as many per host as its total budget
+    (``discovery.max_urls_per_host_total`` or a host override's ``max_urls_total``, minus the
+    host_state.url_count already discovered) allows, best score first; the rest are counted;
+  * known URLs whose sitemap <lastmod> is newer than our last fetch become *hints*: update
+    makes them due now.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from crawl.status import FetchStatus, discovered_links, new_url_state, outlink_score
+from crawl.urls import host_bucket, host_of, url_hash
+from jobs.tables import URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch
+
+HOST_TOTAL_CAP = "host_total_cap"   # link_rejects reason: the host holds all the URLs it may
+_LINK_SOURCES = (FetchStatus.OK, FetchStatus.REDIRECT)
+_URL_FIELDS = URL_STATE_SCHEMA.fieldNames()
+_CANDIDATE_SCHEMA = ("url string, host string, host_bucket int, url_hash long, depth int, score double, "
+                     "redirect_hops int, inlinks int, lastmod double")
+
+
+def _link_rows(rows: Iterator[Any], factor: float, max_depth: int, max_redirects: int) -> Iterator[tuple]:
+    for row in rows:
+        for url, depth, share, hops in discovered_links(row.asDict(), factor, max_depth, max_redirects):
+            yield url, depth, share, hops, 1, None
+
+
+def _keyed(rows: Iterator[Any], buckets: int) -> Iterator[tuple]:
+    for row in rows:
+        url = row["url"]
+        host = host_of(url)
+        yield (url, host, host_bucket(host, buckets), url_hash(url), int(row["depth"]), float(row["score"]),
+               int(row["redirect_hops"]), int(row["inlinks"]), row["lastmod"])
+
+
+def candidates(spark: SparkSession, outcomes: DataFrame, hosts: DataFrame, cfg: Mapping[str, Any]) -> DataFrame:
+    """One row per URL discovered in the segment and not fetched in it (``_CANDIDATE_SCHEMA``)."""
+    factor = float(cfg["update.outlink_score_factor"])
+    max_depth = int(cfg["update.max_depth"])
+    max_redirects = int(cfg["fetch.max_redirects"])
+    buckets = int(cfg["crawldb.host_buckets"])
+    sources = (outcomes.filter(F.col("fetch_status").isin(*_LINK_SOURCES))
+               .select("outlinks", "depth", "score", "fetch_status", "redirect_hops"))
+    links = spark.createDataFrame(
+        sources.rdd.mapPartitions(lambda it: _link_rows(it, factor, max_depth, max_redirects)),
+        "url string, depth int, score double, redirect_hops int, n int, lastmod double", verifySchema=False)
+    sitemap_score = outlink_score(float(cfg["inject.seed_score"]), 1, factor)
+    from_sitemaps = (hosts.filter(F.col("sitemap_entries").isNotNull())
+                     .select(F.explode("sitemap_entries").alias("e"))
+                     .select(F.col("e.url").alias("url"), F.lit(1).alias("depth"),
+                             F.lit(sitemap_score).alias("score"), F.lit(0).alias("redirect_hops"),
+                             F.lit(0).alias("n"), F.col("e.lastmod").alias("lastmod")))
+    if max_depth < 1:
+        from_sitemaps = from_sitemaps.limit(0)
+    unique = (links.unionByName(from_sitemaps).groupBy("url")
+              .agg(F.min("depth").alias("depth"), F.sum("score").alias("score"),
+                   F.min("redirect_hops").alias("redirect_hops"), F.sum("n").cast("int").alias("inlinks"),
+                   F.max("lastmod").alias("lastmod"))
+              .join(outcomes.select("url"), "url", "left_anti"))
+    return spark.createDataFrame(unique.rdd.mapPartitions(lambda it: _keyed(it, buckets)), _CANDIDATE_SCHEMA,
+                                 verifySchema=False)
+
+
+def host_total_cap(cfg: Mapping[str, Any]) -> Column:
+    """discovery.max_urls_per_host_total, or the first matching override's max_urls_total."""
+    from jobs.generate import override_cap
+    return override_cap(cfg, "max_urls_total", int(cfg["discovery.max_urls_per_host_total"]))
+
+
+def split_known(cands: DataFrame, url_state: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(unknown candidates, known candidates with the crawldb's last_fetched_at)."""
+    keys = url_state.select("host_bucket", "url_hash", "url", F.col("last_fetched_at").alias("_last_fetched_at"),
+                            F.lit(True).alias("_known"))
+    joined = cands.join(keys, ["host_bucket", "url_hash", "url"], "left")
+    return (joined.filter(F.col("_known").isNull()).drop("_known", "_last_fetched_at"),
+            joined.filter(F.col("_known")).drop("_known"))
+
+
+def within_host_budget(unknown: DataFrame, host_state: DataFrame, cfg: Mapping[str, Any]) -> DataFrame:
+    """Unknown candidates with ``_keep``: whether the host's total budget has room for them."""
+    counts = host_state.select("host_bucket", "host", "url_count")
+    best_first = Window.partitionBy("host").orderBy(F.col("score").desc(), F.col("depth").asc(), F.col("url").asc())
+    room = host_total_cap(cfg) - F.coalesce("url_count", F.lit(0))
+    return (unknown.join(counts, ["host_bucket", "host"], "left")
+            .withColumn("_keep", F.row_number().over(best_first) <= room)
+            .drop("url_count"))
+
+
+def _new_rows(rows: Iterator[Any], now: float) -> Iterator[tuple]:
+    for row in rows:
+        state = new_url_state(row["url"], row["host"], row["host_bucket"], row["url_hash"], row["depth"],
+                              row["score"], now, row["redirect_hops"], row["inlinks"])
+        yield tuple(state[name] for name in _URL_FIELDS)
+
+
+def new_url_rows(spark: SparkSession, kept: DataFrame, now: float) -> DataFrame:
+    """crawldb rows (unfetched, due now) for the kept unknown candidates."""
+    rdd = kept.rdd.mapPartitions(lambda it: _new_rows(it, now))
+    # rows come from crawl.status.new_url_state in schema order: no per-row type verification
+    return from_epoch(spark.createDataFrame(rdd, epoch_schema(URL_STATE_SCHEMA), verifySchema=False), URL_STATE_TIMES)
+
+
+def per_host_counts(budgeted: DataFrame) -> DataFrame:
+    """(host_bucket, host, new_urls, over_cap) per host: what the budget let in and kept out."""
+    return (budgeted.groupBy("host_bucket", "host")
+            .agg(F.sum(F.col("_keep").cast("long")).alias("new_urls"),
+                 F.sum((~F.col("_keep")).cast("long")).alias("over_cap")))
+
+
+def lastmod_hints(known: DataFrame, now: float) -> DataFrame:
+    """Known URLs whose sitemap lastmod is newer than our last fetch: (keys, next_fetch_at = now)."""
+    from jobs.tables import from_epoch_col
+    newer = F.col("lastmod").isNotNull() & (F.col("_last_fetched_at").isNull()
+                                            | (from_epoch_col(F.col("lastmod")) > F.col("_last_fetched_at")))
+    return (known.filter(newer & F.col("_last_fetched_at").isNotNull())
+            .select("host_bucket", "url_hash", "url", from_epoch_col(F.lit(now)).alias("next_fetch_at")))

@@ -1,0 +1,158 @@
+"""jobs/dedup.py through real Spark and Delta, on crafted pages served over loopback: exact
+copies (other markup, a new timestamp), near copies (a few words edited), a hot band (thirty
+boilerplate-only pages), distinct pages; a second segment meets the first one's canonical pages
+in dedup/pages; re-running changes nothing; update applies status duplicate and dup_of and
+trusts a duplicate's links less."""
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+
+import pytest
+from aiohttp import web
+
+from jobs import dedup, fetch, generate, inject, update
+from jobs.tables import CrawlRoot
+from tests.conftest import make_config, write_seeds
+
+HOST_A, HOST_B = "127.0.0.61", "127.0.0.62"
+BOILERPLATE = 30
+
+
+def _article(seed: int, words: int = 400) -> list[str]:
+    rng = random.Random(seed)
+    vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9))) for _ in range(3000)]
+    return [rng.choice(vocab) for _ in range(words)]
+
+
+def _edited(words: list[str], share: float, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out = list(words)
+    for i in rng.sample(range(len(out)), int(len(out) * share)):
+        out[i] = "edit" + "".join(rng.choice("xyzw") for _ in range(5))
+    return out
+
+
+def _html(words: list[str], stamp: str = "", links: tuple[str, ...] = (), style: int = 0) -> str:
+    nav = '<nav><a href="/">Home</a> About Contact</nav>'
+    links_html = "".join(f'<a href="{h}">more</a>' for h in links)
+    if style == 0:
+        body = f"<article><p>{' '.join(words)}</p></article>"
+    else:  # the same text in other markup and whitespace
+        half = len(words) // 2
+        body = f"<div class=x>\n  <span>{'  '.join(words[:half])}</span>\n<b>{' '.join(words[half:])}</b></div>"
+    return f"<html><head><title>t</title><script>var t={random.random()}</script></head><body>{nav}" \
+           f"<p>Updated {stamp}</p>{body}{links_html}</body></html>"
+
+
+ORIGINAL = _article(1)
+PAGES = {
+    "/orig.html": _html(ORIGINAL, "2026-11-29 10:00", links=("/only-from-orig.html",)),
+    "/copy.html": _html(ORIGINAL, "2026-11-30 12:34", links=("/only-from-copy.html",), style=1),
+    "/near.html": _html(_edited(ORIGINAL, 0.03, 2), "2026-11-30 09:00"),
+    "/only-from-orig.html": _html(_article(50)),
+    "/only-from-copy.html": _html(_article(51)),
+    "/late.html": _html(_edited(ORIGINAL, 0.02, 3), "2026-12-01"),
+    **{f"/other{i}.html": _html(_article(10 + i)) for i in range(5)},
+    **{f"/boiler{i}.html": _html([], f"2026-11-{i + 1:02d}") for i in range(BOILERPLATE)},
+}
+MIRROR = {"/mirror.html": _html(ORIGINAL, "2025-01-01", links=("/elsewhere.html",), style=1)}
+
+
+@pytest.fixture(scope="module")
+def server():
+    loop = asyncio.new_event_loop()
+    runners = []
+
+    async def start():
+        for host, pages in ((HOST_A, PAGES), (HOST_B, MIRROR)):
+            async def handle(request, pages=pages):
+                if request.path == "/robots.txt":
+                    return web.Response(status=404)
+                if request.path in pages:
+                    return web.Response(text=pages[request.path], content_type="text/html")
+                return web.Response(status=404)
+            app = web.Application()
+            app.router.add_get("/{tail:.*}", handle)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, host, 0)
+            await site.start()
+            runners.append((runner, site._server.sockets[0].getsockname()[1]))
+
+    ready = threading.Event()
+
+    def serve():
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    ready.wait(10)
+    yield {HOST_A: f"http://{HOST_A}:{runners[0][1]}", HOST_B: f"http://{HOST_B}:{runners[1][1]}"}
+    for runner, _ in runners:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+def _cycle(spark, cfg, root):
+    seg = generate.run(spark, cfg, root).segment_id
+    fetch.run(spark, cfg, root, seg)
+    first = dedup.run(spark, cfg, root, seg)
+    return seg, first
+
+
+def test_dedup_through_spark(spark, server, tmp_path):
+    a, b = server[HOST_A], server[HOST_B]
+    seeds = [a + p for p in PAGES if p not in ("/late.html", "/only-from-orig.html", "/only-from-copy.html")]
+    seeds.append(b + "/mirror.html")
+    cfg = make_config(fetch__delay_s=0.0, dedup__max_band_candidates=10, sitemaps__enabled=False,
+                      generate__max_urls_per_host=200)
+    root = CrawlRoot(str(tmp_path / "crawl"))
+    inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", seeds))
+    seg, first = _cycle(spark, cfg, root)
+    result = {r["url"]: r.asDict() for r in spark.read.parquet(root.dedup_result(seg)).collect()}
+
+    group = {a + "/orig.html", a + "/copy.html", a + "/near.html", b + "/mirror.html"}
+    fetched = {r["url"]: r["fetched_at"] for r in spark.read.parquet(root.fetched(seg)).collect() if r["url"]}
+    canonical = min(group, key=lambda u: (fetched[u], u))  # first fetched wins
+    assert set(result) & group == group - {canonical}
+    assert all(result[u]["dup_of"] in group for u in group - {canonical})
+    same_text = {a + "/orig.html", a + "/copy.html", b + "/mirror.html"}  # other markup, dates, scripts
+    for u in group - {canonical}:
+        assert result[u]["match"] == ("exact" if {u, result[u]["dup_of"]} <= same_text else "near"), u
+    assert not any(f"/other{i}.html" in u for u in result for i in range(5))
+    boiler = {a + f"/boiler{i}.html" for i in range(BOILERPLATE)}
+    assert len(boiler - set(result)) == 1 and {result[u]["match"] for u in boiler & set(result)} == {"exact"}
+    assert first.hot_bands > 0  # the boilerplate pages share every band: left out of the near join
+
+    # re-running changes nothing
+    pages_before = {r["url"] for r in spark.read.format("delta").load(root.dedup_pages).collect()}
+    bands_before = sorted(tuple(r) for r in spark.read.format("delta").load(root.dedup_bands).collect())
+    again = dedup.run(spark, cfg, root, seg)
+    assert {r["url"]: r.asDict() for r in spark.read.parquet(root.dedup_result(seg)).collect()} == result
+    assert (again.exact, again.near) == (first.exact, first.near)
+    assert {r["url"] for r in spark.read.format("delta").load(root.dedup_pages).collect()} == pages_before
+    assert sorted(tuple(r) for r in spark.read.format("delta").load(root.dedup_bands).collect()) == bands_before
+    assert canonical in pages_before and not (set(result) & pages_before)
+
+    # update applies it: status duplicate, dup_of, and a duplicate's links are trusted less
+    update.run(spark, cfg, root, seg)
+    rows = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}
+    for url, dup in result.items():
+        assert rows[url]["status"] == "duplicate" and rows[url]["dup_of"] == dup["dup_of"]
+    assert rows[canonical]["status"] == "fetched"
+    orig_link, copy_link = rows[a + "/only-from-orig.html"], rows[a + "/only-from-copy.html"]
+    from_dup, from_canonical = (copy_link, orig_link) if canonical != a + "/copy.html" else (orig_link, copy_link)
+    if canonical in (a + "/orig.html", a + "/copy.html"):
+        assert from_dup["score"] == pytest.approx(from_canonical["score"] * float(cfg["dedup.duplicate_link_factor"]))
+
+    # a later segment: a near copy meets the canonical page in dedup/pages
+    inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds2.txt", [a + "/late.html"]))
+    seg2, _ = _cycle(spark, cfg, root)
+    late = {r["url"]: r.asDict() for r in spark.read.parquet(root.dedup_result(seg2)).collect()}
+    assert late[a + "/late.html"]["dup_of"] == canonical and late[a + "/late.html"]["match"] == "near"

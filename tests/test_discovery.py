@@ -1,0 +1,78 @@
+"""crawl.discovery: what a fetch task keeps of the links it finds, and the per-host trap signal."""
+from __future__ import annotations
+
+import random
+
+from crawl.bloom import BloomFilter
+from crawl.discovery import KNOWN, TRAP_LINK_EXPLOSION, TRAP_NEAR_DUPLICATES, TaskLinks
+from crawl.fingerprint import page_text, word_set_signature
+from tests.conftest import make_config
+
+HOST = "a.example"
+
+
+def page_signature(html: str) -> bytes | None:
+    return word_set_signature(page_text(html))  # what the parser child computes
+
+
+def _page(words: str) -> str:
+    return f"<html><head><title>t</title><script>var x = 1;</script></head><body><p>{words}</p></body></html>"
+
+
+def test_links_are_filtered_and_known_ones_dropped_by_the_bloom_filter():
+    bloom = BloomFilter.for_capacity(10, 0.01)
+    bloom.add(f"http://{HOST}/known")
+    host = TaskLinks(make_config(), bloom).for_host(HOST)
+    kept = host.keep([f"http://{HOST}/new", f"http://{HOST}/known", f"http://{HOST}/a/a/a/",
+                      f"http://{HOST}/img.png", "http://other.example/x"])
+    assert kept == [f"http://{HOST}/new", "http://other.example/x"]
+    assert host.rejects == {KNOWN: 1, "repeating_path": 1, "extension": 1}
+    # redirect targets and sitemap entries may skip the Bloom filter
+    assert host.keep([f"http://{HOST}/known"], use_bloom=False) == [f"http://{HOST}/known"]
+    summary = host.summary()
+    assert summary["links_found"] == 6 and summary["links_kept"] == 3 and summary["trap_signal"] is None
+
+
+def test_scope_is_relative_to_the_linking_host():
+    host = TaskLinks(make_config(discovery__scope="host")).for_host(HOST)
+    assert host.keep(["http://other.example/x", f"http://{HOST}/y"]) == [f"http://{HOST}/y"]
+    assert host.rejects == {"scope": 1}
+
+
+def test_signatures_of_near_identical_pages_agree_and_unrelated_pages_do_not():
+    import numpy as np
+    rng = random.Random(1)
+    base = " ".join("".join(rng.choice("klmnopqrst") for _ in range(5)) for _ in range(400))
+    a = np.frombuffer(page_signature(_page(base + " calendar 2026 11")), dtype=np.uint64)
+    b = np.frombuffer(page_signature(_page(base + " calendar 2026 12")), dtype=np.uint64)
+    other = " ".join("".join(rng.choice("abcdefghij") for _ in range(5)) for _ in range(400))
+    c = np.frombuffer(page_signature(_page(other)), dtype=np.uint64)
+    assert (a == b).mean() > 0.9 and (a == c).mean() < 0.1
+    assert page_signature("<html><body></body></html>") is None
+
+
+def test_a_host_of_near_identical_pages_is_a_trap():
+    task = TaskLinks(make_config(discovery__trap_min_pages=5))
+    trap, normal = task.for_host("trap.example"), task.for_host(HOST)
+    for month in range(1, 13):  # a calendar: the same page but for the date
+        trap.keep([])
+        trap.add_signature(page_signature(_page(f"Calendar 2026-{month:02d} Next month Previous month Home")))
+    rng = random.Random(5)
+    vocabulary = ["".join(rng.choice("abcdefghij") for _ in range(6)) for _ in range(2000)]
+    for _ in range(12):  # distinct articles (digits would not do: normalisation folds them)
+        normal.keep([])
+        normal.add_signature(page_signature(_page(" ".join(rng.choice(vocabulary) for _ in range(200)))))
+    assert trap.trap_signal() == TRAP_NEAR_DUPLICATES
+    assert normal.trap_signal() is None
+
+
+def test_a_host_whose_pages_explode_into_new_links_is_a_trap():
+    task = TaskLinks(make_config(discovery__trap_min_pages=3, discovery__trap_new_urls_per_page=20.0))
+    host = task.for_host(HOST)
+    for page in range(4):
+        host.keep([f"http://{HOST}/p{page}/{i}" for i in range(30)])
+    assert host.trap_signal() == TRAP_LINK_EXPLOSION
+    calm = task.for_host("calm.example")
+    for page in range(4):
+        calm.keep([f"http://calm.example/p/{i}" for i in range(30)])  # the same links on every page
+    assert calm.trap_signal() is None

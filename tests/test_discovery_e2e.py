@@ -1,0 +1,88 @@
+"""Discovery through the real jobs, 5 cycles over the test web with sitemaps and the trap host:
+normal hosts are covered in full (sitemap-only pages included), the trap host stays within its
+caps and gets its budget lowered, rejected links are counted by reason, and the seen-URL
+filter keeps known links out of the segment."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from crawl.devweb import DevWeb
+from jobs import crawl as crawl_job
+from jobs import stats
+from jobs.tables import CrawlRoot
+from tests.conftest import make_config, write_seeds
+from tests.politeness import assert_polite
+
+CYCLES = 5
+PER_CYCLE = 20     # generate.max_urls_per_host: more than a normal host has
+TOTAL = 60         # discovery.max_urls_per_host_total
+
+
+@pytest.fixture(scope="module")
+def crawled(spark, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("discovery")
+    web = DevWeb(hosts=4, pages_per_host=8, port=0, seed=3, crawl_delay_s=0.2, sitemaps=True,
+                 hostile=True).start()
+    try:
+        seeds = web.seed_urls() + web.hostile_urls("traps")
+        cfg = make_config(generate__max_urls_per_host=PER_CYCLE, discovery__max_urls_per_host_total=TOTAL,
+                          discovery__trap_min_pages=4, fetch__delay_s=0.05)
+        root = CrawlRoot(str(tmp / "crawl"))
+        crawl_job.run(spark, cfg, root, write_seeds(tmp / "seeds.txt", seeds), CYCLES)
+        log = web.requests()
+    finally:
+        web.stop()
+    rows = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}
+    hosts = {r["host"]: r for r in spark.read.format("delta").load(root.hostdb).collect()}
+    return web, cfg, root, rows, hosts, log
+
+
+def test_normal_hosts_are_covered_in_full_including_sitemap_only_pages(crawled):
+    web, _cfg, _root, rows, _hosts, _log = crawled
+    normal = set(web.host_names)
+    fetched = {u for u, r in rows.items() if r["host"] in normal and r["status"] == "fetched"}
+    orphans = set(web.sitemap_only_urls())
+    assert orphans and orphans <= fetched, sorted(orphans - fetched)
+    pages = {f"http://{h}/p/{k}.html" for h in normal for k in range(web.pages_per_host)}
+    assert pages <= fetched
+    assert all(rows[u]["depth"] == 1 for u in orphans)  # found through a sitemap, not a link
+
+
+def test_the_trap_host_stays_within_its_caps_and_its_budget_is_lowered(crawled):
+    web, _cfg, _root, rows, hosts, log = crawled
+    trap = web.hostile_hosts["traps"]
+    known = [u for u, r in rows.items() if r["host"] == trap]
+    assert len(known) <= TOTAL + 3  # + the seeds, injected outside the discovery budget
+    requests = Counter(e["host"] for e in log if e["path"] not in ("/robots.txt", "/sitemap.xml"))
+    assert requests[trap] <= CYCLES * PER_CYCLE
+    host = hosts[trap]
+    assert host["trap_signal"] is not None or host["url_budget"] is not None
+    assert host["url_budget"] is not None and host["url_budget"] < PER_CYCLE
+    assert (host["link_rejects"] or {}).get("repeating_path", 0) >= 1  # /a/a/a/ never queued
+    assert not any("/a/a/a/" in u for u in known)
+    for h in web.host_names:  # normal hosts never look like traps
+        assert hosts[h]["url_budget"] is None, h
+
+
+def test_politeness_holds_while_reading_sitemaps(crawled):
+    web, cfg, _root, _rows, _hosts, log = crawled
+    assert_polite(web, [e for e in log if e["host"] in set(web.host_names)], float(cfg["fetch.delay_s"]))
+    sitemap_paths = {e["path"] for e in log if "sitemap" in e["path"]}
+    assert {"/sitemap_index.xml", "/sitemap-pages.xml.gz", "/sitemap-orphans.xml", "/sitemap.xml"} <= sitemap_paths
+    # each host's sitemaps are read once per sitemaps.ttl_s, not every cycle
+    per_host = Counter((e["host"], e["path"]) for e in log if "sitemap" in e["path"])
+    assert max(per_host.values()) == 1
+
+
+def test_stats_show_links_by_reason_and_trap_hosts(crawled, spark, capsys):
+    web, cfg, root, _rows, _hosts, _log = crawled
+    summary = stats.run(spark, cfg, root)
+    out = capsys.readouterr().out
+    reasons = dict(summary["hostdb"]["link_rejects"])
+    assert reasons.get("known", 0) > 0          # the seen-URL filter dropped known links
+    assert reasons.get("repeating_path", 0) > 0
+    assert "links dropped, by reason" in out and "looked like traps" in out
+    links = summary["hostdb"]["links"]
+    assert links["found"] > links["kept"] > 0
