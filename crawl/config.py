@@ -118,7 +118,9 @@ def _validate(cfg: dict[str, Any]) -> None:
                 "fetch.max_concurrency", "fetch.max_body_bytes", "fetch.total_timeout_s",
                 "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.time_limit_s", "fetch.max_backoff_s", "fetch.max_consecutive_errors",
                 "fetch.robots_max_bytes", "spark.shuffle_partitions", "parse.max_outlinks",
-                "update.refetch_interval_s", "update.retry_interval_s", "parse.workers",
+                "schedule.min_interval_s", "schedule.max_interval_s", "schedule.retry_interval_s",
+                "schedule.gone_interval_s", "schedule.prior_min_change_s", "schedule.prior_max_change_s",
+                "schedule.depth_decay", "schedule.score_floor", "parse.workers",
                 "parse.memory_limit_mb", "parse.time_limit_s", "warc.max_file_bytes", "warc.gzip_level",
                 "dedup.max_band_candidates", "discovery.bloom_max_mb", "discovery.max_url_length",
                 "discovery.max_path_depth", "discovery.max_urls_per_host_total", "discovery.trap_min_pages",
@@ -129,14 +131,15 @@ def _validate(cfg: dict[str, Any]) -> None:
             raise ConfigError(f"config key '{key}' must be > 0, got {cfg[key]}")
     if not 0 <= cfg["dedup.max_hamming"] <= 3:
         raise ConfigError("config key 'dedup.max_hamming' must be 0..3 (4 SimHash bands find pairs within 3 bits)")
-    for key in ("dedup.min_jaccard", "dedup.duplicate_link_factor", "discovery.bloom_fpr"):
+    for key in ("dedup.min_jaccard", "dedup.duplicate_link_factor", "discovery.bloom_fpr", "generate.discovery_share"):
         if not 0 <= cfg[key] <= 1:
             raise ConfigError(f"config key '{key}' must be in [0, 1], got {cfg[key]}")
     if not 1 <= cfg["warc.gzip_level"] <= 9:
         raise ConfigError(f"config key 'warc.gzip_level' must be 1..9, got {cfg['warc.gzip_level']}")
     non_negative = ["fetch.delay_s", "fetch.max_redirects", "fetch.delay_factor", "fetch.max_delay_s", "fetch.max_wait_in_cycle_s",
                     "fetch.robots_retry_s", "fetch.max_crawl_delay_s", "fetch.tasks", "fetch.robots_ttl_s",
-                    "update.max_retries", "update.max_depth", "devweb.hosts", "devweb.pages_per_host",
+                    "schedule.max_retries", "schedule.gone_max_checks", "schedule.fetch_value_s",
+                    "schedule.score_exponent", "update.max_depth", "devweb.hosts", "devweb.pages_per_host",
                     "devweb.port", "devweb.crawl_delay_s", "stats.top_hosts", "sitemaps.ttl_s",
                     "discovery.max_segment_repeats", "discovery.trap_new_urls_per_page"]
     for key in non_negative:

@@ -55,7 +55,7 @@ Per robots kind:
 
     disallow      robots.txt adds ``Sitemap: http://<host>/sitemap_index.xml``: an index of
                   /sitemap-pages.xml.gz (gzip; every /p/ page, with <lastmod>) and
-                  /sitemap-orphans.xml
+                  /sitemap-orphans.xml (``sitemap_lastmod`` sets the <lastmod>)
     crawl_delay   robots.txt adds ``Sitemap: http://<host>/sitemap-orphans.xml``
     missing       (no robots.txt) /sitemap.xml lists the orphan pages
     allow_all     robots.txt lists no sitemap; /sitemap.xml lists the orphan pages
@@ -212,6 +212,7 @@ class DevWeb:
         log_path: str | None = None,
         hostile: bool = False,
         sitemaps: bool = False,
+        sitemap_lastmod: str = "2026-01-01",
     ):
         if hosts < 1:
             raise ValueError("hosts must be >= 1")
@@ -235,6 +236,7 @@ class DevWeb:
         self.log_path = log_path
         self.private_pages = max(1, pages_per_host // 5)
         self.sitemaps = sitemaps
+        self.sitemap_lastmod = sitemap_lastmod
         self.orphan_pages = max(1, pages_per_host // 4) if sitemaps else 0
         self.addresses: list[str] = [host_address(i) for i in range(hosts)]
         self.host_names: list[str] = [f"{a}:{port}" for a in self.addresses] if port else []
@@ -291,7 +293,7 @@ class DevWeb:
         kind = self.robots_kind(host)
 
         def urlset(paths: list[str], lastmod: bool = False) -> bytes:
-            items = "".join(f"<url><loc>{root}{p}</loc>" + ("<lastmod>2026-01-01</lastmod>" if lastmod else "")
+            items = "".join(f"<url><loc>{root}{p}</loc>" + (f"<lastmod>{self.sitemap_lastmod}</lastmod>" if lastmod else "")
                             + "</url>" for p in paths)
             return ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/'
                     f'sitemap/0.9">{items}</urlset>\n').encode()

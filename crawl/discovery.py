@@ -27,6 +27,7 @@ from crawl.urls import UrlRules, host_of
 
 # reasons counted besides LinkFilter's and the normaliser's
 KNOWN = "known"            # dropped by the seen-URL Bloom filter (probably in the crawldb already)
+MAX_DEPTH = "max_depth"    # the linking page is update.max_depth hops from a seed already
 TRAP_NEAR_DUPLICATES = "near_duplicate_pages"
 TRAP_LINK_EXPLOSION = "link_explosion"
 
@@ -44,6 +45,7 @@ class TaskLinks:
         self.trap_near_dup_share = float(cfg["discovery.trap_near_dup_share"])
         self.trap_similarity = float(cfg["discovery.trap_similarity"])
         self.trap_new_urls_per_page = float(cfg["discovery.trap_new_urls_per_page"])
+        self.max_depth = int(cfg["update.max_depth"])
 
     def for_host(self, host: str) -> "HostLinks":
         return HostLinks(host, self)
@@ -68,12 +70,19 @@ class HostLinks:
         """Count links the extractor already dropped (normalisation failures, nofollow, cap)."""
         self.rejects.update({k: int(v) for k, v in rejected.items() if v})
 
-    def keep(self, links: Iterable[str], use_bloom: bool = True) -> list[str]:
-        """The links of one page worth sending to update: filtered, and (unless ``use_bloom`` is
-        false) not already known according to the Bloom filter."""
+    def keep(self, links: Iterable[str], depth: int = 0) -> list[str]:
+        """The links of one page (``depth`` hops from a seed) worth sending to update: within the
+        crawl depth, filtered, and not already known according to the Bloom filter."""
         task = self.task
+        if depth + 1 > task.max_depth:
+            links = list(links)
+            self.pages += 1
+            self.found += len(links)
+            if links:
+                self.rejects[MAX_DEPTH] += len(links)
+            return []
         reject_reason = task.filter.reject_reason
-        bloom = task.bloom if use_bloom else None
+        bloom = task.bloom
         own = self.host
         kept: list[str] = []
         self.pages += 1

@@ -364,16 +364,17 @@ class HostQueue:
             fields["content_hash"] = hashlib.sha1(body.data).hexdigest()
             self.host_row["pages_fetched"] += 1
             if is_parseable(ctype, body.data[:1024]):
-                await self._parse(url, body.data, ctype, fields, ", ".join(resp.headers.getall("X-Robots-Tag", [])) or None)
+                await self._parse(url, int(row["depth"]), body.data, ctype, fields,
+                                  ", ".join(resp.headers.getall("X-Robots-Tag", [])) or None)
         elif fetch_status == FetchStatus.REDIRECT:
             fields["redirect_to"] = redirect_to
-            fields["outlinks"] = self.links.keep([redirect_to])
+            fields["outlinks"] = self.links.keep([redirect_to], int(row["depth"]))
         elif 300 <= code < 400 and code != 304:
             fields["error"] = f"redirect without a usable Location: {location!r}"[:ERROR_TEXT_LIMIT]
         self._archive(row, resp, request_headers, body, fetched_at, fields)
         return self._outcome(row, fetch_status, **fields)
 
-    async def _parse(self, url: str, body: bytes, ctype: str | None, fields: dict[str, Any],
+    async def _parse(self, url: str, depth: int, body: bytes, ctype: str | None, fields: dict[str, Any],
                      x_robots_tag: str | None) -> None:
         options = self.ctx.parse_options
         if self.ctx.parser is not None:
@@ -385,7 +386,7 @@ class HostQueue:
         candidates = list(result.outlinks)
         if result.canonical and result.canonical not in candidates:
             candidates.append(result.canonical)  # a hint: crawled as a URL of its own
-        fields["outlinks"] = links.keep(candidates)
+        fields["outlinks"] = links.keep(candidates, depth)
         fields["canonical"] = result.canonical
         fields["noindex"] = bool(result.noindex)
         fields["parse_error"] = result.error

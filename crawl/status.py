@@ -12,9 +12,10 @@ Like Nutch's CrawlDatum, every URL has exactly one status:
     robots_denied  robots.txt forbids it for our agent
     duplicate      its content duplicates another URL's (dup_of); set by dedup
 
-Every status is eligible for generate once next_fetch_at has passed (gone and robots_denied
-pages are re-checked at the refetch interval, since sites and robots.txt change) except
-duplicate, which only dedup can release.
+Every status is eligible for generate once next_fetch_at has passed (gone pages are re-checked
+with growing intervals until schedule.gone_max_checks, robots_denied ones at
+schedule.max_interval_s, since sites and robots.txt change) except duplicate, which only dedup
+can release. When next_fetch_at passes is the schedule's business (crawl/schedule.py).
 
 A fetch attempt ends in one *fetch outcome* (``FetchStatus``), and ``apply_fetch`` maps the
 current state plus that outcome to the new state. Times are epoch seconds (floats).
@@ -89,7 +90,9 @@ def new_url_state(url: str, host: str, bucket: int, url_key: int, depth: int, sc
         "lease_until": None, "segment_id": None,
         "warc_file": None, "warc_offset": None, "warc_length": None,
         "redirect_to": None, "error": None, "parse_error": None, "redirect_hops": redirect_hops,
-        "inlinks": inlinks, "canonical_url": None, "noindex": None,
+        "inlinks": inlinks, "canonical_url": None, "noindex": None, "text_hash": None,
+        "observed_count": 0, "first_observed_at": None, "last_observed_at": None, "last_changed_at": None,
+        "gone_checks": 0,
     }
 
 
@@ -111,12 +114,75 @@ def is_due(state: Mapping[str, Any], now: float) -> bool:
     return lease_until is None or lease_until <= now
 
 
+def schedule_policy(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The schedule.* options apply_fetch needs, from a config mapping (picklable)."""
+    return {k: cfg[k] for k in cfg if k.startswith("schedule.")}
+
+
+def _changed(state: Mapping[str, Any], outcome: Mapping[str, Any]) -> bool:
+    """Did the content change? Compared on the normalised text's hash when both fetches have
+    one (markup, dates and counters do not count as changes), else on the bytes' hash."""
+    old_text, new_text = state.get("text_hash"), outcome.get("text_hash")
+    if old_text is not None and new_text is not None:
+        return old_text != new_text
+    old, new = state.get("content_hash"), outcome.get("content_hash")
+    return old is not None and new is not None and old != new
+
+
+def _observe(new: dict[str, Any], state: Mapping[str, Any], at: float, changed: bool,
+             policy: Mapping[str, Any]) -> None:
+    """A 2xx or 304: fold it into the URL's change history and schedule the next fetch."""
+    from crawl import schedule
+    first = state.get("first_observed_at")
+    count, changes, first, last, last_changed = schedule.record_observation(
+        int(state.get("observed_count") or 0), int(state.get("change_count") or 0),
+        first, state.get("last_observed_at"), state.get("last_changed_at"), at, changed)
+    importance = schedule.importance(float(state.get("score") or 0.0), int(state.get("depth") or 0),
+                                     score_exponent=float(policy["schedule.score_exponent"]),
+                                     depth_decay=float(policy["schedule.depth_decay"]),
+                                     score_floor=float(policy["schedule.score_floor"]))
+    interval = schedule.next_interval(
+        count, changes, first, last, importance, fetch_value_s=float(policy["schedule.fetch_value_s"]),
+        min_interval_s=float(policy["schedule.min_interval_s"]), max_interval_s=float(policy["schedule.max_interval_s"]),
+        prior_min_change_s=float(policy["schedule.prior_min_change_s"]),
+        prior_max_change_s=float(policy["schedule.prior_max_change_s"]))
+    new.update(observed_count=int(count), change_count=int(changes), first_observed_at=first,
+               last_observed_at=last, last_changed_at=last_changed, next_fetch_at=at + float(interval),
+               fetch_interval_s=int(round(float(interval))))
+
+
+def _gone(new: dict[str, Any], state: Mapping[str, Any], at: float, policy: Mapping[str, Any]) -> None:
+    """A gone answer: re-checked with growing intervals, then kept as gone (never due)."""
+    from crawl import schedule
+    checks = int(state.get("gone_checks") or 0) + 1
+    interval = schedule.gone_interval(checks, float(policy["schedule.gone_interval_s"]),
+                                      float(policy["schedule.max_interval_s"]), int(policy["schedule.gone_max_checks"]))
+    new.update(status=GONE, gone_checks=checks,
+               next_fetch_at=None if interval is None else at + float(interval),
+               fetch_interval_s=None if interval is None else int(interval))
+
+
+def _fixed(new: dict[str, Any], at: float, interval_s: float) -> None:
+    new.update(next_fetch_at=at + interval_s, fetch_interval_s=int(interval_s))
+
+
 def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Mapping[str, Any]) -> dict[str, Any]:
     """update: the new state of a URL after one fetch outcome.
 
     ``outcome`` holds fetch_status, http_status, fetched_at, content_hash, content_type, etag,
     last_modified, redirect_to, error (and optionally parse_error, warc_file, warc_offset,
-    warc_length, canonical, noindex). ``policy`` holds the update.* config values.
+    warc_length, canonical, noindex, text_hash, simhash). ``policy`` holds the schedule.*
+    config values (``schedule_policy``). When the URL is due again (crawl/schedule.py):
+
+      2xx, 304        the change history is updated (a 304 or the same text: unchanged) and
+                      the interval follows from the estimated change rate and importance;
+      3xx, robots     schedule.max_interval_s (the target is crawled as a URL of its own;
+                      robots.txt itself is re-read daily);
+      404/410, 4xx    gone, re-checked after schedule.gone_interval_s, doubling, until
+                      schedule.gone_max_checks answers in a row: then never due again;
+      5xx, network    retry after schedule.retry_interval_s, doubling; after
+                      schedule.max_retries in a row: gone, as above.
+
     The lease is always released: the segment is done with the URL.
     """
     fs = outcome["fetch_status"]
@@ -126,7 +192,7 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
                        error="304 Not Modified for a URL without a stored copy")
         fs = FetchStatus.SERVER_ERROR
     at = outcome["fetched_at"]
-    refetch = float(policy["update.refetch_interval_s"])
+    longest = float(policy["schedule.max_interval_s"])
     new = dict(state)
     new["lease_until"] = None
 
@@ -140,38 +206,43 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
     new["error"] = outcome.get("error")
 
     if fs == FetchStatus.ROBOTS_DENIED:
-        new.update(status=ROBOTS_DENIED, next_fetch_at=at + refetch, fetch_interval_s=int(refetch))
+        new["status"] = ROBOTS_DENIED
+        _fixed(new, at, longest)
         return new
 
     if fs in (FetchStatus.SERVER_ERROR, FetchStatus.NETWORK_ERROR):
+        from crawl import schedule
         retries = int(state.get("retries") or 0) + 1
         new["retries"] = retries
-        if retries > int(policy["update.max_retries"]):
-            new.update(status=GONE, next_fetch_at=at + refetch, fetch_interval_s=int(refetch))
+        interval = schedule.retry_interval(retries, float(policy["schedule.retry_interval_s"]),
+                                           int(policy["schedule.max_retries"]), longest)
+        if interval is None:
+            _gone(new, state, at, policy)
         else:
-            retry_s = float(policy["update.retry_interval_s"])
-            new.update(status=RETRY, next_fetch_at=at + retry_s, fetch_interval_s=int(retry_s))
+            new["status"] = RETRY
+            _fixed(new, at, float(interval))
         return new
 
     # Every other outcome is a definite answer from the server.
     new["retries"] = 0
     new["fetch_count"] = int(state.get("fetch_count") or 0) + 1
-    new["next_fetch_at"] = at + refetch
-    new["fetch_interval_s"] = int(refetch)
 
+    if fs in (FetchStatus.NOT_FOUND, FetchStatus.CLIENT_ERROR):
+        _gone(new, state, at, policy)
+        return new
+    new["gone_checks"] = 0
     if fs == FetchStatus.OK:
-        old_hash = state.get("content_hash")
-        new_hash = outcome.get("content_hash")
-        if old_hash is not None and new_hash is not None and old_hash != new_hash:
-            new["change_count"] = int(state.get("change_count") or 0) + 1
-        new.update(status=FETCHED, content_hash=new_hash, content_type=outcome.get("content_type"),
+        _observe(new, state, at, _changed(state, outcome), policy)
+        new.update(status=FETCHED, content_hash=outcome.get("content_hash"), content_type=outcome.get("content_type"),
                    etag=outcome.get("etag"), last_modified=outcome.get("last_modified"),
                    redirect_to=None, parse_error=outcome.get("parse_error"),
-                   canonical_url=outcome.get("canonical"), noindex=outcome.get("noindex"))
+                   canonical_url=outcome.get("canonical"), noindex=outcome.get("noindex"),
+                   text_hash=outcome.get("text_hash"), simhash=outcome.get("simhash"))
         if outcome.get("warc_file"):  # where the last full response is archived
             new.update(warc_file=outcome["warc_file"], warc_offset=outcome.get("warc_offset"),
                        warc_length=outcome.get("warc_length"))
     elif fs == FetchStatus.NOT_MODIFIED:
+        _observe(new, state, at, False, policy)
         new["status"] = NOTMODIFIED
         if outcome.get("etag"):
             new["etag"] = outcome["etag"]
@@ -181,8 +252,7 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
         code = outcome.get("http_status")
         new["status"] = REDIRECT_PERM if code in PERMANENT_REDIRECT_CODES else REDIRECT_TEMP
         new["redirect_to"] = outcome.get("redirect_to")
-    elif fs in (FetchStatus.NOT_FOUND, FetchStatus.CLIENT_ERROR):
-        new["status"] = GONE
+        _fixed(new, at, longest)
     else:
         raise ValueError(f"unknown fetch status {fs!r}")
     return new

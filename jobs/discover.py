@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from crawl.status import FetchStatus, discovered_links, new_url_state, outlink_score
 from crawl.urls import host_bucket, host_of, url_hash
-from jobs.tables import URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch
+from jobs.tables import URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch, from_epoch_col
 
 HOST_TOTAL_CAP = "host_total_cap"   # link_rejects reason: the host holds all the URLs it may
 _LINK_SOURCES = (FetchStatus.OK, FetchStatus.REDIRECT)
@@ -123,8 +123,7 @@ def per_host_counts(budgeted: DataFrame) -> DataFrame:
 
 def lastmod_hints(known: DataFrame, now: float) -> DataFrame:
     """Known URLs whose sitemap lastmod is newer than our last fetch: (keys, next_fetch_at = now)."""
-    from jobs.tables import from_epoch_col
-    newer = F.col("lastmod").isNotNull() & (F.col("_last_fetched_at").isNull()
-                                            | (from_epoch_col(F.col("lastmod")) > F.col("_last_fetched_at")))
-    return (known.filter(newer & F.col("_last_fetched_at").isNotNull())
+    # (a known URL never fetched is due already; null compares as false)
+    newer = from_epoch_col(F.col("lastmod")) > F.col("_last_fetched_at")
+    return (known.filter(newer)
             .select("host_bucket", "url_hash", "url", from_epoch_col(F.lit(now)).alias("next_fetch_at")))

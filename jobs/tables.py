@@ -60,8 +60,15 @@ URL_STATE_SCHEMA = StructType([
     StructField("inlinks", IntegerType(), True),
     StructField("canonical_url", StringType(), True),
     StructField("noindex", BooleanType(), True),
+    StructField("text_hash", LongType(), True),
+    StructField("observed_count", IntegerType(), True),
+    StructField("first_observed_at", TimestampType(), True),
+    StructField("last_observed_at", TimestampType(), True),
+    StructField("last_changed_at", TimestampType(), True),
+    StructField("gone_checks", IntegerType(), True),
 ])
-URL_STATE_TIMES = ("discovered_at", "last_fetched_at", "next_fetch_at", "lease_until")
+URL_STATE_TIMES = ("discovered_at", "last_fetched_at", "next_fetch_at", "lease_until", "first_observed_at",
+                   "last_observed_at", "last_changed_at")
 
 HOST_STATE_SCHEMA = StructType([
     StructField("host", StringType(), False),

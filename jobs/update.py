@@ -34,7 +34,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawl.status import apply_fetch, mark_duplicate
+from crawl.status import apply_fetch, mark_duplicate, schedule_policy
 from jobs import discover
 from jobs.common import UserError, report, run_segment_step
 from jobs.discover import HOST_TOTAL_CAP
@@ -46,7 +46,7 @@ from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, C
 URL_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 _OUTCOME_FIELDS = ("fetch_status", "http_status", "fetched_at", "content_hash", "content_type", "etag",
                    "last_modified", "redirect_to", "error", "parse_error", "warc_file", "warc_offset",
-                   "warc_length", "canonical", "noindex")
+                   "warc_length", "canonical", "noindex", "text_hash", "simhash")
 _URL_FIELDS = URL_STATE_SCHEMA.fieldNames()
 
 
@@ -78,7 +78,7 @@ def updated_states(spark: SparkSession, url_state: DataFrame, outcomes: DataFram
                               *[F.col(c).alias("o_" + c) for c in (*_OUTCOME_FIELDS, "dup_of")])
     current = to_epoch(url_state.filter(F.col("lease_until").isNotNull()), URL_STATE_TIMES)
     joined = current.join(renamed, ["host_bucket", "url_hash", "url", "segment_id"], "inner")
-    policy = {k: v for k, v in cfg.items() if k.startswith("update.")}
+    policy = schedule_policy(cfg)
     rdd = joined.rdd.mapPartitions(lambda it: _apply_rows(it, policy))
     return from_epoch(spark.createDataFrame(rdd, epoch_schema(URL_STATE_SCHEMA), verifySchema=False), URL_STATE_TIMES)
 

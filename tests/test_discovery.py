@@ -27,10 +27,15 @@ def test_links_are_filtered_and_known_ones_dropped_by_the_bloom_filter():
                       f"http://{HOST}/img.png", "http://other.example/x"])
     assert kept == [f"http://{HOST}/new", "http://other.example/x"]
     assert host.rejects == {KNOWN: 1, "repeating_path": 1, "extension": 1}
-    # redirect targets and sitemap entries may skip the Bloom filter
-    assert host.keep([f"http://{HOST}/known"], use_bloom=False) == [f"http://{HOST}/known"]
     summary = host.summary()
-    assert summary["links_found"] == 6 and summary["links_kept"] == 3 and summary["trap_signal"] is None
+    assert summary["links_found"] == 5 and summary["links_kept"] == 2 and summary["trap_signal"] is None
+
+
+def test_links_past_the_crawl_depth_are_dropped_and_counted():
+    host = TaskLinks(make_config(update__max_depth=2)).for_host(HOST)
+    assert host.keep([f"http://{HOST}/a"], depth=1) == [f"http://{HOST}/a"]
+    assert host.keep([f"http://{HOST}/b", f"http://{HOST}/c"], depth=2) == []
+    assert host.rejects == {"max_depth": 2}
 
 
 def test_scope_is_relative_to_the_linking_host():

@@ -86,3 +86,25 @@ def test_stats_show_links_by_reason_and_trap_hosts(crawled, spark, capsys):
     assert "links dropped, by reason" in out and "looked like traps" in out
     links = summary["hostdb"]["links"]
     assert links["found"] > links["kept"] > 0
+
+
+def test_a_newer_sitemap_lastmod_makes_a_fetched_page_due_again(spark, tmp_path):
+    import time
+    tomorrow = time.strftime("%Y-%m-%d", time.gmtime(time.time() + 86400))
+    web = DevWeb(hosts=1, pages_per_host=3, port=0, seed=4, sitemaps=True, sitemap_lastmod=tomorrow).start()
+    try:
+        cfg = make_config(fetch__delay_s=0.0, sitemaps__ttl_s=0)  # read the sitemaps every cycle
+        root = CrawlRoot(str(tmp_path / "crawl"))
+        page = f"http://{web.host_name(0)}/p/0.html"  # listed with <lastmod> in the gzip sitemap
+        seeds = write_seeds(tmp_path / "seeds.txt", web.seed_urls() + [page])
+        crawl_job.run(spark, cfg, root, seeds, 2)  # cycle 1 fetches it, cycle 2's sitemap says it changed
+    finally:
+        web.stop()
+    rows = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}
+    assert rows[page]["status"] == "fetched" and rows[page]["fetch_count"] == 1
+    gap = (rows[page]["next_fetch_at"] - rows[page]["last_fetched_at"]).total_seconds()
+    assert gap < float(cfg["schedule.min_interval_s"])  # due again now, not on its schedule
+    orphan = web.sitemap_only_urls()[0]  # listed without <lastmod>: keeps its schedule
+    assert rows[orphan]["status"] == "fetched"
+    assert (rows[orphan]["next_fetch_at"] - rows[orphan]["last_fetched_at"]).total_seconds() >= float(
+        cfg["schedule.min_interval_s"])

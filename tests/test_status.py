@@ -4,7 +4,12 @@ import pytest
 from crawl import status as S
 from crawl.status import FetchStatus as FS
 
-POLICY = {"update.refetch_interval_s": 1000, "update.retry_interval_s": 100, "update.max_retries": 2}
+from crawl.config import build_config
+
+POLICY = S.schedule_policy(build_config(overrides={
+    "schedule.retry_interval_s": 100, "schedule.max_retries": 2, "schedule.gone_interval_s": 1000,
+    "schedule.gone_max_checks": 3}))
+LONGEST = POLICY["schedule.max_interval_s"]
 T0 = 1_000_000.0
 
 
@@ -42,16 +47,46 @@ def test_ok_fetch():
     new = S.apply_fetch(state(lease_until=T0 + 5, retries=1), outcome(FS.OK, 200, content_hash="h1",
                                                                        content_type="text/html", etag='"e"'), POLICY)
     assert new["status"] == S.FETCHED and new["http_status"] == 200
-    assert new["last_fetched_at"] == T0 + 10 and new["next_fetch_at"] == T0 + 1010
+    assert new["last_fetched_at"] == T0 + 10
+    assert POLICY["schedule.min_interval_s"] <= new["fetch_interval_s"] <= LONGEST
+    assert new["next_fetch_at"] == pytest.approx(T0 + 10 + new["fetch_interval_s"], abs=1)
     assert new["content_hash"] == "h1" and new["etag"] == '"e"' and new["fetch_count"] == 1
     assert new["retries"] == 0 and new["lease_until"] is None and new["change_count"] == 0
+    assert new["observed_count"] == 1 and new["first_observed_at"] == new["last_observed_at"] == T0 + 10
 
 
-def test_changed_content_counts_a_change():
-    new = S.apply_fetch(state(status=S.FETCHED, content_hash="old"), outcome(FS.OK, 200, content_hash="new"), POLICY)
-    assert new["change_count"] == 1
-    same = S.apply_fetch(state(status=S.FETCHED, content_hash="old"), outcome(FS.OK, 200, content_hash="old"), POLICY)
-    assert same["change_count"] == 0
+def _fetched_before(**kw):
+    return state(status=S.FETCHED, content_hash="old", observed_count=3, change_count=1, fetch_count=3,
+                 first_observed_at=T0 - 30 * 86400, last_observed_at=T0 - 86400, **kw)
+
+
+def test_changed_content_counts_a_change_and_shortens_the_interval():
+    new = S.apply_fetch(_fetched_before(), outcome(FS.OK, 200, content_hash="new"), POLICY)
+    same = S.apply_fetch(_fetched_before(), outcome(FS.OK, 200, content_hash="old"), POLICY)
+    assert new["change_count"] == 2 and new["last_changed_at"] == T0 + 10
+    assert same["change_count"] == 1 and same["last_changed_at"] is None
+    assert new["fetch_interval_s"] < same["fetch_interval_s"]
+
+
+def test_the_text_hash_decides_whether_content_changed():
+    # other bytes (a new timestamp in the markup), the same normalised text: not a change
+    new = S.apply_fetch(_fetched_before(text_hash=7), outcome(FS.OK, 200, content_hash="new", text_hash=7), POLICY)
+    assert new["change_count"] == 1 and new["text_hash"] == 7
+    changed = S.apply_fetch(_fetched_before(text_hash=7), outcome(FS.OK, 200, content_hash="old", text_hash=8), POLICY)
+    assert changed["change_count"] == 2
+
+
+def test_not_modified_lengthens_the_interval_like_unchanged_content():
+    first = S.apply_fetch(_fetched_before(), outcome(FS.NOT_MODIFIED, 304), POLICY)
+    later = S.apply_fetch(first, outcome(FS.NOT_MODIFIED, 304, at=first["next_fetch_at"]), POLICY)
+    assert first["observed_count"] == 4 and first["change_count"] == 1
+    assert later["fetch_interval_s"] >= first["fetch_interval_s"]
+
+
+def test_important_pages_get_shorter_intervals():
+    low = S.apply_fetch(_fetched_before(score=0.01), outcome(FS.OK, 200, content_hash="new"), POLICY)
+    high = S.apply_fetch(_fetched_before(score=10.0), outcome(FS.OK, 200, content_hash="new"), POLICY)
+    assert high["fetch_interval_s"] < low["fetch_interval_s"]
 
 
 def test_not_modified_without_a_stored_copy_is_retried():
@@ -69,12 +104,21 @@ def test_not_modified_keeps_content():
 def test_redirects(code, expected):
     new = S.apply_fetch(state(), outcome(FS.REDIRECT, code, redirect_to="http://a.com/new"), POLICY)
     assert new["status"] == expected and new["redirect_to"] == "http://a.com/new"
+    assert new["next_fetch_at"] == T0 + 10 + LONGEST
 
 
 @pytest.mark.parametrize("fs,code", [(FS.NOT_FOUND, 404), (FS.NOT_FOUND, 410), (FS.CLIENT_ERROR, 403)])
-def test_permanent_errors_are_gone(fs, code):
-    new = S.apply_fetch(state(), outcome(fs, code), POLICY)
-    assert new["status"] == S.GONE and new["next_fetch_at"] == T0 + 1010
+def test_permanent_errors_are_gone_and_rechecked_less_often_then_never(fs, code):
+    s = S.apply_fetch(state(), outcome(fs, code), POLICY)
+    assert s["status"] == S.GONE and s["gone_checks"] == 1 and s["next_fetch_at"] == T0 + 1010
+    s = S.apply_fetch(s, outcome(fs, code, at=T0 + 2000), POLICY)
+    assert s["gone_checks"] == 2 and s["next_fetch_at"] == T0 + 2000 + 2000
+    s = S.apply_fetch(s, outcome(fs, code, at=T0 + 5000), POLICY)
+    assert s["gone_checks"] == 3 and s["next_fetch_at"] == T0 + 5000 + 4000
+    s = S.apply_fetch(s, outcome(fs, code, at=T0 + 9000), POLICY)  # past schedule.gone_max_checks
+    assert s["gone_checks"] == 4 and s["next_fetch_at"] is None and not S.is_due(s, T0 + 10**9)
+    back = S.apply_fetch(dict(s, next_fetch_at=T0), outcome(FS.OK, 200, content_hash="x", at=T0 + 9500), POLICY)
+    assert back["status"] == S.FETCHED and back["gone_checks"] == 0
 
 
 @pytest.mark.parametrize("fs,code", [(FS.SERVER_ERROR, 503), (FS.SERVER_ERROR, 429), (FS.NETWORK_ERROR, None)])
@@ -83,9 +127,9 @@ def test_transient_errors_retry_then_give_up(fs, code):
     s = S.apply_fetch(s, outcome(fs, code, error="boom"), POLICY)
     assert s["status"] == S.RETRY and s["retries"] == 1 and s["next_fetch_at"] == T0 + 110 and s["error"] == "boom"
     s = S.apply_fetch(s, outcome(fs, code), POLICY)
-    assert s["status"] == S.RETRY and s["retries"] == 2
+    assert s["status"] == S.RETRY and s["retries"] == 2 and s["next_fetch_at"] == T0 + 210  # the wait doubles
     s = S.apply_fetch(s, outcome(fs, code), POLICY)
-    assert s["status"] == S.GONE and s["retries"] == 3
+    assert s["status"] == S.GONE and s["retries"] == 3 and s["gone_checks"] == 1
 
 
 def test_retry_then_success_resets_retries():
@@ -96,7 +140,7 @@ def test_retry_then_success_resets_retries():
 
 def test_robots_denied():
     new = S.apply_fetch(state(), outcome(FS.ROBOTS_DENIED), POLICY)
-    assert new["status"] == S.ROBOTS_DENIED and new["fetch_count"] == 0 and new["next_fetch_at"] == T0 + 1010
+    assert new["status"] == S.ROBOTS_DENIED and new["fetch_count"] == 0 and new["next_fetch_at"] == T0 + 10 + LONGEST
 
 
 def test_deferred_leaves_the_url_due_and_unleased():
