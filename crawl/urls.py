@@ -430,10 +430,11 @@ def _plain_scheme(raw: str, colon: int, based: tuple[str, str, str, str, int],
 
 
 def _merge_dotted(base_dir: str, ref_path: str) -> str:
-    """_remove_dot_segments(base_dir + ref_path) for a reference path starting with "." and a
-    base directory ("/" or "/a/b/") without dot segments: leading "../" drop a directory and
-    leading "./" nothing, the usual relative links done with slicing instead of a segment loop.
-    Anything else (a dot segment later on, "." or ".." alone) takes the general function."""
+    """base_dir + ref_path, its dot-segments removed when that can be done with slicing: for a
+    reference path starting with "." and a base directory ("/" or "/a/b/") without dot segments,
+    leading "../" drop a directory and leading "./" nothing (the usual relative links). Anything
+    else (a dot segment later on, "." or ".." alone) is returned merged only: dot-segments are
+    then removed after path parameters are stripped, as on the general path (".;sid=1" is one)."""
     rest = ref_path
     ups = 0
     while True:
@@ -445,7 +446,7 @@ def _merge_dotted(base_dir: str, ref_path: str) -> str:
         else:
             break
     if rest.startswith(".") or "/." in rest:
-        return _remove_dot_segments(base_dir + ref_path)
+        return base_dir + ref_path
     while ups and base_dir != "/":
         base_dir = base_dir[:base_dir.rfind("/", 0, -1) + 1]
         ups -= 1

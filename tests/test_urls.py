@@ -209,7 +209,8 @@ def test_keys_are_stable():
     "/about/", "/search?q=a+b&page=2", "story-12.html", "../other/page.html", "./x", "?page=2", "#top",
     "//cdn.example.com/a.js", "/shop/item?utm_source=x&id=3", "/cart;jsessionid=AB12?item=1",
     "/caf%C3%A9", "https://twitter.com/intent/tweet?url=https%3A%2F%2Fa.com%2Fx&text=a%20b",
-    "../../a/./b/", "./", "../", "?", "#", "HTTP://Example.com/x",
+    "../../a/./b/", "./", "../", "?", "#", "HTTP://Example.com/x", "..//.;sid=1/..", "./.;jsessionid=2/x",
+    "../a;sid=1/b", "../..;sid=1/c", "../../../../x", "..", ".", "./.", "../.;x=1",
 ])
 def test_common_links_take_the_fast_path(href):
     """The common shapes of links are normalised without urlsplit (tests/test_urls_property.py
