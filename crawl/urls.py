@@ -467,7 +467,10 @@ def check_url(url: str, base: str | None = None, rules: UrlRules | None = None) 
     if url.__class__ is str:  # the fast path first, without the calls in between
         raw = url.strip()
         if raw and len(raw) <= MAX_URL_LENGTH:
-            canonical = _plain(raw, _plain_base(base) if base.__class__ is str else None, rules)
+            try:
+                canonical = _plain(raw, _plain_base(base) if base.__class__ is str else None, rules)
+            except Exception:  # e.g. rules that are no UrlRules: the general path says why
+                canonical = None
             if canonical:
                 return canonical, None
             if canonical is not None:  # "": a scheme other than http(s)
@@ -490,7 +493,10 @@ class BaseUrl:
         if url.__class__ is str:
             raw = url.strip()
             if raw and len(raw) <= MAX_URL_LENGTH:
-                canonical = _plain(raw, self._based, self.rules)
+                try:
+                    canonical = _plain(raw, self._based, self.rules)
+                except Exception:  # e.g. rules that are no UrlRules: the general path says why
+                    canonical = None
                 if canonical:
                     return canonical, None
                 if canonical is not None:  # "": a scheme other than http(s)

@@ -254,3 +254,12 @@ def test_rules_pickle_by_value():
     copy = pickle.loads(pickle.dumps(RULES))
     assert copy == RULES and hash(copy) == hash(RULES)
     assert check_url("http://a.com/?utm_source=1&b=2", None, copy) == ("http://a.com/?b=2", None)
+
+
+def test_check_url_never_raises_even_with_odd_arguments():
+    for rules in (object(), {"tracking_params": ()}, "utm_*"):
+        assert check_url("http://a.com/x?utm_source=1", None, rules)[0] in (None, "http://a.com/x?utm_source=1")
+        assert check_url("/x", "http://a.com/", rules)[1] in (None, "unparseable")
+    for base in (object(), b"http://a.com/", 42):
+        assert check_url("/x", base)[0] is None
+        assert check_url("http://a.com/y", base) == ("http://a.com/y", None)
