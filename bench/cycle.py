@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Cycle benchmark: one full crawl cycle (inject, generate, fetch, update, stats) against the
+"""Cycle benchmark: one full crawl cycle (inject, generate, fetch, dedup, update, stats) against the
 bundled local test web, timed step by step, next to a plain-aiohttp baseline that fetches the
 same URLs in the same run.
 
@@ -7,15 +7,19 @@ Run:      .venv/bin/python bench/cycle.py [--hosts 200] [--pages 50] [--cycles 1
           [--raw-repeats 3]
 Measures: SparkSession start (build_spark) apart from the steps; each step's wall seconds
           (time.perf_counter); fetch pages/s = attempted URLs / fetch seconds; requests the test
-          web saw; rows/s for inject and update; then the same fetchlist fetched with plain aiohttp
+          web saw (pages, robots.txt and /sitemap.xml apart); rows/s for inject and update; dedup
+          seconds and the duplicates it found; then the same fetchlist fetched with plain aiohttp
           (same concurrency cap, one connection per host, no robots, no delay, no parsing, no
           Spark), in this process and in a fresh child process (each --raw-repeats times,
           interleaved; the median counts), and the ratios deltacrawl pages/s / raw pages/s.
           The in-process baseline shares the GIL with the test web's server thread; the child
           process one does not (like deltacrawl's fetch, which runs in Spark Python workers).
 Checks:   cycle 1 attempts exactly hosts x pages URLs, all "ok"; the test web saw those plus one
-          robots.txt per host; after update the crawldb holds exactly the seeds plus every
-          outlink of the fetched pages (computed independently with DevWeb.outlinks).
+          robots.txt per host and (sitemaps.enabled) one /sitemap.xml per host, requested after
+          robots.txt because the test web's robots.txt lists no sitemap; after dedup and update
+          the crawldb holds exactly the seeds plus every outlink of the fetched pages (computed
+          independently with DevWeb.outlinks), and every fetched page is "fetched" or, as many as
+          dedup found, "duplicate".
 Exit:     0 done · 1 a check failed (figures are still printed and written) · 2 bad arguments.
 
 Everything stays on loopback: the test web binds 127.0.x.y addresses only.
@@ -44,7 +48,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                             "next to a plain-aiohttp baseline.")
     p.add_argument("--hosts", type=int, default=200, help="test web hosts (default 200)")
     p.add_argument("--pages", type=int, default=50, help="pages per host (default 50)")
-    p.add_argument("--cycles", type=int, default=1, help="generate/fetch/update cycles (default 1)")
+    p.add_argument("--cycles", type=int, default=1, help="generate/fetch/dedup/update cycles (default 1)")
     p.add_argument("--out-json", metavar="FILE", help="write every figure to this JSON file")
     p.add_argument("--keep", action="store_true", help="keep the temporary crawl root")
     p.add_argument("--raw-repeats", type=int, default=3,
@@ -59,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from crawl.config import build_config
     from crawl.devweb import DevWeb
-    from crawl.status import FETCHED
+    from crawl.status import DUPLICATE, FETCHED
     from crawl.urls import InvalidUrl, normalize_url
 
     facts = machine_facts()
@@ -103,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: test web on {web.addresses[0]}..{web.addresses[-1]} port {web.port}; "
               f"{len(seeds)} seeds in {seeds_path}; crawl root {root_path}", flush=True)
 
-        from jobs import fetch, generate, inject, update
+        from jobs import dedup, fetch, generate, inject, update
         from jobs.session import build_spark
         from jobs.stats import collect_stats
         from jobs.tables import CrawlRoot
@@ -144,23 +148,31 @@ def main(argv: list[str] | None = None) -> int:
                 check(gen.urls == args.hosts * args.pages,
                       f"generate selected {gen.urls} URLs, expected {args.hosts * args.pages}")
             fet, s, log = step(fetch.run, spark, cfg, root, gen.segment_id)
-            by_path = collections.Counter("robots" if e["path"] == "/robots.txt" else "page" for e in log)
+            by_path = collections.Counter("robots" if e["path"] == "/robots.txt" else
+                                          "sitemap" if e["path"] == "/sitemap.xml" else "page" for e in log)
             cyc["fetch"] = {"seconds": s, "attempted": fet.urls, "hosts": fet.hosts,
                             "pages_per_s": rate(fet.urls, s), "by_fetch_status": fet.by_fetch_status,
                             "web_requests": len(log), "web_page_requests": by_path["page"],
                             "web_robots_requests": by_path["robots"],
+                            "web_sitemap_requests": by_path["sitemap"],
                             "web_http_span_s": http_span(log)}
             if c == 1:
                 expected = args.hosts * args.pages
                 check(fet.urls == expected, f"fetch attempted {fet.urls} URLs, expected {expected}")
                 check(fet.by_fetch_status == {"ok": expected},
                       f"fetch statuses {fet.by_fetch_status}, expected all {expected} 'ok'")
-                check(by_path["page"] == expected and by_path["robots"] == args.hosts,
-                      f"test web saw {by_path['page']} page + {by_path['robots']} robots.txt requests, "
-                      f"expected {expected} + {args.hosts}")
+                # each host's /sitemap.xml is read once after its robots.txt (which names no sitemap)
+                sitemaps = args.hosts if cfg["sitemaps.enabled"] else 0
+                check(by_path["page"] == expected and by_path["robots"] == args.hosts
+                      and by_path["sitemap"] == sitemaps,
+                      f"test web saw {by_path['page']} page + {by_path['robots']} robots.txt + "
+                      f"{by_path['sitemap']} /sitemap.xml requests, expected {expected} + {args.hosts} + {sitemaps}")
                 first_fetched_ok = [r["url"] for r in
                                     spark.read.parquet(root.fetched(gen.segment_id))
                                     .filter("kind = 'url' AND fetch_status = 'ok'").select("url").collect()]
+            ded, s, log = step(dedup.run, spark, cfg, root, gen.segment_id)
+            cyc["dedup"] = {"seconds": s, "pages": ded.pages, "exact": ded.exact, "near": ded.near,
+                            "candidate_pairs": ded.candidate_pairs, "web_requests": len(log)}
             upd, s, log = step(update.run, spark, cfg, root, gen.segment_id)
             rows = upd.updated + upd.new_urls
             cyc["update"] = {"seconds": s, "updated": upd.updated, "new_urls": upd.new_urls, "hosts": upd.hosts,
@@ -184,10 +196,15 @@ def main(argv: list[str] | None = None) -> int:
             if c == 1:
                 check(st["total_urls"] == cyc["expected_crawldb_urls"],
                       f"crawldb holds {st['total_urls']} URLs, expected {cyc['expected_crawldb_urls']}")
-                check(dict(st["by_status"]).get(FETCHED) == fet.urls,
-                      f"crawldb has {dict(st['by_status']).get(FETCHED)} '{FETCHED}' rows, expected {fet.urls}")
+                # dedup marks the pages whose text another page of the segment already has (the
+                # test web's pages share a small vocabulary, so some are near duplicates)
+                by_status = dict(st["by_status"])
+                fetched, dups = by_status.get(FETCHED, 0), by_status.get(DUPLICATE, 0)
+                check(fetched + dups == fet.urls and dups == ded.exact + ded.near,
+                      f"crawldb has {fetched} '{FETCHED}' + {dups} '{DUPLICATE}' rows, expected {fet.urls} "
+                      f"with {ded.exact + ded.near} duplicates")
                 check(st["leased"] == 0, f"{st['leased']} URLs still leased after update, expected 0")
-            cyc["cycle_seconds"] = sum(cyc[k]["seconds"] for k in ("generate", "fetch", "update", "stats"))
+            cyc["cycle_seconds"] = sum(cyc[k]["seconds"] for k in ("generate", "fetch", "dedup", "update", "stats"))
             cycles.append(cyc)
         result["cycles"] = cycles
 
@@ -256,8 +273,12 @@ def print_report(r: dict[str, Any]) -> None:
             f = cyc["fetch"]
             rows.append((f"c{c} fetch", fmt(f["seconds"], 2),
                          f"{fmt(f['attempted'])} attempted; web saw {fmt(f['web_requests'])} req "
-                         f"({fmt(f['web_robots_requests'])} robots), span {fmt(f['web_http_span_s'], 2)}s",
+                         f"({fmt(f['web_robots_requests'])} robots, {fmt(f['web_sitemap_requests'])} sitemap), "
+                         f"span {fmt(f['web_http_span_s'], 2)}s",
                          f"{fmt(f['pages_per_s'])} pages/s"))
+            d = cyc["dedup"]
+            rows.append((f"c{c} dedup", fmt(d["seconds"], 2),
+                         f"{fmt(d['pages'])} pages: {fmt(d['exact'])} exact + {fmt(d['near'])} near duplicates", ""))
             u = cyc["update"]
             rows.append((f"c{c} update", fmt(u["seconds"], 2),
                          f"{fmt(u['updated'])} updated + {fmt(u['new_urls'])} new", f"{fmt(u['rows_per_s'])} rows/s"))
