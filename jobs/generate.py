@@ -2,10 +2,25 @@
 
 Inputs:   <crawl_root>/crawldb, <crawl_root>/hostdb.
 Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= now, no lease
-          in force, whose host is not deferred or backing off; at most
-          generate.max_urls_per_host per host (or a fetch.host_overrides entry's
-          max_urls_per_cycle, or the host's lowered host_state.url_budget if it looked like a
-          trap; best score first, then longest due), at most generate.top_n in all.
+          in force, whose host is not deferred or backing off, ranked by priority =
+          importance × staleness (crawl.schedule.priority, computed here as a Spark Column:
+          importance = max(score, schedule.score_floor)^schedule.score_exponent ×
+          schedule.depth_decay^depth; staleness = 1 + (now − next_fetch_at) / fetch_interval_s).
+          A URL without an interval yet (fetch_interval_s null: never fetched) has staleness 1,
+          as crawl.schedule.staleness defines it: new URLs rank by importance alone, and a due
+          known URL of the same importance never ranks below them (where the two meet: in a
+          host's cap).
+          1. Per host: at most generate.max_urls_per_host (or a fetch.host_overrides entry's
+             max_urls_per_cycle, or the host's lowered host_state.url_budget if it looked like a
+             trap), the host's highest priority first (then longest due, then URL).
+          2. Budget split, among what the host caps left: of generate.top_n, at most
+             ceil(generate.discovery_share × top_n) are discovery URLs (fetch_count = 0: never
+             answered — unfetched, or failed before a first answer) and the rest refresh URLs
+             (fetched before), each pool by priority (ties: the URL ranked higher in its host,
+             which spreads equal priorities over hosts). A pool with fewer URLs than its share
+             leaves the rest to the other (a cycle is never smaller than top_n while that many
+             are due within their hosts' caps), and neither a flood of new links nor a large
+             refresh backlog can starve the other.
 Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's cached
           robots.txt when fresher than fetch.robots_ttl_s, its sitemap list, and
           when its sitemaps were last read if within sitemaps.ttl_s); then one MERGE writes the lease
@@ -22,6 +37,7 @@ if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our p
     import os as _os, sys as _sys
     _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 
+import math
 import secrets
 import sys
 import time
@@ -93,18 +109,80 @@ def per_host_cap(cfg: Mapping[str, Any]) -> Column:
     return override_cap(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]))
 
 
+def importance_col(cfg: Mapping[str, Any]) -> Column:
+    """crawl.schedule.importance of the row's score and depth."""
+    score = F.greatest(F.col("score").cast("double"), F.lit(float(cfg["schedule.score_floor"])))
+    depth = F.greatest(F.col("depth").cast("double"), F.lit(0.0))
+    return (F.pow(score, F.lit(float(cfg["schedule.score_exponent"])))
+            * F.pow(F.lit(float(cfg["schedule.depth_decay"])), depth))
+
+
+def staleness_col(now: float) -> Column:
+    """crawl.schedule.staleness of the row at ``now``: 0 before next_fetch_at, then
+    1 + (now − next_fetch_at) / fetch_interval_s; 1 once due without an interval (never fetched)."""
+    due_at = F.unix_micros(F.col("next_fetch_at")) / F.lit(1e6)
+    interval = F.col("fetch_interval_s").cast("double")
+    now_col = F.lit(float(now))
+    known = interval.isNotNull() & (interval > 0) & due_at.isNotNull()
+    overdue = F.when(known, (now_col - due_at) / interval).otherwise(F.lit(0.0))
+    return (F.when(due_at.isNotNull() & (now_col < due_at), F.lit(0.0))
+            .otherwise(F.lit(1.0) + F.greatest(overdue, F.lit(0.0))))
+
+
+def priority_col(cfg: Mapping[str, Any], now: float) -> Column:
+    """crawl.schedule.priority as a Column (importance × staleness, higher first; 0 = not due).
+    Reads score, depth, next_fetch_at and fetch_interval_s; tests hold it equal to the pure one."""
+    return importance_col(cfg) * staleness_col(now)
+
+
+def is_discovery_col() -> Column:
+    """The URL has never had an answer (fetch_count 0): it belongs to the discovery pool."""
+    return F.coalesce(F.col("fetch_count"), F.lit(0)) == 0
+
+
+def budget_split(top_n: int, discovery_share: float) -> tuple[int, int]:
+    """(discovery quota, refresh quota) of a cycle of ``top_n`` URLs: ceil(share × top_n), the rest."""
+    # round first: 0.7 × 10 is 7.000000000000001 in binary floating point, and must give 7
+    discovery = min(int(top_n), max(0, math.ceil(round(float(discovery_share) * int(top_n), 9))))
+    return discovery, int(top_n) - discovery
+
+
+def split_budget(capped: DataFrame, top_n: int, discovery_share: float, order: list[Column]) -> DataFrame:
+    """The rows of ``capped`` (with a boolean ``_discovery``) that fill a cycle of ``top_n``:
+    each pool's best rows by ``order`` up to its quota (budget_split), and a pool's unused
+    quota goes to the other pool."""
+    quota_d, quota_r = budget_split(top_n, discovery_share)
+    # No pool can take more than top_n, so each pool's top_n best rows are all that can be
+    # chosen: two bounded top-k sorts (TakeOrderedAndProject), never a sort of every due URL.
+    best = (capped.filter(F.col("_discovery")).orderBy(*order).limit(top_n)
+            .unionByName(capped.filter(~F.col("_discovery")).orderBy(*order).limit(top_n)))
+    # At most 2 × top_n rows from here on. First every row within its pool's quota, then the
+    # rest by rank in its pool: when both pools fill their quotas, the quotas add up to top_n
+    # and nothing else is taken; when one pool is short, only the other has rows left over,
+    # and its next best fill the places the short pool left.
+    in_pool = Window.partitionBy("_discovery").orderBy(*order)
+    quota = F.when(F.col("_discovery"), F.lit(quota_d)).otherwise(F.lit(quota_r))
+    return (best.withColumn("_pool_rank", F.row_number().over(in_pool))
+            .orderBy((F.col("_pool_rank") > quota).asc(), F.col("_pool_rank").asc(), F.col("_discovery").asc())
+            .limit(top_n)
+            .drop("_pool_rank"))
+
+
 def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, Any], segment_id: str,
                      now: float) -> DataFrame:
-    """Cap per host and in all, attach the fresh robots.txt cache; one row per URL to fetch."""
-    per_host = Window.partitionBy("host").orderBy(F.col("score").desc(), F.col("next_fetch_at").asc(),
+    """Rank by priority, cap per host, split the budget between discovery and refresh, attach the
+    fresh robots.txt cache; one row per URL to fetch (see the module docstring)."""
+    ranked = due.withColumn("_priority", priority_col(cfg, now)).withColumn("_discovery", is_discovery_col())
+    per_host = Window.partitionBy("host").orderBy(F.col("_priority").desc(), F.col("next_fetch_at").asc(),
                                                   F.col("url").asc())
     # a host flagged as a trap has a lowered budget (host_state.url_budget, set by update)
     budgets = host_state.filter(F.col("url_budget").isNotNull()).select("host_bucket", "host", "url_budget")
-    capped = (due.join(F.broadcast(budgets), ["host_bucket", "host"], "left")
+    capped = (ranked.join(F.broadcast(budgets), ["host_bucket", "host"], "left")
               .withColumn("_rank", F.row_number().over(per_host))
               .filter(F.col("_rank") <= F.least(per_host_cap(cfg), F.coalesce("url_budget", per_host_cap(cfg))))
               .drop("url_budget"))
-    top = capped.orderBy(F.col("score").desc(), F.col("_rank").asc(), F.col("url").asc()).limit(int(cfg["generate.top_n"]))
+    order = [F.col("_priority").desc(), F.col("_rank").asc(), F.col("next_fetch_at").asc(), F.col("url").asc()]
+    top = split_budget(capped, int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"]), order)
     fresh_after = from_epoch_col(F.lit(now - float(cfg["fetch.robots_ttl_s"])))
     fresh = F.col("robots_fetched_at") > fresh_after
     sitemaps_fresh = F.col("sitemaps_fetched_at") > from_epoch_col(F.lit(now - float(cfg["sitemaps.ttl_s"])))

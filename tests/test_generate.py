@@ -1,0 +1,218 @@
+"""generate's ranking (priority = importance × staleness), its discovery/refresh budget split and
+its per-host caps, on real Spark and Delta with crawldb rows written directly."""
+from __future__ import annotations
+
+import pytest
+
+from crawl import schedule
+from crawl.config import ConfigError
+from crawl.status import new_url_state
+from crawl.urls import host_bucket, host_of, url_hash
+from jobs import generate
+from jobs.inject import rows_to_url_state
+from jobs.tables import (HOST_STATE_SCHEMA, HOST_STATE_TIMES, URL_STATE_SCHEMA, CrawlRoot, ensure_tables,
+                         epoch_schema, from_epoch)
+from tests.conftest import make_config
+
+NOW = 1_800_000_000.0
+DAY = 86400.0
+
+
+def priority_kw(cfg):
+    return {k: float(cfg[f"schedule.{k}"]) for k in ("score_exponent", "depth_decay", "score_floor")}
+
+
+def unfetched(cfg, url, score=1.0, depth=0, discovered_ago=60.0, due_in=None):
+    """A URL never fetched, discovered ``discovered_ago`` seconds before NOW (due since then,
+    or ``due_in`` seconds after NOW)."""
+    host = host_of(url)
+    row = new_url_state(url, host, host_bucket(host, int(cfg["crawldb.host_buckets"])), url_hash(url), depth,
+                        score, NOW - discovered_ago)
+    if due_in is not None:
+        row["next_fetch_at"] = NOW + due_in
+    return row
+
+
+def fetched(cfg, url, score=1.0, depth=0, overdue=60.0, interval=DAY):
+    """A URL fetched before, due ``overdue`` seconds ago after an interval of ``interval`` seconds."""
+    row = unfetched(cfg, url, score, depth, discovered_ago=30 * DAY)
+    row.update(status="fetched", fetch_count=1, http_status=200, last_fetched_at=NOW - overdue - interval,
+               next_fetch_at=NOW - overdue, fetch_interval_s=int(interval))
+    return row
+
+
+def expected_priority(cfg, row):
+    return schedule.priority(row["score"], row["depth"], NOW, row["next_fetch_at"], row["fetch_interval_s"],
+                             **priority_kw(cfg))
+
+
+def write_crawldb(spark, root, rows):
+    ensure_tables(spark, root)
+    names = URL_STATE_SCHEMA.fieldNames()
+    (rows_to_url_state(spark, [{f: r.get(f) for f in names} for r in rows])
+     .write.format("delta").mode("append").save(root.crawldb))
+
+
+def write_hostdb(spark, cfg, root, hosts):
+    """host_state rows: {host: {column: value}} (times in epoch seconds)."""
+    schema = epoch_schema(HOST_STATE_SCHEMA)
+    rows = []
+    for host, values in hosts.items():
+        row = {f: None for f in schema.fieldNames()}
+        row.update(host=host, host_bucket=host_bucket(host, int(cfg["crawldb.host_buckets"])), requests=0,
+                   pages_fetched=0, errors=0, **values)
+        rows.append(tuple(row[f] for f in schema.fieldNames()))
+    df = from_epoch(spark.createDataFrame(rows, schema), HOST_STATE_TIMES)
+    df.write.format("delta").mode("append").save(root.hostdb)
+
+
+def generated(spark, cfg, root, rows, hosts=None):
+    """URLs of the segment generate makes at NOW from a crawldb of ``rows``."""
+    write_crawldb(spark, root, rows)
+    if hosts:
+        write_hostdb(spark, cfg, root, hosts)
+    result = generate.run(spark, cfg, root, now=NOW)
+    assert result.segment_id is not None
+    urls = [r["url"] for r in spark.read.parquet(root.fetchlist(result.segment_id)).collect()]
+    assert len(urls) == result.urls == len(set(urls))
+    return set(urls)
+
+
+def top_by_priority(cfg, rows, n):
+    ranked = sorted(rows, key=lambda r: -expected_priority(cfg, r))
+    assert expected_priority(cfg, ranked[n - 1]) > expected_priority(cfg, ranked[n])  # no tie at the cut
+    return {r["url"] for r in ranked[:n]}
+
+
+# --------------------------------------------------------------------------- the priority Column
+
+def test_priority_column_equals_crawl_schedule_priority(spark):
+    cfg = make_config()
+    cases = [  # score, depth, next_fetch_at, fetch_interval_s
+        (1.0, 0, NOW - 60.0, None),             # never fetched: staleness 1
+        (0.25, 3, NOW - 3 * DAY, 86400),        # 3 intervals overdue
+        (9.0, 1, NOW - 1.5, 3600),              # barely due
+        (1e-9, 0, NOW - 10 * DAY, 3600),        # score below the floor
+        (2.0, 12, NOW - 100.0, 0),              # a zero interval counts as none
+        (4.0, 0, NOW + 3600.0, 86400),          # not due yet: 0
+        (4.0, 0, NOW, 86400),                   # due right now: 1
+        (0.5, 2, None, None),                   # no next_fetch_at: 1
+    ]
+    df = from_epoch(spark.createDataFrame(
+        cases, "score double, depth int, next_fetch_at double, fetch_interval_s long"), ["next_fetch_at"])
+    got = [r["p"] for r in df.select(generate.priority_col(cfg, NOW).alias("p")).collect()]
+    want = [schedule.priority(s, d, NOW, t, i, **priority_kw(cfg)) for s, d, t, i in cases]
+    assert got == pytest.approx(want, rel=1e-12, abs=0.0)
+    assert want[5] == 0.0 and want[0] == 1.0
+
+
+def test_budget_split_rounds_the_discovery_share_up():
+    assert generate.budget_split(20, 0.3) == (6, 14)
+    assert generate.budget_split(7, 0.5) == (4, 3)
+    assert generate.budget_split(10, 0.7) == (7, 3)  # not 8: 0.7 × 10 is 7.000000000000001
+    assert generate.budget_split(5, 0.0) == (0, 5)
+    assert generate.budget_split(5, 1.0) == (5, 0)
+
+
+def test_discovery_share_must_be_a_share():
+    assert make_config(generate__discovery_share=0.0)["generate.discovery_share"] == 0.0
+    with pytest.raises(ConfigError, match="discovery_share"):
+        make_config(generate__discovery_share=1.5)
+    with pytest.raises(ConfigError, match="discovery_share"):
+        make_config(generate__discovery_share=-0.1)
+
+
+# --------------------------------------------------------------------------- generate on a crawldb
+
+def test_priority_orders_across_hosts(spark, tmp_path):
+    cfg = make_config(generate__top_n=4)
+    # one known URL per host (no cap binds), importance and overdueness mixed
+    rows = [fetched(cfg, f"http://h{i}.example/", score=score, depth=depth, overdue=overdue, interval=interval)
+            for i, (score, depth, overdue, interval) in enumerate([
+                (1.0, 0, 60.0, DAY), (4.0, 0, 60.0, DAY), (0.01, 5, 60.0, DAY), (1.0, 0, 3 * DAY, DAY),
+                (0.25, 1, 10 * DAY, DAY), (1.0, 3, 2 * 3600.0, 3600.0), (2.0, 2, 0.5 * DAY, DAY),
+                (0.5, 0, 1.0, 3600.0)])]
+    assert generated(spark, cfg, CrawlRoot(str(tmp_path / "c")), rows) == top_by_priority(cfg, rows, 4)
+
+
+def test_overdue_important_url_beats_barely_due_unimportant_one(spark, tmp_path):
+    cfg = make_config(generate__top_n=1, generate__discovery_share=0.0)
+    overdue_important = fetched(cfg, "http://a.example/important", score=1.0, overdue=2 * DAY, interval=DAY)
+    barely_due = fetched(cfg, "http://b.example/minor", score=0.04, depth=2, overdue=1.0, interval=3600.0)
+    assert generated(spark, cfg, CrawlRoot(str(tmp_path / "c")),
+                     [overdue_important, barely_due]) == {"http://a.example/important"}
+    # staleness is not a tie-breaker: a URL ten intervals overdue beats one four times as
+    # important that has only just become due (ranking by score would pick the latter)
+    long_overdue = fetched(cfg, "http://a.example/stale", score=1.0, overdue=10 * 3600.0, interval=3600.0)
+    high_score = fetched(cfg, "http://b.example/popular", score=16.0, overdue=1.0, interval=DAY)
+    assert expected_priority(cfg, long_overdue) > expected_priority(cfg, high_score)
+    assert generated(spark, cfg, CrawlRoot(str(tmp_path / "d")),
+                     [long_overdue, high_score]) == {"http://a.example/stale"}
+
+
+def split_crawldb(cfg, due_discovery=100, due_refresh=100):
+    """100 new and 100 known URLs over 10 hosts, distinct priorities; beyond ``due_*`` of each
+    pool the URLs are not due yet."""
+    rows = []
+    for i in range(100):
+        host = f"http://h{i % 10}.example"
+        rows.append(unfetched(cfg, f"{host}/new{i}", score=0.5 + i / 100, depth=1,
+                              due_in=None if i < due_discovery else 3600.0))
+        if i < due_refresh:
+            rows.append(fetched(cfg, f"{host}/old{i}", score=0.5 + i / 97, overdue=60.0 + 600.0 * i))
+        else:
+            rows.append(fetched(cfg, f"{host}/old{i}", overdue=-3600.0))
+    return rows
+
+
+def pools(urls):
+    return ({u for u in urls if "/new" in u}, {u for u in urls if "/old" in u})
+
+
+def test_budget_split_between_discovery_and_refresh(spark, tmp_path):
+    cfg = make_config(generate__top_n=20, generate__discovery_share=0.3)
+    rows = split_crawldb(cfg)
+    new, old = pools(generated(spark, cfg, CrawlRoot(str(tmp_path / "c")), rows))
+    assert (len(new), len(old)) == (6, 14)
+    # each pool by priority
+    assert new == top_by_priority(cfg, [r for r in rows if r["fetch_count"] == 0], 6)
+    assert old == top_by_priority(cfg, [r for r in rows if r["fetch_count"] > 0], 14)
+    # without the split, known URLs (staleness > 1) would have taken every place
+    assert top_by_priority(cfg, rows, 20) <= {r["url"] for r in rows if r["fetch_count"] > 0}
+
+
+def test_a_short_pool_leaves_its_share_to_the_other(spark, tmp_path):
+    cfg = make_config(generate__top_n=20, generate__discovery_share=0.3)
+    rows = split_crawldb(cfg, due_discovery=3)
+    new, old = pools(generated(spark, cfg, CrawlRoot(str(tmp_path / "c")), rows))
+    assert new == {"http://h0.example/new0", "http://h1.example/new1", "http://h2.example/new2"}
+    assert len(old) == 17
+    assert old == top_by_priority(cfg, [r for r in rows if r["fetch_count"] > 0 and r["next_fetch_at"] <= NOW], 17)
+    # and the other way round: 2 due known URLs leave 18 places to discovery
+    rows = split_crawldb(cfg, due_refresh=2)
+    new, old = pools(generated(spark, cfg, CrawlRoot(str(tmp_path / "d")), rows))
+    assert (len(new), old) == (18, {"http://h0.example/old0", "http://h1.example/old1"})
+
+
+def test_per_host_caps_hold_and_rank_by_priority(spark, tmp_path):
+    cfg = make_config(generate__top_n=100, generate__max_urls_per_host=5, generate__discovery_share=0.5,
+                      fetch__host_overrides='[{"pattern": "small.example", "max_urls_per_cycle": 2}]')
+    rows = []
+    for host in ("a.example", "b.example", "small.example", "trap.example", "busy.example"):
+        for i in range(15):
+            # score falls with i, overdueness rises faster: priority order is not score order
+            rows.append(fetched(cfg, f"http://{host}/old{i}", score=1.0 / (1 + i), overdue=3600.0 * i * i,
+                                interval=3600.0))
+            rows.append(unfetched(cfg, f"http://{host}/new{i}", score=0.1 + i / 100, depth=1))
+    hosts = {"trap.example": {"url_budget": 3},                  # lowered by update's trap signal
+             "busy.example": {"backoff_until": NOW + 600.0}}     # 429s: generate stays away
+    urls = generated(spark, cfg, CrawlRoot(str(tmp_path / "c")), rows, hosts)
+    per_host = {}
+    for u in urls:
+        per_host.setdefault(host_of(u), set()).add(u)
+    assert {h: len(u) for h, u in per_host.items()} == {"a.example": 5, "b.example": 5, "small.example": 2,
+                                                       "trap.example": 3}
+    for host, chosen in per_host.items():
+        assert chosen == top_by_priority(cfg, [r for r in rows if r["host"] == host], len(chosen))
+    # the highest-scored URL of a host is not among its chosen: priority ranks within a host
+    assert "http://a.example/old0" not in urls and "http://a.example/old14" in urls
