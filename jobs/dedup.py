@@ -113,8 +113,12 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
                                                                          ["url_hash", "url"], "left_anti"))
     other = everyone.select(*[F.col(c).alias("o_" + c) for c in _PAGE_COLUMNS])
 
-    exact = (pages.join(other, pages.text_hash == other.o_text_hash)
-             .filter(F.col("url_hash") != F.col("o_url_hash"))
+    key = lambda p: F.struct(F.col(p + "first"), -F.col(p + "score"), F.length(p + "url"), F.col(p + "url"))  # noqa: E731
+    # exact: one row per page — the best page with the same text. A group-by, never pairs, so
+    # ten thousand copies of one text cost as much as ten thousand distinct pages.
+    best_text = (everyone.groupBy("text_hash").agg(F.min(F.struct(key("").alias("k"), "url_hash", "url")).alias("b"))
+                 .select("text_hash", F.col("b.url_hash").alias("o_url_hash"), F.col("b.url").alias("o_url")))
+    exact = (pages.join(best_text, "text_hash").filter(F.col("url_hash") != F.col("o_url_hash"))
              .select("url_hash", "url", "o_url_hash", "o_url", F.lit("exact").alias("match")))
 
     # the segment's own pages may be in dedup/bands already (a re-run, or a page fetched again):
@@ -132,7 +136,6 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
     # exact matches first: a pair found both ways counts as exact
     matches = (exact.unionByName(near)
                .groupBy("url_hash", "url", "o_url_hash", "o_url").agg(F.min("match").alias("match")))
-    key = lambda p: F.struct(F.col(p + "first"), -F.col(p + "score"), F.length(p + "url"), F.col(p + "url"))  # noqa: E731
     ranked = (matches.join(pages.select("url_hash", "url", "host_bucket", "first", "score"), ["url_hash", "url"])
               .join(other.select("o_url_hash", "o_url", "o_first", "o_score"), ["o_url_hash", "o_url"])
               .withColumn("_self", key("")).withColumn("_other", key("o_")))
