@@ -166,6 +166,21 @@ _WORDS = (
     "quietly briskly gently rarely often always never slowly swiftly boldly"
 ).split()
 
+
+def _make_vocabulary() -> tuple[str, ...]:
+    """4,000 pseudo-words (syllables of _WORDS' words glued together, deterministic): distinct
+    pages of the test web share few words, as real pages do, so dedup does not see them as
+    near copies of each other."""
+    rng = random.Random("devweb-vocabulary")
+    syllables = sorted({w[i:i + 3] for w in _WORDS for i in range(0, max(1, len(w) - 2), 2)})
+    words: set[str] = set(_WORDS)
+    while len(words) < 4000:
+        words.add("".join(rng.choice(syllables) for _ in range(rng.randint(2, 3))))
+    return tuple(sorted(words))
+
+
+_VOCABULARY = _make_vocabulary()
+
 _MAX_PORT_TRIES = 10
 
 
@@ -432,7 +447,7 @@ class DevWeb:
         if links is None:
             return None
         rng = self._rng(host, "text", path)
-        words = lambda a, b: " ".join(rng.choice(_WORDS) for _ in range(rng.randint(a, b)))  # noqa: E731
+        words = lambda a, b: " ".join(rng.choice(_VOCABULARY) for _ in range(rng.randint(a, b)))  # noqa: E731
         title = f"Host {host} {path} - {words(2, 4)}"
         paras = [words(12, 40).capitalize() + "." for _ in range(rng.randint(1, 3))]
         body = [f"<h1>{_html_escape(title)}</h1>"]
