@@ -5,7 +5,7 @@ candidates, and the cost per page of each fingerprint.
 
 Run:      .venv/bin/python bench/dedup_quality.py [--docs 2000] [--seed 7] [--k 3] [--no-sweep]
           [--num-perm 128] [--mh-threshold 0.7 ...] [--mh-shingles 1 ...] [--confirm-num-perm 64]
-          [--confirm-jaccard 0.6] [--body-edits-only] [--out-json FILE]
+          [--confirm-jaccard 0.6] [--min-jaccard 0.7] [--body-edits-only] [--out-json FILE]
           (defaults: about 30 s on 2 cores, of which the brute-force all-pairs scans are most)
 Corpus:   generated here from --seed, no downloads. 30,000 pseudo-words; a background Zipf-
           Mandelbrot distribution (frequent words short) mixed 85/15 with one or two of 60
@@ -31,7 +31,11 @@ Truth:    pairs of pages from the same original; a pair's level is the larger ed
           two pages (originals and exact copies: 0). Precision counts every same-family pair
           found as correct (10 % copies are copies too); recall is per level; the target is
           precision >= 0.95 and recall >= 0.90 over the pairs of levels 1, 2 and 5 %.
-Measures: exact dedup (equal text_hash); SimHash with crawl.fingerprint's defaults: the 4 x 16-bit
+Measures: the crawler's own dedup step (crawl/dedup.py), in plain Python: fingerprint(page_text(
+          html)), pages sharing a (band, value) of crawl.dedup.band_rows (SimHash 4 x 16-bit bands +
+          MinHash 8 x 8 LSH bands), kept when is_near_duplicate(max_hamming=3, min_jaccard=
+          --min-jaccard), plus equal text_hash; with its candidate count and fingerprint us/page;
+          exact dedup (equal text_hash); SimHash with crawl.fingerprint's defaults: the 4 x 16-bit
           band join done here with numpy (pages sharing a (band, value); pages without words
           excluded), then Hamming <= --k, checked against a brute-force scan of all pairs, which
           also gives the distance distribution per level and, for k = 0..16, recall and the
@@ -71,6 +75,8 @@ from crawl import fingerprint as fp  # noqa: E402
 LEVELS = (1, 2, 5, 10)          # near-copy edit levels, % of body words
 TARGET_LEVELS = (1, 2, 5)       # "near copies with <= 5 % edits"
 TARGET_PRECISION, TARGET_RECALL = 0.95, 0.90
+DELTACRAWL_MAX_HAMMING = 3      # crawl/dedup.py's max_hamming, as the job calls it
+DELTACRAWL_LABEL = "deltacrawl dedup: text_hash + SimHash<=3 or MinHash-band J>={j} (crawl/dedup.py)"
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December")
 
@@ -484,6 +490,35 @@ def minhash_lsh_pairs(sigs: list, threshold: float, num_perm: int) -> tuple[np.n
     return candidates, confirmed, time.perf_counter() - t0, (lsh.b, lsh.r)
 
 
+def deltacrawl_pairs(prints: list, n: int, max_hamming: int, min_jaccard: float) -> dict[str, Any]:
+    """The crawler's dedup step (crawl/dedup.py) in plain Python: pages without words are
+    skipped; candidates are pages sharing a (band, value) from ``crawl.dedup.band_rows``
+    (SimHash bands 0..3 + MinHash LSH bands 4..11), confirmed by ``is_near_duplicate``;
+    plus every pair with equal ``text_hash``. Keys of the pairs found, and counts/seconds."""
+    from crawl import dedup
+    t0 = time.perf_counter()
+    buckets: dict[tuple[int, int], list[int]] = collections.defaultdict(list)
+    exact: dict[int, list[int]] = collections.defaultdict(list)
+    for i, f in enumerate(prints):
+        if f.words == 0:
+            continue
+        exact[f.text_hash].append(i)
+        for row in dedup.band_rows(f.simhash, f.signature):
+            buckets[row].append(i)
+    candidates = {a * n + b for ids in buckets.values() if len(ids) > 1 for a, b in itertools.combinations(ids, 2)}
+    near = {key for key in candidates
+            if dedup.is_near_duplicate(prints[key // n].simhash, prints[key // n].signature,
+                                       prints[key % n].simhash, prints[key % n].signature,
+                                       max_hamming=max_hamming, min_jaccard=min_jaccard)}
+    exact_keys = {a * n + b for ids in exact.values() for a, b in itertools.combinations(ids, 2)}
+    found = near | exact_keys
+    seconds = time.perf_counter() - t0
+    simhash_only = {(i, v) for i, v in buckets if i < dedup.SIMHASH_BANDS}
+    return {"found": np.array(sorted(found), dtype=np.int64), "candidates": len(candidates),
+            "near": len(near), "exact": len(exact_keys), "exact_not_near": len(exact_keys - near),
+            "buckets": len(buckets), "simhash_buckets": len(simhash_only), "seconds": seconds}
+
+
 def timed(fn, items: list) -> tuple[list, float]:
     """(results, microseconds per item) of one pass."""
     t0 = time.perf_counter()
@@ -543,6 +578,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="permutations of the MinHash that confirms SimHash candidates (default 64)")
     p.add_argument("--confirm-jaccard", type=float, default=0.6,
                    help="Jaccard a SimHash candidate needs to be confirmed (default 0.6)")
+    p.add_argument("--min-jaccard", type=float, default=0.7,
+                   help="min_jaccard of the deltacrawl dedup row (crawl.dedup.is_near_duplicate; default 0.7)")
     p.add_argument("--no-sweep", action="store_true", help="skip the SimHash feature sweep")
     p.add_argument("--body-edits-only", action="store_true",
                    help="near copies keep the original's date and Related list (only the body is edited)")
@@ -552,7 +589,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.mh_shingles = args.mh_shingles or [1, 3]
     if args.docs < 10 or not 0 <= args.k <= 16 or args.num_perm < 2 or args.confirm_num_perm < 2:
         p.error("--docs >= 10, 0 <= --k <= 16, --num-perm and --confirm-num-perm >= 2")
-    if not all(0 < t <= 1 for t in args.mh_threshold + [args.confirm_jaccard]) or min(args.mh_shingles) < 1:
+    if not all(0 < t <= 1 for t in args.mh_threshold + [args.confirm_jaccard, args.min_jaccard]) or min(args.mh_shingles) < 1:
         p.error("thresholds must be in (0, 1], shingle sizes >= 1")
     return args
 
@@ -613,6 +650,22 @@ def main(argv: list[str] | None = None) -> int:
                        "false_pairs": exact["false_pairs"]}
     check(exact["recall_by_level"][0]["recall"] == 1.0, "text_hash finds every exact-copy pair")
     check(exact["found"] == exact["recall_by_level"][0]["found"], "text_hash pairs are exact copies only")
+
+    # ---- the crawler's dedup step (crawl/dedup.py), run as the job runs it
+    dc = deltacrawl_pairs(prints, n, DELTACRAWL_MAX_HAMMING, args.min_jaccard)
+    dcs = truth.score(dc["found"])
+    some_html = html[: min(500, len(html))]
+    result["deltacrawl_dedup"] = {
+        "what": DELTACRAWL_LABEL.format(j=args.min_jaccard), "max_hamming": DELTACRAWL_MAX_HAMMING, "min_jaccard": args.min_jaccard,
+        "candidates": dc["candidates"], "near_pairs": dc["near"], "exact_pairs": dc["exact"],
+        "exact_pairs_not_near": dc["exact_not_near"], "band_buckets": dc["buckets"], "join_and_test_s": dc["seconds"],
+        **{key: dcs[key] for key in ("found", "precision", "target_recall", "false_pairs", "false_pairs_same_site")},
+        "recall_by_level": _recalls(dcs),
+        "pages_timed": len(some_html),
+        "fingerprint_of_html_us": us_per_item(lambda h: fp.fingerprint(fp.page_text(h)), some_html),
+        "fingerprint_of_text_us": us_per_item(fp.fingerprint, texts[: len(some_html)]),
+    }
+    check(dcs["recall_by_level"][0]["recall"] == 1.0, "deltacrawl dedup finds every exact-copy pair")
 
     # ---- SimHash: band join + Hamming <= k, checked against all pairs
     width_ok = all(fp.bands(int(h)) == [(b, (int(h) >> (16 * b)) & 0xFFFF) for b in range(4)] for h in u[:500])
@@ -721,7 +774,6 @@ def main(argv: list[str] | None = None) -> int:
         result["feature_sweep"] = sweep
 
     # ---- timings
-    some_html = html[: min(500, len(html))]
     some = texts[: len(some_html)]
     page_text_us = us_per_item(fp.page_text, some_html)
     fingerprint_us = us_per_item(fp.fingerprint, some)
@@ -757,7 +809,9 @@ def main(argv: list[str] | None = None) -> int:
                 "met": (precision or 0) >= TARGET_PRECISION and (recall or 0) >= TARGET_RECALL}
 
     band_j = next(row for row in confirm_rows if row["what"].endswith("(no Hamming test)"))
-    verdicts = [verdict(f"SimHash {fp.SIMHASH_WEIGHTING} 1-grams, 4 x 16 bands, Hamming <= {args.k}",
+    dcr = result["deltacrawl_dedup"]
+    verdicts = [verdict(DELTACRAWL_LABEL.format(j=args.min_jaccard), dcr["precision"], dcr["target_recall"]),
+                verdict(f"SimHash {fp.SIMHASH_WEIGHTING} 1-grams, 4 x 16 bands, Hamming <= {args.k}",
                         sim["precision"], sim["target_recall"]),
                 verdict(f"SimHash band candidates + MinHash J >= {tj}", band_j["precision"], band_j["target_recall"])]
     need = result["simhash"]["k_for_target_recall"]
@@ -769,7 +823,7 @@ def main(argv: list[str] | None = None) -> int:
     verdicts += [verdict(f"MinHashLSH {p['shingles']}-gram sets, threshold {p['threshold']} ({p['what']})",
                          p["precision"], p["target_recall"]) for p in peers if p["what"] != "LSH candidates"]
     result["targets"] = {"precision": TARGET_PRECISION, "recall": TARGET_RECALL, "verdicts": verdicts,
-                         "simhash_k_met": verdicts[0]["met"]}
+                         "simhash_k_met": verdicts[1]["met"], "deltacrawl_met": verdicts[0]["met"]}
     return finish(result, failures, args.out_json, report)
 
 
@@ -793,6 +847,15 @@ def report(r: dict[str, Any]) -> None:
     e = r["exact"]
     print(f"exact (text_hash): {e['found']:,} pairs, precision {_pct(e['precision'])}, recall of exact copies "
           f"{_pct(e['recall_exact_copies'])}, near copies merged {e['near_copy_pairs_merged']}")
+    d = r["deltacrawl_dedup"]
+    print(f"\n{d['what']}: {d['candidates']:,} candidate pairs from {d['band_buckets']:,} band rows "
+          f"(join + test {d['join_and_test_s']:.1f} s), {d['near_pairs']:,} near + {d['exact_pairs']:,} exact pairs "
+          f"({d['exact_pairs_not_near']} exact only): {d['found']:,} found, precision {_pct(d['precision'])}, "
+          f"target recall (1-5 %) {_pct(d['target_recall'])}, false pairs {d['false_pairs']}")
+    print("  recall by level  0 / 1 / 2 / 5 / 10 %: " + _levels(d["recall_by_level"]))
+    print(f"  fingerprint per page (first {d['pages_timed']} pages, median of 3 passes): "
+          f"fingerprint(page_text(html)) {d['fingerprint_of_html_us']:.0f} us, fingerprint(text) "
+          f"{d['fingerprint_of_text_us']:.0f} us")
     s = r["simhash"]
     print(f"\nSimHash {r['simhash_features']} k={s['k']}: {s['candidates']:,} band candidates "
           f"({s['candidates'] / max(1e-9, s['candidates_if_uniform']):.0f}x what uniform fingerprints would give; "
