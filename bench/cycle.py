@@ -196,8 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             if c == 1:
                 check(st["total_urls"] == cyc["expected_crawldb_urls"],
                       f"crawldb holds {st['total_urls']} URLs, expected {cyc['expected_crawldb_urls']}")
-                # dedup marks the pages whose text another page of the segment already has (the
-                # test web's pages share a small vocabulary, so some are near duplicates)
+                # dedup marks the pages whose text (or nearly all of it) another page already has
                 by_status = dict(st["by_status"])
                 fetched, dups = by_status.get(FETCHED, 0), by_status.get(DUPLICATE, 0)
                 check(fetched + dups == fet.urls and dups == ded.exact + ded.near,
