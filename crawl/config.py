@@ -131,7 +131,10 @@ def _validate(cfg: dict[str, Any]) -> None:
             raise ConfigError(f"config key '{key}' must be > 0, got {cfg[key]}")
     if not 0 <= cfg["dedup.max_hamming"] <= 3:
         raise ConfigError("config key 'dedup.max_hamming' must be 0..3 (4 SimHash bands find pairs within 3 bits)")
-    for key in ("dedup.min_jaccard", "dedup.duplicate_link_factor", "discovery.bloom_fpr", "generate.discovery_share"):
+    if not 0 <= cfg["discovery.bloom_fpr"] < 1:
+        raise ConfigError(f"config key 'discovery.bloom_fpr' must be in [0, 1) (0 turns the filter off), "
+                          f"got {cfg['discovery.bloom_fpr']}")
+    for key in ("dedup.min_jaccard", "dedup.duplicate_link_factor", "generate.discovery_share"):
         if not 0 <= cfg[key] <= 1:
             raise ConfigError(f"config key '{key}' must be in [0, 1], got {cfg[key]}")
     if not 1 <= cfg["warc.gzip_level"] <= 9:

@@ -89,14 +89,17 @@ class HostLinks:
         for url in links:
             self.found += 1
             reason = reject_reason(url, own)
-            if reason is None and bloom is not None and url in bloom:
-                reason = KNOWN
+            if reason is None:
+                # the trap signal counts distinct in-scope same-host links whether or not the
+                # crawldb knows them, so it does not depend on the Bloom filter being on
+                if host_of(url) == own:
+                    self._new_same_host.add(url)
+                if bloom is not None and url in bloom:
+                    reason = KNOWN
             if reason is not None:
                 self.rejects[reason] += 1
                 continue
             kept.append(url)
-            if host_of(url) == own:
-                self._new_same_host.add(url)
         self.kept += len(kept)
         return kept
 

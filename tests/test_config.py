@@ -57,3 +57,11 @@ def test_config_is_read_only():
     cfg = build_config()
     with pytest.raises(TypeError):
         cfg["fetch.delay_s"] = 0
+
+
+def test_a_bloom_filter_rate_of_one_is_refused_at_load_not_in_fetch():
+    import pytest
+    from crawl.config import ConfigError
+    with pytest.raises(ConfigError, match="bloom_fpr"):
+        build_config(overrides={"discovery.bloom_fpr": 1.0})
+    assert build_config(overrides={"discovery.bloom_fpr": 0.0})["discovery.bloom_fpr"] == 0.0  # off
