@@ -242,6 +242,8 @@ def extrapolate(runs: list[dict[str, Any]], n_existing: int, targets: list[int])
     fixed, per_pair = fit_line([r["pairs"] for r in runs], [r["dups_s"] for r in runs])
     ratio = runs[-1]["pairs"] / runs[-1]["random_band_pairs_expected"]
     out = {"fixed_s": fixed, "per_million_pairs_s": per_pair * 1e6, "pairs_ratio": ratio, "targets": []}
+    if per_pair <= 0:  # times did not grow with the pairs: load noise swamped the signal
+        return out
     for n in targets:
         pairs = ratio * expected_random_pairs(n, n_existing)
         out["targets"].append({"new": n, "pairs": pairs, "dups_s": fixed + per_pair * pairs})
@@ -721,8 +723,9 @@ def print_report(r: dict[str, Any]) -> None:
     if "extrapolated" in r:
         e = r["extrapolated"]
         print(f"fit: dups s = {e['fixed_s']:.1f} + {e['per_million_pairs_s']:.1f} per million candidate pairs; "
-              f"extrapolated to {r['params']['existing']:,} existing (rough): " + ", ".join(
-                  f"{t['new']:,} new -> {t['pairs'] / 1e6:,.0f} M pairs, {t['dups_s'] / 60:,.0f} min" for t in e["targets"]))
+              + (f"extrapolated to {r['params']['existing']:,} existing (rough): " + ", ".join(
+                  f"{t['new']:,} new -> {t['pairs'] / 1e6:,.0f} M pairs, {t['dups_s'] / 60:,.0f} min"
+                  for t in e["targets"]) if e["targets"] else "not extrapolated (time did not grow with pairs: noise)"))
     for key, what in (("growth_dups", "dups"), ("growth_total", "total")):
         for g in r.get(key, []):
             print(f"growth ({what}) {g['from']:,} -> {g['to']:,}: time x{g['time_ratio']:.2f} for size "
