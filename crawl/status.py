@@ -12,10 +12,12 @@ Like Nutch's CrawlDatum, every URL has exactly one status:
     robots_denied  robots.txt forbids it for our agent
     duplicate      its content duplicates another URL's (dup_of); set by dedup
 
-Every status is eligible for generate once next_fetch_at has passed (gone pages are re-checked
-with growing intervals until schedule.gone_max_checks, robots_denied ones at
-schedule.max_interval_s, since sites and robots.txt change) except duplicate, which only dedup
-can release. When next_fetch_at passes is the schedule's business (crawl/schedule.py).
+Every status is eligible for generate once next_fetch_at has passed: gone pages are re-checked
+with growing intervals until schedule.gone_max_checks, robots_denied and duplicate ones at
+schedule.max_interval_s (sites, robots.txt and the canonical page change). A duplicate that is
+re-fetched is a duplicate again only if dedup says so (a 304 keeps it one: nothing changed);
+any other answer releases it and clears dup_of. When next_fetch_at passes is the schedule's
+business (crawl/schedule.py).
 
 A fetch attempt ends in one *fetch outcome* (``FetchStatus``), and ``apply_fetch`` maps the
 current state plus that outcome to the new state. Times are epoch seconds (floats).
@@ -36,7 +38,7 @@ DUPLICATE = "duplicate"
 
 ALL_STATUSES = (UNFETCHED, FETCHED, NOTMODIFIED, REDIRECT_TEMP, REDIRECT_PERM, RETRY, GONE,
                 ROBOTS_DENIED, DUPLICATE)
-GENERATABLE_STATUSES = tuple(s for s in ALL_STATUSES if s != DUPLICATE)
+GENERATABLE_STATUSES = ALL_STATUSES
 
 
 class FetchStatus:
@@ -202,6 +204,7 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
         return new
 
     new["last_fetched_at"] = at
+    new["dup_of"] = None  # a duplicate is released by any answer but a 304 (mark_duplicate sets it)
     new["http_status"] = outcome.get("http_status")
     new["error"] = outcome.get("error")
 
@@ -243,7 +246,11 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
                        warc_length=outcome.get("warc_length"))
     elif fs == FetchStatus.NOT_MODIFIED:
         _observe(new, state, at, False, policy)
-        new["status"] = NOTMODIFIED
+        if state.get("status") == DUPLICATE:  # the same content as when dedup judged it
+            new["dup_of"] = state.get("dup_of")
+            _fixed(new, at, longest)
+        else:
+            new["status"] = NOTMODIFIED
         if outcome.get("etag"):
             new["etag"] = outcome["etag"]
         if outcome.get("last_modified"):
@@ -258,10 +265,13 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
     return new
 
 
-def mark_duplicate(state: Mapping[str, Any], canonical_url: str) -> dict[str, Any]:
-    """dedup: the URL's content duplicates ``canonical_url``'s."""
+def mark_duplicate(state: Mapping[str, Any], canonical_url: str, policy: Mapping[str, Any]) -> dict[str, Any]:
+    """dedup, applied by update after apply_fetch: the URL's content duplicates
+    ``canonical_url``'s. It is re-checked after schedule.max_interval_s (its own change rate
+    does not matter while it is a copy), from the fetch that found it a duplicate."""
     new = dict(state)
     new.update(status=DUPLICATE, dup_of=canonical_url)
+    _fixed(new, float(new["last_fetched_at"]), float(policy["schedule.max_interval_s"]))
     return new
 
 

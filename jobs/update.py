@@ -67,7 +67,7 @@ def _apply_rows(rows: Iterator[Any], policy: Mapping[str, Any]) -> Iterator[tupl
         outcome = {name: d["o_" + name] for name in _OUTCOME_FIELDS}
         new = apply_fetch(state, outcome, policy)
         if d["o_dup_of"]:  # jobs/dedup.py found its content on another page
-            new = mark_duplicate(new, d["o_dup_of"])
+            new = mark_duplicate(new, d["o_dup_of"], policy)
         yield tuple(new[name] for name in _URL_FIELDS)
 
 

@@ -2,7 +2,7 @@
 copies (other markup, a new timestamp), near copies (a few words edited), a hot band (thirty
 boilerplate-only pages), distinct pages; a second segment meets the first one's canonical pages
 in dedup/pages; re-running changes nothing; update applies status duplicate and dup_of and
-trusts a duplicate's links less."""
+trusts a duplicate's links less; a duplicate re-checked with new content is released."""
 from __future__ import annotations
 
 import asyncio
@@ -156,3 +156,23 @@ def test_dedup_through_spark(spark, server, tmp_path):
     seg2, _ = _cycle(spark, cfg, root)
     late = {r["url"]: r.asDict() for r in spark.read.parquet(root.dedup_result(seg2)).collect()}
     assert late[a + "/late.html"]["dup_of"] == canonical and late[a + "/late.html"]["match"] == "near"
+
+    # a duplicate is re-checked after schedule.max_interval_s: with new content it is released
+    update.run(spark, cfg, root, seg2)
+    dup_url = a + "/near.html" if canonical != a + "/near.html" else a + "/copy.html"
+    row = spark.read.format("delta").load(root.crawldb).filter(f"url = '{dup_url}'").collect()[0]
+    assert row["status"] == "duplicate" and row["next_fetch_at"] is not None
+    assert (row["next_fetch_at"] - row["last_fetched_at"]).total_seconds() == float(cfg["schedule.max_interval_s"])
+    from delta.tables import DeltaTable  # time passes: the recheck is due now
+    DeltaTable.forPath(spark, root.crawldb).update(f"url = '{dup_url}'", {"next_fetch_at": "timestamp'2000-01-01'"})
+    path = dup_url[len(a):]
+    old_page, PAGES[path] = PAGES[path], _html(_article(99), "2026-12-02")
+    try:
+        seg3, _ = _cycle(spark, cfg, root)
+    finally:
+        PAGES[path] = old_page
+    assert dup_url not in {r["url"] for r in spark.read.parquet(root.dedup_result(seg3)).collect()}
+    update.run(spark, cfg, root, seg3)
+    row = spark.read.format("delta").load(root.crawldb).filter(f"url = '{dup_url}'").collect()[0]
+    assert row["status"] == "fetched" and row["dup_of"] is None
+    assert dup_url in {r["url"] for r in spark.read.format("delta").load(root.dedup_pages).collect()}

@@ -39,8 +39,36 @@ def test_lease_blocks_generate_until_expiry():
     assert S.is_due(leased, T0 + 60)
 
 
-def test_duplicate_is_never_due():
-    assert not S.is_due(S.mark_duplicate(state(), "http://b.com/"), T0 + 10**9)
+def _duplicate():
+    fetched = S.apply_fetch(state(lease_until=T0 + 5), outcome(FS.OK, 200, content_hash="h1", etag='"e"'), POLICY)
+    return S.mark_duplicate(fetched, "http://b.com/", POLICY)
+
+
+def test_duplicate_is_rechecked_after_the_longest_interval():
+    dup = _duplicate()
+    assert dup["status"] == S.DUPLICATE and dup["dup_of"] == "http://b.com/"
+    assert dup["next_fetch_at"] == T0 + 10 + LONGEST and dup["fetch_interval_s"] == LONGEST
+    assert not S.is_due(dup, T0 + 10 + LONGEST - 1) and S.is_due(dup, T0 + 10 + LONGEST)
+
+
+def test_duplicate_304_stays_duplicate():
+    again = S.apply_fetch(_duplicate(), outcome(FS.NOT_MODIFIED, 304, at=T0 + 100), POLICY)
+    assert again["status"] == S.DUPLICATE and again["dup_of"] == "http://b.com/"
+    assert again["next_fetch_at"] == T0 + 100 + LONGEST and again["observed_count"] == 2
+
+
+@pytest.mark.parametrize("fs, code, status", [(FS.OK, 200, S.FETCHED), (FS.NOT_FOUND, 404, S.GONE),
+                                              (FS.SERVER_ERROR, 503, S.RETRY), (FS.REDIRECT, 301, S.REDIRECT_PERM),
+                                              (FS.ROBOTS_DENIED, None, S.ROBOTS_DENIED)])
+def test_duplicate_released_by_any_other_answer(fs, code, status):
+    new = S.apply_fetch(_duplicate(), outcome(fs, code, content_hash="h2", redirect_to="http://c.com/",
+                                              at=T0 + 100), POLICY)
+    assert new["status"] == status and new["dup_of"] is None
+
+
+def test_duplicate_kept_while_not_attempted():
+    new = S.apply_fetch(_duplicate(), outcome(FS.NOT_ATTEMPTED, None, at=T0 + 100), POLICY)
+    assert new["status"] == S.DUPLICATE and new["dup_of"] == "http://b.com/"
 
 
 def test_ok_fetch():
