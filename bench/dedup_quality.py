@@ -34,7 +34,9 @@ Truth:    pairs of pages from the same original; a pair's level is the larger ed
 Measures: the crawler's own dedup step (crawl/dedup.py), in plain Python: fingerprint(page_text(
           html)), pages sharing a (band, value) of crawl.dedup.band_rows (SimHash 4 x 16-bit bands +
           MinHash 8 x 8 LSH bands), kept when is_near_duplicate(max_hamming=3, min_jaccard=
-          --min-jaccard), plus equal text_hash; with its candidate count and fingerprint us/page;
+          --min-jaccard) by crawl.dedup.confirm's rule (SimHash-band candidates by Hamming alone,
+          MinHash-band ones by either test; also counted: the pairs that testing every candidate
+          both ways would add), plus equal text_hash; with its candidate count and fingerprint us/page;
           exact dedup (equal text_hash); SimHash with crawl.fingerprint's defaults: the 4 x 16-bit
           band join done here with numpy (pages sharing a (band, value); pages without words
           excluded), then Hamming <= --k, checked against a brute-force scan of all pairs, which
@@ -505,17 +507,32 @@ def deltacrawl_pairs(prints: list, n: int, max_hamming: int, min_jaccard: float)
         exact[f.text_hash].append(i)
         for row in dedup.band_rows(f.simhash, f.signature):
             buckets[row].append(i)
-    candidates = {a * n + b for ids in buckets.values() if len(ids) > 1 for a, b in itertools.combinations(ids, 2)}
-    near = {key for key in candidates
-            if dedup.is_near_duplicate(prints[key // n].simhash, prints[key // n].signature,
-                                       prints[key % n].simhash, prints[key % n].signature,
-                                       max_hamming=max_hamming, min_jaccard=min_jaccard)}
+    def pairs_of(simhash_bands: bool) -> set[int]:
+        return {a * n + b for (band, _), ids in buckets.items()
+                if len(ids) > 1 and (band < dedup.SIMHASH_BANDS) == simhash_bands
+                for a, b in itertools.combinations(ids, 2)}
+
+    def confirmed(keys: set[int], band: int) -> set[int]:
+        return {key for key in keys
+                if dedup.confirm(band, prints[key // n].simhash, prints[key // n].signature,
+                                 prints[key % n].simhash, prints[key % n].signature,
+                                 max_hamming=max_hamming, min_jaccard=min_jaccard)}
+
+    # crawl.dedup.confirm's rule, as jobs/dedup.py applies it: SimHash-band candidates by Hamming
+    # alone, MinHash-band candidates by Hamming or Jaccard
+    simhash_cands, signature_cands = pairs_of(True), pairs_of(False)
+    candidates = simhash_cands | signature_cands
+    near = confirmed(simhash_cands, 0) | confirmed(signature_cands, dedup.SIMHASH_BANDS)
+    # for the record: every candidate tested both ways (the rule before it was split by band kind)
+    near_both_ways = confirmed(candidates, dedup.SIMHASH_BANDS)
     exact_keys = {a * n + b for ids in exact.values() for a, b in itertools.combinations(ids, 2)}
     found = near | exact_keys
     seconds = time.perf_counter() - t0
     simhash_only = {(i, v) for i, v in buckets if i < dedup.SIMHASH_BANDS}
     return {"found": np.array(sorted(found), dtype=np.int64), "candidates": len(candidates),
             "near": len(near), "exact": len(exact_keys), "exact_not_near": len(exact_keys - near),
+            "simhash_candidates": len(simhash_cands), "signature_candidates": len(signature_cands),
+            "near_both_ways": len(near_both_ways), "lost_by_band_rule": len(near_both_ways - near),
             "buckets": len(buckets), "simhash_buckets": len(simhash_only), "seconds": seconds}
 
 
@@ -659,6 +676,8 @@ def main(argv: list[str] | None = None) -> int:
         "what": DELTACRAWL_LABEL.format(j=args.min_jaccard), "max_hamming": DELTACRAWL_MAX_HAMMING, "min_jaccard": args.min_jaccard,
         "candidates": dc["candidates"], "near_pairs": dc["near"], "exact_pairs": dc["exact"],
         "exact_pairs_not_near": dc["exact_not_near"], "band_buckets": dc["buckets"], "join_and_test_s": dc["seconds"],
+        "simhash_candidates": dc["simhash_candidates"], "signature_candidates": dc["signature_candidates"],
+        "near_pairs_both_tests_on_every_candidate": dc["near_both_ways"], "near_pairs_lost_by_band_rule": dc["lost_by_band_rule"],
         **{key: dcs[key] for key in ("found", "precision", "target_recall", "false_pairs", "false_pairs_same_site")},
         "recall_by_level": _recalls(dcs),
         "pages_timed": len(some_html),
@@ -850,7 +869,9 @@ def report(r: dict[str, Any]) -> None:
     d = r["deltacrawl_dedup"]
     print(f"\n{d['what']}: {d['candidates']:,} candidate pairs from {d['band_buckets']:,} band rows "
           f"(join + test {d['join_and_test_s']:.1f} s), {d['near_pairs']:,} near + {d['exact_pairs']:,} exact pairs "
-          f"({d['exact_pairs_not_near']} exact only): {d['found']:,} found, precision {_pct(d['precision'])}, "
+          f"({d['exact_pairs_not_near']} exact only; candidates {d['simhash_candidates']:,} SimHash-band, "
+          f"{d['signature_candidates']:,} MinHash-band; testing every candidate both ways would find "
+          f"{d['near_pairs_lost_by_band_rule']} more near pairs): {d['found']:,} found, precision {_pct(d['precision'])}, "
           f"target recall (1-5 %) {_pct(d['target_recall'])}, false pairs {d['false_pairs']}")
     print("  recall by level  0 / 1 / 2 / 5 / 10 %: " + _levels(d["recall_by_level"]))
     print(f"  fingerprint per page (first {d['pages_timed']} pages, median of 3 passes): "

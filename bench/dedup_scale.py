@@ -27,8 +27,8 @@ Data:     synthetic fingerprints, no HTML: every value is a counter-based hash (
 Measures: for each --new size, on one SparkSession: the new pages (the 8 columns segment_pages
           returns) read from Parquet and cached, as jobs.dedup.run does ("load"); then
           jobs.dedup.duplicates(spark, pages, known, old_bands, cfg) with the duplicates written to
-          Parquet ("dups", the step's real work), then pairs.count() and hot.count() (run() makes
-          both calls, and each recomputes its plan). Rows/s = new pages / dups seconds; growth =
+          Parquet ("dups", the step's real work), then the count of band collisions and of hot values
+          (run() makes both counts, and each recomputes its plan). Rows/s = new pages / dups seconds; growth =
           t(next size) / t(size) next to the size ratio (linear = the size ratio). Candidate
           pairs, next to the pairs random 16-bit SimHash band collisions alone would give
           (4 x new x (existing + new) / 65536). Hot-band case: a separate, smaller table in which
@@ -497,7 +497,8 @@ def main(argv: list[str] | None = None) -> int:
             dups_path = os.path.join(workdir, "dups", label)
             try:
                 t = time.perf_counter()
-                dups, pairs, hot = duplicates(spark, pages, known, old_bands, run_cfg)
+                dups, cand = duplicates(spark, pages, known, old_bands, run_cfg)
+                pairs, hot = cand.collisions, cand.hot
                 dups.write.mode("overwrite").parquet(dups_path)
                 out["dups_s"] = time.perf_counter() - t
                 t = time.perf_counter()
@@ -610,9 +611,10 @@ def main(argv: list[str] | None = None) -> int:
 def stage_times(spark, pages, known, old_bands, cfg, scratch: str) -> dict[str, float]:
     """Seconds of each stage of jobs/dedup.py's near-duplicate path, apart: each stage reads the
     previous one's output from Parquet under ``scratch`` and writes its own. Stages: the new
-    pages' band rows (Python), the candidate pairs (band counts + equi-join + distinct), the pairs
-    with both pages' SimHash and signature attached (JVM joins), the near test (Python). The last
-    two mirror duplicates(); the exact-match join and the canonical ranking are not timed apart."""
+    pages' band rows (Python); the SimHash-band join with its Hamming test (JVM); the MinHash-band
+    candidate pairs (JVM); those pairs with both pages' SimHash and signature attached (JVM
+    joins); their near test (Python). The exact-match group-by and the canonical ranking are not
+    timed apart."""
     from pyspark.sql import functions as F
 
     from jobs.dedup import _PAGE_COLUMNS, _near_pairs, candidate_pairs, page_bands
@@ -623,11 +625,15 @@ def stage_times(spark, pages, known, old_bands, cfg, scratch: str) -> dict[str, 
     page_bands(spark, pages).write.mode("overwrite").parquet(f"{scratch}/bands")
     out["band_rows"] = time.perf_counter() - t
     new_bands = spark.read.parquet(f"{scratch}/bands")
-    t = time.perf_counter()
     earlier = old_bands.join(pages.select("url_hash", "url"), ["url_hash", "url"], "left_anti")
-    candidate_pairs(new_bands, earlier, int(cfg["dedup.max_band_candidates"]))[0] \
-        .write.mode("overwrite").parquet(f"{scratch}/pairs")
-    out["candidate_pairs"] = time.perf_counter() - t
+    k, j = int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"])
+    cand = candidate_pairs(new_bands, earlier, int(cfg["dedup.max_band_candidates"]), k)
+    t = time.perf_counter()
+    cand.simhash_near.write.mode("overwrite").parquet(f"{scratch}/simhash_near")
+    out["simhash_join_and_test"] = time.perf_counter() - t
+    t = time.perf_counter()
+    cand.signature.write.mode("overwrite").parquet(f"{scratch}/pairs")
+    out["signature_candidates"] = time.perf_counter() - t
     pairs = spark.read.parquet(f"{scratch}/pairs")
     t = time.perf_counter()
     known_pages = to_epoch(known.select(*[c for c in _PAGE_COLUMNS if c != "first"],
@@ -639,10 +645,9 @@ def stage_times(spark, pages, known, old_bands, cfg, scratch: str) -> dict[str, 
      .join(other.select("o_url_hash", "o_url", "o_simhash", "o_signature"), ["o_url_hash", "o_url"])
      .write.mode("overwrite").parquet(f"{scratch}/with_prints"))
     out["attach_fingerprints"] = time.perf_counter() - t
-    k, j = int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"])
     t = time.perf_counter()
     spark.read.parquet(f"{scratch}/with_prints").rdd.mapPartitions(lambda it: _near_pairs(it, k, j)).count()
-    out["near_test"] = time.perf_counter() - t
+    out["signature_test"] = time.perf_counter() - t
     shutil.rmtree(scratch, ignore_errors=True)
     return out
 

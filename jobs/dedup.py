@@ -10,8 +10,10 @@ Inputs:   <crawl_root>/segments/<id>/fetched (2xx pages with text fingerprints, 
 How:      exact duplicates: equal text_hash (hash of the normalised text: markup, whitespace,
           dates and counters do not defeat it). Near duplicates (crawl/dedup.py): pages sharing
           a SimHash band (4 x 16 bits) or a MinHash band (8 x 8 values) are candidates — an
-          equi-join on (band, value), never all pairs — and a candidate within dedup.max_hamming
-          bits or with estimated Jaccard >= dedup.min_jaccard is a duplicate. A band value shared
+          equi-join on (band, value), never all pairs. A SimHash candidate is a duplicate within
+          dedup.max_hamming bits, decided in the join (never in Python: chance alone gives ~300
+          such candidates per page against 5 M pages); a MinHash candidate also when its
+          estimated Jaccard is >= dedup.min_jaccard (crawl.dedup.confirm). A band value shared
           by more than dedup.max_band_candidates pages (boilerplate-only pages) is skipped, so a
           hot band cannot explode the join; pages without text are never compared. Each duplicate
           gets dup_of = the canonical page among its duplicates (first fetched wins, then higher
@@ -39,7 +41,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawl.dedup import band_rows, is_near_duplicate
+from crawl.dedup import SIMHASH_BANDS, band_rows, is_near_duplicate
 from crawl.status import FetchStatus
 from jobs.common import UserError, report, run_segment_step
 from jobs.tables import (CrawlRoot, ensure_dedup_tables, from_epoch_col, path_exists, read_url_state,
@@ -54,7 +56,7 @@ class DedupResult:
     pages: int = 0
     exact: int = 0
     near: int = 0
-    candidate_pairs: int = 0
+    candidate_pairs: int = 0   # band collisions: a pair counts once for each band it shares
     hot_bands: int = 0
 
 
@@ -73,28 +75,55 @@ def segment_pages(spark: SparkSession, root: CrawlRoot, segment_id: str, known: 
 def _bands_of(rows: Iterator[Any]) -> Iterator[tuple]:
     for row in rows:
         for band, value in band_rows(row["simhash"], row["signature"]):
-            yield row["url_hash"], row["url"], band, value
+            yield row["url_hash"], row["url"], band, value, row["simhash"]
 
 
 def page_bands(spark: SparkSession, pages: DataFrame) -> DataFrame:
     return spark.createDataFrame(pages.select("url_hash", "url", "simhash", "signature").rdd.mapPartitions(_bands_of),
-                                 "url_hash long, url string, band int, value long", verifySchema=False)
+                                 "url_hash long, url string, band int, value long, simhash long", verifySchema=False)
 
 
-def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: int) -> tuple[DataFrame, DataFrame]:
-    """(distinct (url_hash, url, o_url_hash, o_url) pairs sharing a band, hot band values):
-    the segment's pages against each other and against the canonical pages of earlier segments.
-    A band value held by more than ``max_candidates`` pages is left out."""
-    old = old_bands.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"))
+@dataclass
+class Candidates:
+    """What the band join gives (see candidate_pairs)."""
+    simhash_near: DataFrame   # (url_hash, url, o_url_hash, o_url): share a SimHash band, within max_hamming
+    signature: DataFrame      # (url_hash, url, o_url_hash, o_url): share a MinHash band, to be confirmed
+    collisions: DataFrame     # every band collision, one row each (band, value, ...): for counting
+    hot: DataFrame            # (band, value) pairs left out: held by more than max_candidates pages
+
+
+def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: int, max_hamming: int) -> Candidates:
+    """The segment's pages against each other and against the canonical pages of earlier
+    segments, by an equi-join on (band, value); a band value held by more than
+    ``max_candidates`` pages is left out.
+
+    A pair sharing a SimHash band is decided in the join itself: both rows carry the SimHash, so
+    the Hamming test is a column expression and the pair never reaches Python. This matters at
+    scale: a 16-bit band value is shared by chance by 1 in 65,536 pages, so against 5 M pages
+    every new page meets some 300 random SimHash candidates, nearly all 20-40 bits away. A pair
+    sharing a MinHash band (a 64-bit hash of 8 values, which chance almost never gives) is
+    returned for the signature comparison."""
+    old = old_bands.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"),
+                           F.col("simhash").alias("o_simhash"))
     counts = (new_bands.select("band", "value").unionByName(old.select("band", "value"))
               .groupBy("band", "value").count())
     hot = counts.filter(F.col("count") > max_candidates).select("band", "value")
     cool = new_bands.join(F.broadcast(hot), ["band", "value"], "left_anti")
-    others = cool.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"))
-    pairs = (cool.join(others.unionByName(old), ["band", "value"])
-             .filter(F.col("url_hash") != F.col("o_url_hash"))
-             .select("url_hash", "url", "o_url_hash", "o_url").distinct())
-    return pairs, hot
+    others = cool.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"),
+                         F.col("simhash").alias("o_simhash")).unionByName(old)
+
+    def collisions(simhash_bands: bool) -> DataFrame:
+        side = (F.col("band") < SIMHASH_BANDS) if simhash_bands else (F.col("band") >= SIMHASH_BANDS)
+        return (cool.filter(side).join(others.filter(side), ["band", "value"])
+                .filter(F.col("url_hash") != F.col("o_url_hash")))
+
+    pair = ("url_hash", "url", "o_url_hash", "o_url")
+    simhash_near = (collisions(True)
+                    .filter(F.bit_count(F.col("simhash").bitwiseXOR(F.col("o_simhash"))) <= max_hamming)
+                    .select(*pair).distinct())
+    signature = collisions(False).select(*pair).distinct()
+    return Candidates(simhash_near, signature, cool.join(others, ["band", "value"])
+                      .filter(F.col("url_hash") != F.col("o_url_hash")), hot)
 
 
 def _near_pairs(rows: Iterator[Any], max_hamming: int, min_jaccard: float) -> Iterator[tuple]:
@@ -104,8 +133,8 @@ def _near_pairs(rows: Iterator[Any], max_hamming: int, min_jaccard: float) -> It
 
 
 def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_bands: DataFrame,
-               cfg: Mapping[str, Any]) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """(duplicates: url, url_hash, host_bucket, dup_of, match; candidate pairs; hot band values)."""
+               cfg: Mapping[str, Any]) -> tuple[DataFrame, Candidates]:
+    """(duplicates: url, url_hash, host_bucket, dup_of, match; the band join's Candidates)."""
     known_pages = to_epoch(known.select(*[c for c in _PAGE_COLUMNS if c != "first"],
                                         F.col("first_fetched_at").alias("first")), ["first"])
     # every page a new page may be compared with: this segment's, and earlier canonical ones
@@ -124,14 +153,14 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
     # the segment's own pages may be in dedup/bands already (a re-run, or a page fetched again):
     # their rows there are stale or duplicates of the new ones
     earlier_bands = old_bands.join(pages.select("url_hash", "url"), ["url_hash", "url"], "left_anti")
-    pairs, hot = candidate_pairs(page_bands(spark, pages), earlier_bands, int(cfg["dedup.max_band_candidates"]))
     max_hamming, min_jaccard = int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"])
-    with_prints = (pairs.join(pages.select("url_hash", "url", "simhash", "signature"), ["url_hash", "url"])
+    cand = candidate_pairs(page_bands(spark, pages), earlier_bands, int(cfg["dedup.max_band_candidates"]), max_hamming)
+    with_prints = (cand.signature.join(pages.select("url_hash", "url", "simhash", "signature"), ["url_hash", "url"])
                    .join(other.select("o_url_hash", "o_url", "o_simhash", "o_signature"), ["o_url_hash", "o_url"]))
-    near = spark.createDataFrame(
+    confirmed = spark.createDataFrame(
         with_prints.rdd.mapPartitions(lambda it: _near_pairs(it, max_hamming, min_jaccard)),
-        "url_hash long, url string, o_url_hash long, o_url string", verifySchema=False
-    ).withColumn("match", F.lit("near"))
+        "url_hash long, url string, o_url_hash long, o_url string", verifySchema=False)
+    near = cand.simhash_near.unionByName(confirmed).withColumn("match", F.lit("near"))
 
     # exact matches first: a pair found both ways counts as exact
     matches = (exact.unionByName(near)
@@ -144,7 +173,7 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
     dups = (best.filter(F.col("_best._other") < F.col("_self"))
             .select("url", "url_hash", "host_bucket", F.col("_best.o_url").alias("dup_of"),
                     F.col("_best.match").alias("match")))
-    return dups, pairs, hot
+    return dups, cand
 
 
 def merge_dedup_tables(spark: SparkSession, root: CrawlRoot, pages: DataFrame, dups: DataFrame,
@@ -162,9 +191,7 @@ def merge_dedup_tables(spark: SparkSession, root: CrawlRoot, pages: DataFrame, d
      .whenMatchedUpdateAll(condition="NOT s._dup")
      .whenNotMatchedInsertAll(condition="NOT s._dup")
      .execute())
-    bands = page_bands(spark, flagged.filter(~F.col("_dup")))
-    band_source = (bands.join(flagged.select("url_hash", "url", "simhash"), ["url_hash", "url"])
-                   .withColumn("_dup", F.lit(False))
+    band_source = (page_bands(spark, flagged.filter(~F.col("_dup"))).withColumn("_dup", F.lit(False))
                    .unionByName(flagged.filter("_dup").select("url_hash", "url", "simhash")
                                 .withColumn("band", F.explode(F.sequence(F.lit(0), F.lit(11))))
                                 .withColumn("value", F.lit(0).cast("long")).withColumn("_dup", F.lit(True))))
@@ -190,17 +217,17 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     known, old_bands = pinned(root.dedup_pages), pinned(root.dedup_bands)
     pages = segment_pages(spark, root, segment_id, known).cache()
     try:
-        dups, pairs, hot = duplicates(spark, pages, known, old_bands, cfg)
+        dups, cand = duplicates(spark, pages, known, old_bands, cfg)
         dups.write.mode("overwrite").parquet(root.dedup_result(segment_id))
         written = spark.read.parquet(root.dedup_result(segment_id))
         counts = {r["match"]: r["n"] for r in written.groupBy("match").agg(F.count("*").alias("n")).collect()}
         result = DedupResult(segment_id, pages.count(), counts.get("exact", 0), counts.get("near", 0),
-                             pairs.count(), hot.count())
+                             cand.collisions.count(), cand.hot.count())
         merge_dedup_tables(spark, root, pages, written, segment_id)
     finally:
         pages.unpersist()
     report(f"dedup: segment {segment_id}: {result.pages} pages with text, {result.exact} exact and "
-           f"{result.near} near duplicates ({result.candidate_pairs} candidate pairs, "
+           f"{result.near} near duplicates ({result.candidate_pairs} band collisions, "
            f"{result.hot_bands} hot band values skipped)")
     return result
 
