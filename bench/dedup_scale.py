@@ -497,9 +497,11 @@ def main(argv: list[str] | None = None) -> int:
             dups_path = os.path.join(workdir, "dups", label)
             try:
                 t = time.perf_counter()
-                dups, cand = duplicates(spark, pages, known, old_bands, run_cfg)
+                dups, cand, cached = duplicates(spark, pages, known, old_bands, run_cfg)
                 pairs, hot = cand.collisions, cand.hot
                 dups.write.mode("overwrite").parquet(dups_path)
+                for df in cached:
+                    df.unpersist()
                 out["dups_s"] = time.perf_counter() - t
                 t = time.perf_counter()
                 out["pairs"] = pairs.count()
@@ -609,45 +611,25 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def stage_times(spark, pages, known, old_bands, cfg, scratch: str) -> dict[str, float]:
-    """Seconds of each stage of jobs/dedup.py's near-duplicate path, apart: each stage reads the
-    previous one's output from Parquet under ``scratch`` and writes its own. Stages: the new
-    pages' band rows (Python); the SimHash-band join with its Hamming test (JVM); the MinHash-band
-    candidate pairs (JVM); those pairs with both pages' SimHash and signature attached (JVM
-    joins); their near test (Python). The exact-match group-by and the canonical ranking are not
-    timed apart."""
-    from pyspark.sql import functions as F
-
-    from jobs.dedup import _PAGE_COLUMNS, _near_pairs, candidate_pairs, page_bands
-    from jobs.tables import to_epoch
+    """Seconds of the parts of jobs/dedup.py's near-duplicate path, apart: each part writes its
+    output to Parquet under ``scratch``. Parts: the new pages' band rows (Python); the SimHash-band
+    join with its Hamming test (JVM); the MinHash-band candidate pairs (JVM). The exact-match
+    group-by, the signature test of MinHash candidates and the canonical ranking are not timed
+    apart (they are the rest of "dups")."""
+    from jobs.dedup import candidate_pairs, page_bands
 
     out: dict[str, float] = {}
     t = time.perf_counter()
     page_bands(spark, pages).write.mode("overwrite").parquet(f"{scratch}/bands")
     out["band_rows"] = time.perf_counter() - t
     new_bands = spark.read.parquet(f"{scratch}/bands")
-    earlier = old_bands.join(pages.select("url_hash", "url"), ["url_hash", "url"], "left_anti")
-    k, j = int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"])
-    cand = candidate_pairs(new_bands, earlier, int(cfg["dedup.max_band_candidates"]), k)
+    cand = candidate_pairs(new_bands, old_bands, int(cfg["dedup.max_band_candidates"]), int(cfg["dedup.max_hamming"]))
     t = time.perf_counter()
     cand.simhash_near.write.mode("overwrite").parquet(f"{scratch}/simhash_near")
     out["simhash_join_and_test"] = time.perf_counter() - t
     t = time.perf_counter()
     cand.signature.write.mode("overwrite").parquet(f"{scratch}/pairs")
     out["signature_candidates"] = time.perf_counter() - t
-    pairs = spark.read.parquet(f"{scratch}/pairs")
-    t = time.perf_counter()
-    known_pages = to_epoch(known.select(*[c for c in _PAGE_COLUMNS if c != "first"],
-                                        F.col("first_fetched_at").alias("first")), ["first"])
-    everyone = pages.select(*_PAGE_COLUMNS).unionByName(
-        known_pages.join(pages.select("url_hash", "url"), ["url_hash", "url"], "left_anti"))
-    other = everyone.select(*[F.col(c).alias("o_" + c) for c in _PAGE_COLUMNS])
-    (pairs.join(pages.select("url_hash", "url", "simhash", "signature"), ["url_hash", "url"])
-     .join(other.select("o_url_hash", "o_url", "o_simhash", "o_signature"), ["o_url_hash", "o_url"])
-     .write.mode("overwrite").parquet(f"{scratch}/with_prints"))
-    out["attach_fingerprints"] = time.perf_counter() - t
-    t = time.perf_counter()
-    spark.read.parquet(f"{scratch}/with_prints").rdd.mapPartitions(lambda it: _near_pairs(it, k, j)).count()
-    out["signature_test"] = time.perf_counter() - t
     shutil.rmtree(scratch, ignore_errors=True)
     return out
 

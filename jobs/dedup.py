@@ -102,28 +102,32 @@ def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: 
     scale: a 16-bit band value is shared by chance by 1 in 65,536 pages, so against 5 M pages
     every new page meets some 300 random SimHash candidates, nearly all 20-40 bits away. A pair
     sharing a MinHash band (a 64-bit hash of 8 values, which chance almost never gives) is
-    returned for the signature comparison."""
+    returned for the signature comparison.
+
+    Pairs carry ``o_old``: the other page's row came from ``old_bands``. Such a row is stale if
+    that page is in the segment too (fetched again); the caller drops those pairs, which are
+    few, instead of anti-joining the whole bands table with the segment first."""
     old = old_bands.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"),
-                           F.col("simhash").alias("o_simhash"))
+                           F.col("simhash").alias("o_simhash"), F.lit(True).alias("o_old"))
     counts = (new_bands.select("band", "value").unionByName(old.select("band", "value"))
               .groupBy("band", "value").count())
     hot = counts.filter(F.col("count") > max_candidates).select("band", "value")
     cool = new_bands.join(F.broadcast(hot), ["band", "value"], "left_anti")
     others = cool.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"),
-                         F.col("simhash").alias("o_simhash")).unionByName(old)
+                         F.col("simhash").alias("o_simhash"), F.lit(False).alias("o_old")).unionByName(old)
 
-    def collisions(simhash_bands: bool) -> DataFrame:
-        side = (F.col("band") < SIMHASH_BANDS) if simhash_bands else (F.col("band") >= SIMHASH_BANDS)
+    def collisions(simhash_bands: bool | None) -> DataFrame:
+        side = F.lit(True) if simhash_bands is None else \
+            (F.col("band") < SIMHASH_BANDS) if simhash_bands else (F.col("band") >= SIMHASH_BANDS)
         return (cool.filter(side).join(others.filter(side), ["band", "value"])
                 .filter(F.col("url_hash") != F.col("o_url_hash")))
 
-    pair = ("url_hash", "url", "o_url_hash", "o_url")
+    pair = ("url_hash", "url", "o_url_hash", "o_url", "o_old")
     simhash_near = (collisions(True)
                     .filter(F.bit_count(F.col("simhash").bitwiseXOR(F.col("o_simhash"))) <= max_hamming)
                     .select(*pair).distinct())
     signature = collisions(False).select(*pair).distinct()
-    return Candidates(simhash_near, signature, cool.join(others, ["band", "value"])
-                      .filter(F.col("url_hash") != F.col("o_url_hash")), hot)
+    return Candidates(simhash_near, signature, collisions(None), hot)
 
 
 def _near_pairs(rows: Iterator[Any], max_hamming: int, min_jaccard: float) -> Iterator[tuple]:
@@ -132,48 +136,91 @@ def _near_pairs(rows: Iterator[Any], max_hamming: int, min_jaccard: float) -> It
             yield r["url_hash"], r["url"], r["o_url_hash"], r["o_url"]
 
 
+# Up to this many rows, a key set that selects rows of the big tables is broadcast (the big
+# table is then read, not shuffled); above it, a shuffle join does the work.
+_BROADCAST_KEYS = 2_000_000
+
+
+def _small(df: DataFrame, cached: list[DataFrame]) -> DataFrame:
+    """``df`` cached (added to ``cached``, for the caller to unpersist) and, if it has at most
+    _BROADCAST_KEYS rows, marked for broadcast."""
+    df = df.cache()
+    cached.append(df)
+    return F.broadcast(df) if df.count() <= _BROADCAST_KEYS else df
+
+
+def _without_stale(pairs: DataFrame, page_keys: DataFrame) -> DataFrame:
+    """Pairs minus those whose other side is an old row of a page the segment fetched again."""
+    seg = page_keys.select(F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"),
+                           F.lit(True).alias("_in_segment"))
+    return (pairs.join(seg, ["o_url_hash", "o_url"], "left")
+            .filter(~F.col("o_old") | F.col("_in_segment").isNull())
+            .select("url_hash", "url", "o_url_hash", "o_url"))
+
+
 def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_bands: DataFrame,
-               cfg: Mapping[str, Any]) -> tuple[DataFrame, Candidates]:
-    """(duplicates: url, url_hash, host_bucket, dup_of, match; the band join's Candidates)."""
+               cfg: Mapping[str, Any]) -> tuple[DataFrame, Candidates, list[DataFrame]]:
+    """(duplicates: url, url_hash, host_bucket, dup_of, match; the band join's Candidates; cached
+    DataFrames to unpersist once the duplicates are written).
+
+    The cost grows with the segment, not with dedup/pages and dedup/bands: those are read once
+    or twice, and only rows that share a text hash or a band value with a segment page cross a
+    shuffle (the exact match selects earlier pages by a broadcast of the segment's text hashes;
+    the fingerprints, first-fetch times and scores of the other pages of candidate pairs come by
+    a broadcast of their keys when there are at most _BROADCAST_KEYS)."""
+    cached: list[DataFrame] = []
+    page_keys = pages.select("url_hash", "url")
     known_pages = to_epoch(known.select(*[c for c in _PAGE_COLUMNS if c != "first"],
                                         F.col("first_fetched_at").alias("first")), ["first"])
-    # every page a new page may be compared with: this segment's, and earlier canonical ones
-    everyone = pages.select(*_PAGE_COLUMNS).unionByName(known_pages.join(pages.select("url_hash", "url"),
-                                                                         ["url_hash", "url"], "left_anti"))
-    other = everyone.select(*[F.col(c).alias("o_" + c) for c in _PAGE_COLUMNS])
-
     key = lambda p: F.struct(F.col(p + "first"), -F.col(p + "score"), F.length(p + "url"), F.col(p + "url"))  # noqa: E731
+
     # exact: one row per page — the best page with the same text. A group-by, never pairs, so
-    # ten thousand copies of one text cost as much as ten thousand distinct pages.
-    best_text = (everyone.groupBy("text_hash").agg(F.min(F.struct(key("").alias("k"), "url_hash", "url")).alias("b"))
+    # ten thousand copies of one text cost as much as ten thousand distinct pages. Earlier pages
+    # take part only if they share a text with the segment (and are not the segment's own pages,
+    # whose rows in dedup/pages are from their previous fetch).
+    texts = _small(pages.select("text_hash").distinct(), cached)
+    same_text = known_pages.join(texts, "text_hash", "left_semi").join(page_keys, ["url_hash", "url"], "left_anti")
+    best_text = (pages.select(*_PAGE_COLUMNS).unionByName(same_text.select(*_PAGE_COLUMNS))
+                 .groupBy("text_hash").agg(F.min(F.struct(key("").alias("k"), "url_hash", "url")).alias("b"))
                  .select("text_hash", F.col("b.url_hash").alias("o_url_hash"), F.col("b.url").alias("o_url")))
     exact = (pages.join(best_text, "text_hash").filter(F.col("url_hash") != F.col("o_url_hash"))
              .select("url_hash", "url", "o_url_hash", "o_url", F.lit("exact").alias("match")))
 
-    # the segment's own pages may be in dedup/bands already (a re-run, or a page fetched again):
-    # their rows there are stale or duplicates of the new ones
-    earlier_bands = old_bands.join(pages.select("url_hash", "url"), ["url_hash", "url"], "left_anti")
     max_hamming, min_jaccard = int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"])
-    cand = candidate_pairs(page_bands(spark, pages), earlier_bands, int(cfg["dedup.max_band_candidates"]), max_hamming)
-    with_prints = (cand.signature.join(pages.select("url_hash", "url", "simhash", "signature"), ["url_hash", "url"])
-                   .join(other.select("o_url_hash", "o_url", "o_simhash", "o_signature"), ["o_url_hash", "o_url"]))
+    cand = candidate_pairs(page_bands(spark, pages), old_bands, int(cfg["dedup.max_band_candidates"]), max_hamming)
+    signature_pairs = _without_stale(cand.signature, page_keys).cache()
+    cached.append(signature_pairs)
+
+    def other_pages(pairs: DataFrame, columns: tuple[str, ...]) -> DataFrame:
+        """o_-prefixed ``columns`` of every other page of ``pairs``: the segment's own row, else
+        its row in dedup/pages."""
+        keys = _small(pairs.select(F.col("o_url_hash").alias("url_hash"), F.col("o_url").alias("url")).distinct(),
+                      cached)
+        cols = ("url_hash", "url", *columns)
+        earlier = (known_pages.select(*cols).join(keys, ["url_hash", "url"], "left_semi")
+                   .join(page_keys, ["url_hash", "url"], "left_anti"))
+        return pages.select(*cols).unionByName(earlier).select(*[F.col(c).alias("o_" + c) for c in cols])
+
+    with_prints = (signature_pairs.join(pages.select("url_hash", "url", "simhash", "signature"), ["url_hash", "url"])
+                   .join(other_pages(signature_pairs, ("simhash", "signature")), ["o_url_hash", "o_url"]))
     confirmed = spark.createDataFrame(
         with_prints.rdd.mapPartitions(lambda it: _near_pairs(it, max_hamming, min_jaccard)),
         "url_hash long, url string, o_url_hash long, o_url string", verifySchema=False)
-    near = cand.simhash_near.unionByName(confirmed).withColumn("match", F.lit("near"))
+    near = _without_stale(cand.simhash_near, page_keys).unionByName(confirmed).withColumn("match", F.lit("near"))
 
     # exact matches first: a pair found both ways counts as exact
     matches = (exact.unionByName(near)
-               .groupBy("url_hash", "url", "o_url_hash", "o_url").agg(F.min("match").alias("match")))
+               .groupBy("url_hash", "url", "o_url_hash", "o_url").agg(F.min("match").alias("match"))).cache()
+    cached.append(matches)
     ranked = (matches.join(pages.select("url_hash", "url", "host_bucket", "first", "score"), ["url_hash", "url"])
-              .join(other.select("o_url_hash", "o_url", "o_first", "o_score"), ["o_url_hash", "o_url"])
+              .join(other_pages(matches, ("first", "score")), ["o_url_hash", "o_url"])
               .withColumn("_self", key("")).withColumn("_other", key("o_")))
     best = (ranked.groupBy("url_hash", "url", "host_bucket", "_self")
             .agg(F.min(F.struct("_other", "o_url", "match")).alias("_best")))
     dups = (best.filter(F.col("_best._other") < F.col("_self"))
             .select("url", "url_hash", "host_bucket", F.col("_best.o_url").alias("dup_of"),
                     F.col("_best.match").alias("match")))
-    return dups, cand
+    return dups, cand, cached
 
 
 def merge_dedup_tables(spark: SparkSession, root: CrawlRoot, pages: DataFrame, dups: DataFrame,
@@ -217,8 +264,12 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     known, old_bands = pinned(root.dedup_pages), pinned(root.dedup_bands)
     pages = segment_pages(spark, root, segment_id, known).cache()
     try:
-        dups, cand = duplicates(spark, pages, known, old_bands, cfg)
-        dups.write.mode("overwrite").parquet(root.dedup_result(segment_id))
+        dups, cand, cached = duplicates(spark, pages, known, old_bands, cfg)
+        try:
+            dups.write.mode("overwrite").parquet(root.dedup_result(segment_id))
+        finally:
+            for df in cached:
+                df.unpersist()
         written = spark.read.parquet(root.dedup_result(segment_id))
         counts = {r["match"]: r["n"] for r in written.groupBy("match").agg(F.count("*").alias("n")).collect()}
         result = DedupResult(segment_id, pages.count(), counts.get("exact", 0), counts.get("near", 0),
