@@ -42,7 +42,9 @@ Reported  per method the median pages/s over the rounds, by CPU time of this pro
           ours/scrapy >= 5; our own µs per link ((ours - bare) / links). Then, once, per-link
           costs: crawl.urls.check_url on every href with its page URL as base, without
           crawl.links' caches (the normaliser alone), and LinkFilter.reject_reason on every
-          outlink. --profile-top N: cProfile of one more pass of ours.
+          outlink; for scale, the standard library's urllib.parse.urljoin(page, href) and
+          urlsplit(href) on the same hrefs, next to the µs per href that the ours/bare target
+          leaves for all of our own work. --profile-top N: cProfile of one more pass of ours.
 Checks    the corpus has the promised shape (sizes, link counts); bare finds exactly the generated
           anchors; ours gives the same outlinks and rejection counts in every round and from bytes
           as from str; Scrapy finds links on every page. Targets are reported as met or missed,
@@ -60,6 +62,7 @@ import statistics
 import sys
 import time
 from typing import Any, Callable
+from urllib.parse import urljoin, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py
 from _common import finish, fmt, machine_facts  # noqa: E402
@@ -419,8 +422,20 @@ def per_link_costs(methods: Methods, corpus: list[dict[str, Any]]) -> dict[str, 
     for url, host in links:
         reject_reason(url, host)
     filter_s = time.process_time() - t
+    # For scale: what the standard library's URL functions alone cost per href on the same hrefs
+    # (resolving without any normalisation or filtering), and the budget the target leaves.
+    t = time.process_time()
+    for href, base in pairs:
+        urljoin(base, href)
+    urljoin_s = time.process_time() - t
+    t = time.process_time()
+    for href, _base in pairs:
+        urlsplit(href)
+    urlsplit_s = time.process_time() - t
     return {"hrefs": len(pairs), "check_url_us_per_href": check_s / len(pairs) * 1e6,
-            "outlinks": len(links), "reject_reason_us_per_link": filter_s / max(1, len(links)) * 1e6}
+            "outlinks": len(links), "reject_reason_us_per_link": filter_s / max(1, len(links)) * 1e6,
+            "stdlib_urljoin_us_per_href": urljoin_s / len(pairs) * 1e6,
+            "stdlib_urlsplit_us_per_href": urlsplit_s / len(pairs) * 1e6}
 
 
 def profile_ours(methods: Methods, corpus: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
@@ -531,6 +546,9 @@ def run(args: argparse.Namespace, check: Checker) -> dict[str, Any]:
         "ours_over_scrapy": {"target": TARGET_OURS_OVER_SCRAPY, "value": result["ratios"]["ours_over_scrapy"]["cpu"],
                              "met": result["ratios"]["ours_over_scrapy"]["cpu"] >= TARGET_OURS_OVER_SCRAPY}}
     result["per_link"] = per_link_costs(methods, corpus)
+    # The target allows our own work (ours - bare) per page to be at most bare's time per page.
+    result["per_link"]["budget_us_per_href_at_target"] = (
+        median["bare"]["us_per_page_cpu"] * (1 / TARGET_OURS_OVER_BARE - 1) * len(corpus) / links)
     if args.profile_top:
         result["profile_ours"] = profile_ours(methods, corpus, args.profile_top)
     return result
@@ -583,6 +601,9 @@ def print_report(r: dict[str, Any]) -> None:
     p = x["per_link"]
     print(f"  per link, no caches: check_url {p['check_url_us_per_href']:.2f} µs per href ({p['hrefs']:,}); "
           f"LinkFilter.reject_reason {p['reject_reason_us_per_link']:.2f} µs per outlink ({p['outlinks']:,})")
+    print(f"  for scale: the target leaves {p['budget_us_per_href_at_target']:.2f} µs of our own work per href; "
+          f"the standard library alone takes {p['stdlib_urljoin_us_per_href']:.2f} µs for urllib.parse.urljoin(page, "
+          f"href) and {p['stdlib_urlsplit_us_per_href']:.2f} µs for urlsplit(href)")
     if x.get("profile_ours"):
         print("  cProfile of one pass of ours, top functions by own time:")
         for y in x["profile_ours"]:
