@@ -44,7 +44,7 @@ from pyspark.sql import functions as F
 from crawl.dedup import SIMHASH_BANDS, band_rows, is_near_duplicate
 from crawl.status import FetchStatus
 from jobs.common import UserError, report, run_segment_step
-from jobs.tables import (CrawlRoot, ensure_dedup_tables, from_epoch_col, path_exists, read_url_state,
+from jobs.tables import (CrawlRoot, ensure_dedup_tables, from_epoch_col, path_exists,
                          table_version, to_epoch)
 
 _PAGE_COLUMNS = ("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "first")
@@ -86,54 +86,10 @@ def page_bands(spark: SparkSession, pages: DataFrame) -> DataFrame:
 @dataclass
 class Candidates:
     """What the band join gives (see candidate_pairs)."""
-    simhash_near: DataFrame   # (url_hash, url, o_url_hash, o_url): share a SimHash band, within max_hamming
-    signature: DataFrame      # (url_hash, url, o_url_hash, o_url): share a MinHash band, to be confirmed
-    collisions: DataFrame     # every band collision, one row each (band, value, ...): for counting
-    hot: DataFrame            # (band, value) pairs left out: held by more than max_candidates pages
-
-
-def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: int, max_hamming: int) -> Candidates:
-    """The segment's pages against each other and against the canonical pages of earlier
-    segments, by an equi-join on (band, value); a band value held by more than
-    ``max_candidates`` pages is left out.
-
-    A pair sharing a SimHash band is decided in the join itself: both rows carry the SimHash, so
-    the Hamming test is a column expression and the pair never reaches Python. This matters at
-    scale: a 16-bit band value is shared by chance by 1 in 65,536 pages, so against 5 M pages
-    every new page meets some 300 random SimHash candidates, nearly all 20-40 bits away. A pair
-    sharing a MinHash band (a 64-bit hash of 8 values, which chance almost never gives) is
-    returned for the signature comparison.
-
-    Pairs carry ``o_old``: the other page's row came from ``old_bands``. Such a row is stale if
-    that page is in the segment too (fetched again); the caller drops those pairs, which are
-    few, instead of anti-joining the whole bands table with the segment first."""
-    old = old_bands.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"),
-                           F.col("simhash").alias("o_simhash"), F.lit(True).alias("o_old"))
-    counts = (new_bands.select("band", "value").unionByName(old.select("band", "value"))
-              .groupBy("band", "value").count())
-    hot = counts.filter(F.col("count") > max_candidates).select("band", "value")
-    cool = new_bands.join(F.broadcast(hot), ["band", "value"], "left_anti")
-    others = cool.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"),
-                         F.col("simhash").alias("o_simhash"), F.lit(False).alias("o_old")).unionByName(old)
-
-    def collisions(simhash_bands: bool | None) -> DataFrame:
-        side = F.lit(True) if simhash_bands is None else \
-            (F.col("band") < SIMHASH_BANDS) if simhash_bands else (F.col("band") >= SIMHASH_BANDS)
-        return (cool.filter(side).join(others.filter(side), ["band", "value"])
-                .filter(F.col("url_hash") != F.col("o_url_hash")))
-
-    pair = ("url_hash", "url", "o_url_hash", "o_url", "o_old")
-    simhash_near = (collisions(True)
-                    .filter(F.bit_count(F.col("simhash").bitwiseXOR(F.col("o_simhash"))) <= max_hamming)
-                    .select(*pair).distinct())
-    signature = collisions(False).select(*pair).distinct()
-    return Candidates(simhash_near, signature, collisions(None), hot)
-
-
-def _near_pairs(rows: Iterator[Any], max_hamming: int, min_jaccard: float) -> Iterator[tuple]:
-    for r in rows:
-        if is_near_duplicate(r["simhash"], r["signature"], r["o_simhash"], r["o_signature"], max_hamming, min_jaccard):
-            yield r["url_hash"], r["url"], r["o_url_hash"], r["o_url"]
+    simhash_near: DataFrame   # (url_hash, url, o_url_hash, o_url, o_old): share a SimHash band, within max_hamming
+    signature: DataFrame      # (url_hash, url, o_url_hash, o_url, o_old): share a MinHash band, to be confirmed
+    collisions: int           # band collisions of the segment's pages: a pair counts once per band it shares
+    hot_values: int           # (band, value) pairs left out: held by more than max_candidates pages
 
 
 # Up to this many rows, a key set that selects rows of the big tables is broadcast (the big
@@ -147,6 +103,64 @@ def _small(df: DataFrame, cached: list[DataFrame]) -> DataFrame:
     df = df.cache()
     cached.append(df)
     return F.broadcast(df) if df.count() <= _BROADCAST_KEYS else df
+
+
+def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: int, max_hamming: int,
+                    cached: list[DataFrame]) -> Candidates:
+    """The segment's pages against each other and against the canonical pages of earlier
+    segments, by an equi-join on (band, value); a band value held by more than
+    ``max_candidates`` pages is left out. DataFrames it caches are appended to ``cached``.
+
+    One aggregation over the band values of the segment and the table comes first (it runs
+    here, as a Spark job): how many rows hold each value the segment has. From it come the hot
+    values, the collision count (sum over values of new rows x (rows - 1)) and the MinHash band
+    values that the segment shares with any other row — few, since chance almost never makes two
+    64-bit band hashes equal — which, broadcast, let the MinHash join read the table instead of
+    shuffling it.
+
+    A pair sharing a SimHash band is decided in the join itself: both rows carry the SimHash, so
+    the Hamming test is a column expression and the pair never reaches Python. This matters at
+    scale: a 16-bit band value is shared by chance by 1 in 65,536 pages, so against 5 M pages
+    every new page meets some 300 random SimHash candidates, nearly all 20-40 bits away. A pair
+    sharing a MinHash band is returned for the signature comparison.
+
+    Pairs carry ``o_old``: the other page's row came from ``old_bands``. Such a row is stale if
+    that page is in the segment too (fetched again); the caller drops those pairs, which are
+    few, instead of anti-joining the whole bands table with the segment first."""
+    new_bands = new_bands.cache()  # computed in Python: once, not once per use
+    cached.append(new_bands)
+    old = old_bands.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"),
+                           F.col("simhash").alias("o_simhash"), F.lit(True).alias("o_old"))
+    counts = (new_bands.select("band", "value", F.lit(1).alias("_new"))
+              .unionByName(old.select("band", "value", F.lit(0).alias("_new")))
+              .groupBy("band", "value").agg(F.count("*").alias("n"), F.sum("_new").alias("n_new"))
+              .filter(F.col("n_new") > 0)).cache()
+    cached.append(counts)
+    cool_values = F.col("n") <= max_candidates
+    collisions = counts.filter(cool_values).agg(F.sum(F.col("n_new") * (F.col("n") - 1))).first()[0] or 0
+    hot = _small(counts.filter(~cool_values).select("band", "value"), cached)
+    cool = new_bands.join(hot, ["band", "value"], "left_anti")
+    others = cool.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"),
+                         F.col("simhash").alias("o_simhash"), F.lit(False).alias("o_old")).unionByName(old)
+
+    is_simhash = F.col("band") < SIMHASH_BANDS
+    pair = ("url_hash", "url", "o_url_hash", "o_url", "o_old")
+    simhash_near = (cool.filter(is_simhash).join(others.filter(is_simhash), ["band", "value"])
+                    .filter((F.col("url_hash") != F.col("o_url_hash"))
+                            & (F.bit_count(F.col("simhash").bitwiseXOR(F.col("o_simhash"))) <= max_hamming))
+                    .select(*pair).distinct())
+    shared = _small(counts.filter(~is_simhash & cool_values & (F.col("n") > 1)).select("band", "value"), cached)
+    signature = (cool.join(shared, ["band", "value"], "left_semi")
+                 .join(others.filter(~is_simhash).join(shared, ["band", "value"], "left_semi"), ["band", "value"])
+                 .filter(F.col("url_hash") != F.col("o_url_hash"))
+                 .select(*pair).distinct())
+    return Candidates(simhash_near, signature, int(collisions), hot.count())
+
+
+def _near_pairs(rows: Iterator[Any], max_hamming: int, min_jaccard: float) -> Iterator[tuple]:
+    for r in rows:
+        if is_near_duplicate(r["simhash"], r["signature"], r["o_simhash"], r["o_signature"], max_hamming, min_jaccard):
+            yield r["url_hash"], r["url"], r["o_url_hash"], r["o_url"]
 
 
 def _without_stale(pairs: DataFrame, page_keys: DataFrame) -> DataFrame:
@@ -187,7 +201,8 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
              .select("url_hash", "url", "o_url_hash", "o_url", F.lit("exact").alias("match")))
 
     max_hamming, min_jaccard = int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"])
-    cand = candidate_pairs(page_bands(spark, pages), old_bands, int(cfg["dedup.max_band_candidates"]), max_hamming)
+    cand = candidate_pairs(page_bands(spark, pages), old_bands, int(cfg["dedup.max_band_candidates"]), max_hamming,
+                           cached)
     signature_pairs = _without_stale(cand.signature, page_keys).cache()
     cached.append(signature_pairs)
 
@@ -273,7 +288,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         written = spark.read.parquet(root.dedup_result(segment_id))
         counts = {r["match"]: r["n"] for r in written.groupBy("match").agg(F.count("*").alias("n")).collect()}
         result = DedupResult(segment_id, pages.count(), counts.get("exact", 0), counts.get("near", 0),
-                             cand.collisions.count(), cand.hot.count())
+                             cand.collisions, cand.hot_values)
         merge_dedup_tables(spark, root, pages, written, segment_id)
     finally:
         pages.unpersist()
