@@ -195,6 +195,44 @@ def machine_facts(extra_dists: tuple[str, ...] = ()) -> dict[str, Any]:
     return facts
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_snapshot(pids: tuple[int, ...] = ()) -> dict[str, Any]:
+    """CPU seconds since boot, from /proc: the whole machine's busy and total time (/proc/stat,
+    every core; busy = all but idle and iowait) and each of ``pids``' own user + system time
+    (/proc/<pid>/stat; None once it is gone). Subtract two snapshots with ``cpu_used``."""
+    snap: dict[str, Any] = {"busy_s": None, "total_s": None, "pids": {}}
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+        snap["total_s"], snap["busy_s"] = sum(fields[:8]) / _TICK, (sum(fields[:8]) - idle) / _TICK
+    except (OSError, ValueError, IndexError):
+        pass
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+                rest = fh.read().rsplit(")", 1)[1].split()  # fields after "(comm)"; utime, stime = 14, 15
+            snap["pids"][pid] = (int(rest[11]) + int(rest[12])) / _TICK
+        except (OSError, ValueError, IndexError):
+            snap["pids"][pid] = None
+    return snap
+
+
+def cpu_used(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """CPU seconds between two cpu_snapshot()s: busy_s (every process on the machine), capacity_s
+    (cores x wall time) and per pid."""
+    out: dict[str, Any] = {"busy_s": None, "capacity_s": None, "pids": {}}
+    if before["busy_s"] is not None and after["busy_s"] is not None:
+        out["busy_s"] = after["busy_s"] - before["busy_s"]
+        out["capacity_s"] = after["total_s"] - before["total_s"]
+    for pid, t in after["pids"].items():
+        t0 = before["pids"].get(pid)
+        out["pids"][pid] = t - t0 if t is not None and t0 is not None else None
+    return out
+
+
 def rate(n: float | None, seconds: float) -> float | None:
     return n / seconds if n is not None and seconds > 0 else None
 

@@ -18,7 +18,10 @@ throughput  DevWeb (200 hosts x 50 pages, `deltacrawl devweb` in a SUBPROCESS, s
               (d) Scrapy (bench/_scrapy_fetch.py, a subprocess): CONCURRENT_REQUESTS = cap,
                   CONCURRENT_REQUESTS_PER_DOMAIN = 1, DOWNLOAD_DELAY = 0, ROBOTSTXT_OBEY = True,
                   LinkExtractor on every page.
-            Reports the median pages/s of each and the ratios a/c (target >= 0.7), a/d (target >= 5).
+            Reports the median pages/s of each and the ratios a/c (target >= 0.7), a/d (target >= 5),
+            and each method's CPU time per page from /proc: the whole machine's, the test web
+            process's, and the rest (the client), with how busy the cores were. When both are
+            CPU-bound on the same cores, a/c cannot exceed c's CPU per page / a's ("ceiling").
 politeness  DevWeb (50 hosts, subprocess, request log), host i seeded with 20 + i*180//49 pages
             (20..200), fetch.delay_s = 0.2, default fetch.tasks; the Spark fetch step is run on the
             same segment once per --delay-factors value (default 5.0 = conf default, then 0).
@@ -57,7 +60,8 @@ import time
 from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, also in spawned children
-from _common import REPO, DevWebProcess, finish, fmt, http_span, machine_facts, median_run, rate, raw_fetch  # noqa: E402
+from _common import (REPO, DevWebProcess, cpu_snapshot, cpu_used, finish, fmt, http_span,  # noqa: E402
+                     machine_facts, median_run, rate, raw_fetch)
 
 BENCHMARKS = ("throughput", "politeness", "memory")
 MB = 1024 * 1024
@@ -321,6 +325,7 @@ def bench_throughput(args, spark_box: dict, workdir: str, check: Checker) -> dic
             for method in runs:
                 off = web.log_size()
                 wall_start = time.time()
+                cpu_before = cpu_snapshot((web.proc.pid,))
                 if method == "spark":
                     t = time.perf_counter()
                     fr = fetch.run(spark, cfg, root, seg)
@@ -341,6 +346,8 @@ def bench_throughput(args, spark_box: dict, workdir: str, check: Checker) -> dic
                 else:
                     out = run_scrapy(scrapy_urls, concurrency, ua, os.path.join(wd, f"scrapy-{rnd}.json"))
                 wall_end = time.time()
+                used = cpu_used(cpu_before, cpu_snapshot((web.proc.pid,)))
+                out.update(_cpu_per_page(used, web.proc.pid, len(urls)))
                 time.sleep(0.3)  # let the last log lines land
                 log = web.read_log(off)
                 out.update(phases(log, wall_start, wall_end))
@@ -370,6 +377,11 @@ def bench_throughput(args, spark_box: dict, workdir: str, check: Checker) -> dic
                          "spark_over_scrapy_per_round": [x["pages_per_s"] / y["pages_per_s"]
                                                          for x, y in zip(runs["spark"], runs["scrapy"])]}
         res["targets"] = {"spark_over_aiohttp": 0.7, "spark_over_scrapy": 5.0}
+        cpu = {m: statistics.median(r["cpu_us_per_page"] for r in v) for m, v in runs.items()
+               if all("cpu_us_per_page" in r for r in v)}
+        if "spark" in cpu and "aiohttp" in cpu:
+            # both CPU-bound on the same cores: the best a/c the machine allows is the CPU ratio
+            res["cpu_bound_ceiling_spark_over_aiohttp"] = cpu["aiohttp"] / cpu["spark"]
         if args.profile_top:
             print("throughput: profiling one more (b) run in the child (cProfile)", flush=True)
             res["profile_direct"] = pool.submit(child_fetch_task, rows, plain_cfg, os.path.join(wd, "warc-profile"),
@@ -379,6 +391,20 @@ def bench_throughput(args, spark_box: dict, workdir: str, check: Checker) -> dic
             pool.shutdown()
         web.stop()
     return res
+
+
+def _cpu_per_page(used: dict[str, Any], server_pid: int, pages: int) -> dict[str, Any]:
+    """CPU microseconds per page of one method: the whole machine's, the test web's, and the rest
+    (the client: fetcher, parser children, Spark's JVM and Python workers, or Scrapy), plus how
+    busy the cores were. What a CPU-bound method can reach on this machine is about
+    cores / CPU per page, so two methods' CPU per page bound their best possible ratio."""
+    busy, server = used["busy_s"], used["pids"].get(server_pid)
+    if busy is None or not pages:
+        return {}
+    out = {"cpu_us_per_page": busy / pages * 1e6, "cpu_busy_share": busy / used["capacity_s"] if used["capacity_s"] else None}
+    if server is not None:
+        out.update(server_cpu_us_per_page=server / pages * 1e6, client_cpu_us_per_page=(busy - server) / pages * 1e6)
+    return out
 
 
 def run_scrapy(urls_path: str, concurrency: int, ua: str, out_path: str) -> dict[str, Any]:
@@ -585,6 +611,16 @@ def print_report(r: dict[str, Any]) -> None:
         q = t["ratios"]
         print(f"  ratio a/c = {q['spark_over_aiohttp']:.3f} (target >= 0.7), b/c = {q['direct_over_aiohttp']:.3f}, "
               f"a/d = {q['spark_over_scrapy']:.2f} (target >= 5), c/d = {q['aiohttp_over_scrapy']:.2f}")
+        print("  CPU per page, median over rounds (µs; machine = every process, web = the test web's process, "
+              "client = the rest; busy = share of all cores' time):")
+        for k, v in t["runs"].items():
+            if all("client_cpu_us_per_page" in x for x in v):
+                med = lambda key: statistics.median(x[key] for x in v)  # noqa: E731
+                print(f"    {k:30s} machine {med('cpu_us_per_page'):7.0f}  web {med('server_cpu_us_per_page'):5.0f}  "
+                      f"client {med('client_cpu_us_per_page'):6.0f}  busy {med('cpu_busy_share'):.2f}")
+        if "cpu_bound_ceiling_spark_over_aiohttp" in t:
+            print(f"  CPU-bound ceiling of a/c on these cores = c's CPU per page / a's = "
+                  f"{t['cpu_bound_ceiling_spark_over_aiohttp']:.3f}")
         if t.get("profile_direct"):
             pr = t["profile_direct"]
             print(f"  cProfile of one (b) run ({pr['seconds']:.2f} s wall, {pr['cpu_s']:.2f} s CPU in the fetch process), "
