@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -89,7 +89,7 @@ def _signed64(value: int) -> int:
 # Visible text
 # --------------------------------------------------------------------------------------------
 
-def page_text(html: str | bytes) -> str:
+def page_text(html: str | bytes, tree: Any = None) -> str:
     """The visible text of an HTML page: the ``<body>`` text without script, style,
     noscript, template and svg content, whitespace collapsed to single spaces.
 
@@ -98,15 +98,20 @@ def page_text(html: str | bytes) -> str:
     (``wo<b>rd</b>``) splits it. ``bytes`` are decoded as UTF-8 with replacement (decode
     with crawl.parse.decode_html first when the charset is known). Never raises: anything
     the parser cannot handle gives ``""``.
+
+    ``tree``: the page already parsed from ``html`` by selectolax's LexborHTMLParser (so a
+    caller that also wants its links parses it once). It is changed: the invisible elements are
+    removed from it, so read everything else from it first.
     """
     try:
-        if isinstance(html, (bytes, bytearray, memoryview)):
-            html = bytes(html).decode("utf-8", "replace")
-        if not isinstance(html, str) or not html:
-            return ""
-        from selectolax.lexbor import LexborHTMLParser  # imported here: numpy-only users skip it
+        if tree is None:
+            if isinstance(html, (bytes, bytearray, memoryview)):
+                html = bytes(html).decode("utf-8", "replace")
+            if not isinstance(html, str) or not html:
+                return ""
+            from selectolax.lexbor import LexborHTMLParser  # imported here: numpy-only users skip it
 
-        tree = LexborHTMLParser(html)
+            tree = LexborHTMLParser(html)
         tree.strip_tags(list(INVISIBLE_TAGS))
         node = tree.body if tree.body is not None else tree.root
         if node is None:

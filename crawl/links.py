@@ -95,7 +95,8 @@ def extract_outlinks(html: str | bytes, page_url: str, max_outlinks: int) -> lis
 
 
 def extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots_tag: str | None = None,
-                  rules: UrlRules | None = None, agent: str = "deltacrawl") -> PageLinks:
+                  rules: UrlRules | None = None, agent: str = "deltacrawl",
+                  tree: LexborHTMLParser | None = None) -> PageLinks:
     """Outlinks, canonical, refresh target and robots flags of one page. Never raises on input.
 
     ``html`` is the decoded page (bytes are decoded as UTF-8 with replacement; callers that know
@@ -112,9 +113,12 @@ def extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots_
     ``ugc`` are hints for indexers and are kept. Once ``max_outlinks`` links are kept, the
     remaining link elements are counted as ``over_cap`` without being normalised (so that count
     includes their duplicates and invalid ones: an upper bound, cheap on a page of 100k links).
+
+    ``tree``: the page already parsed from ``html`` (crawl.parse parses each page once for its
+    links, title and text); it is read, not changed.
     """
     try:
-        return _extract_links(html, page_url, max_outlinks, x_robots_tag, rules, agent)
+        return _extract_links(html, page_url, max_outlinks, x_robots_tag, rules, agent, tree)
     except MemoryError:
         raise  # a resource limit, not a property of the page: the parser pool reports it
     except Exception as exc:  # lexbor or a URL edge case we did not foresee: count, never fail
@@ -122,9 +126,11 @@ def extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots_
 
 
 def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots_tag: str | None,
-                   rules: UrlRules | None, agent: str) -> PageLinks:
-    if isinstance(html, (bytes, bytearray, memoryview)):
-        html = bytes(html).decode("utf-8", "replace")
+                   rules: UrlRules | None, agent: str, tree: LexborHTMLParser | None) -> PageLinks:
+    if tree is None:
+        if isinstance(html, (bytes, bytearray, memoryview)):
+            html = bytes(html).decode("utf-8", "replace")
+        tree = LexborHTMLParser(html)
     rejected: dict[str, int] = {}
     agent_lc = (agent or "").strip().lower()
     noindex, nofollow = _header_robots(x_robots_tag, agent_lc) if x_robots_tag else (False, False)
@@ -136,7 +142,7 @@ def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots
     # one whose rel says nofollow (decided here, while its attributes are at hand).
     hrefs: list[str | object] = []
     base_href = canonical_href = refresh_content = None
-    for node in LexborHTMLParser(html).css(_LINKISH):
+    for node in tree.css(_LINKISH):
         tag_id = node.tag_id
         if tag_id == _TAG_A or tag_id == _TAG_AREA:
             attrs = node.attributes

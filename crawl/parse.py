@@ -257,8 +257,8 @@ def is_parseable(content_type_header: str | None, body_head: bytes) -> bool:
         return False
 
 
-def _title(html: str) -> str | None:
-    node = LexborHTMLParser(html).css_first("title")
+def _title(tree: LexborHTMLParser) -> str | None:
+    node = tree.css_first("title")
     if node is None:
         return None
     title = re.sub(r"[\t\n\x0c\r ]+", " ", node.text(deep=True) or "").strip(" ")
@@ -274,9 +274,11 @@ def parse_page(body: bytes, url: str, content_type_header: str | None, options: 
         if not isinstance(options, ParseOptions):
             options = ParseOptions(int(options))
         text, charset = decode_html(body, content_type_header)
-        links = extract_links(text, url, options.max_outlinks, x_robots_tag, options.rules, options.agent)
-        fp = fingerprint(page_text(text))
-        return ParseResult(links.outlinks, charset, _title(text), None, canonical=links.canonical,
+        tree = LexborHTMLParser(text)  # parsed once: links and title read it, page_text strips it
+        links = extract_links(text, url, options.max_outlinks, x_robots_tag, options.rules, options.agent, tree)
+        title = _title(tree)
+        fp = fingerprint(page_text(text, tree))
+        return ParseResult(links.outlinks, charset, title, None, canonical=links.canonical,
                            noindex=links.noindex, rejected=dict(links.rejected), text_hash=fp.text_hash,
                            simhash=fp.simhash if fp.words else None, signature=fp.signature)
     except MemoryError:

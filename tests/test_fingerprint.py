@@ -358,3 +358,9 @@ def test_word_set_signature_agrees_in_about_a_jaccard_share_of_positions():
     truth = len(set(words) & set(edited)) / len(set(words) | set(edited))
     assert abs((a == b).mean() - truth) < 0.15 and (a == c).mean() < 0.3
     assert word_set_signature("") is None and fingerprint(" ".join(words)).signature == word_set_signature(" ".join(words))
+
+
+def test_page_text_of_a_tree_parsed_once():
+    from selectolax.lexbor import LexborHTMLParser
+    html = "<html><head><title>T</title><script>x=1</script></head><body><p>Hello <b>big</b> world</p></body></html>"
+    assert page_text(html, LexborHTMLParser(html)) == page_text(html) == "Hello big world"

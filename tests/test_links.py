@@ -342,3 +342,12 @@ def test_agent_token_is_configurable():
 def test_header_and_meta_combine_most_restrictive():
     result = links(HTML_WITH_HINTS.format(meta='<meta name="robots" content="all">'), x_robots_tag="noindex")
     assert result.noindex and not result.nofollow
+
+
+def test_a_tree_parsed_once_gives_the_same_links():
+    from selectolax.lexbor import LexborHTMLParser
+    html = ('<html><head><base href="/d/"><link rel=canonical href="/c"></head><body>'
+            '<a href="x">x</a><a href="../y?utm_source=z&b=1&a=2">y</a><a rel=nofollow href="/n">n</a></body></html>')
+    tree = LexborHTMLParser(html)
+    assert extract_links(html, "http://h.com/p/q", 50, tree=tree) == extract_links(html, "http://h.com/p/q", 50)
+    assert tree.css_first("a").attributes["href"] == "x"  # read, not changed
