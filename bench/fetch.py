@@ -351,13 +351,15 @@ def bench_throughput(args, spark_box: dict, workdir: str, check: Checker) -> dic
                 time.sleep(0.3)  # let the last log lines land
                 log = web.read_log(off)
                 out.update(phases(log, wall_start, wall_end))
-                kinds = collections.Counter("robots" if e["path"] == "/robots.txt" else "page" for e in log)
+                kinds = collections.Counter("robots" if e["path"] == "/robots.txt" else
+                                            "sitemap" if "sitemap" in e["path"] else "page" for e in log)
                 out.update(round=rnd, web_page_requests=kinds["page"], web_robots_requests=kinds["robots"],
+                           web_sitemap_requests=kinds["sitemap"],
                            web_http_span_s=http_span(log), loadavg=round(os.getloadavg()[0], 2))
                 runs[method].append(out)
                 print(f"throughput: round {rnd} {method:8s} {out['seconds']:7.2f} s  "
                       f"{fmt(out['pages_per_s'])} pages/s  (web saw {kinds['page']} pages + "
-                      f"{kinds['robots']} robots.txt)", flush=True)
+                      f"{kinds['robots']} robots.txt + {kinds['sitemap']} sitemaps)", flush=True)
                 check(kinds["page"] == len(urls), f"throughput r{rnd} {method}: web saw {kinds['page']} "
                                                   f"page requests, expected {len(urls)}")
                 if method == "spark" or method.startswith("direct"):
