@@ -67,7 +67,11 @@ def segment_pages(spark: SparkSession, root: CrawlRoot, segment_id: str, known: 
     pages = (fetched.filter((F.col("kind") == "url") & (F.col("fetch_status") == FetchStatus.OK)
                             & F.col("simhash").isNotNull() & F.col("text_hash").isNotNull())
              .select("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "fetched_at"))
-    firsts = to_epoch(known.select("url_hash", "url", F.col("first_fetched_at").alias("_first")), ["_first"])
+    # only dedup/pages rows of the segment's URLs: selected by a broadcast of their url_hash
+    # values (8 bytes each), so the table is read, not shuffled
+    hashes = F.broadcast(pages.select("url_hash").distinct())
+    firsts = to_epoch(known.select("url_hash", "url", F.col("first_fetched_at").alias("_first"))
+                      .join(hashes, "url_hash", "left_semi"), ["_first"])
     return (pages.join(firsts, ["url_hash", "url"], "left")
             .withColumn("first", F.coalesce("_first", "fetched_at")).drop("_first", "fetched_at"))
 
