@@ -113,7 +113,8 @@ def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: 
                     cached: list[DataFrame]) -> Candidates:
     """The segment's pages against each other and against the canonical pages of earlier
     segments, by an equi-join on (band, value); a band value held by more than
-    ``max_candidates`` pages is left out. DataFrames it caches are appended to ``cached``.
+    ``max_candidates`` pages is left out. DataFrames it caches are appended to ``cached``;
+    ``new_bands`` is read several times, so the caller caches it (it is computed in Python).
 
     One aggregation over the band values of the segment and the table comes first (it runs
     here, as a Spark job): how many rows hold each value the segment has. From it come the hot
@@ -131,8 +132,6 @@ def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: 
     Pairs carry ``o_old``: the other page's row came from ``old_bands``. Such a row is stale if
     that page is in the segment too (fetched again); the caller drops those pairs, which are
     few, instead of anti-joining the whole bands table with the segment first."""
-    new_bands = new_bands.cache()  # computed in Python: once, not once per use
-    cached.append(new_bands)
     old = old_bands.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"),
                            F.col("simhash").alias("o_simhash"), F.lit(True).alias("o_old"))
     counts = (new_bands.select("band", "value", F.lit(1).alias("_new"))
@@ -177,9 +176,11 @@ def _without_stale(pairs: DataFrame, page_keys: DataFrame) -> DataFrame:
 
 
 def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_bands: DataFrame,
-               cfg: Mapping[str, Any]) -> tuple[DataFrame, Candidates, list[DataFrame]]:
+               cfg: Mapping[str, Any], new_bands: DataFrame | None = None
+               ) -> tuple[DataFrame, Candidates, list[DataFrame]]:
     """(duplicates: url, url_hash, host_bucket, dup_of, match; the band join's Candidates; cached
-    DataFrames to unpersist once the duplicates are written).
+    DataFrames to unpersist once the duplicates are written). ``new_bands``: page_bands(pages),
+    cached, if the caller has it (run() keeps it for the MERGE); else it is made here.
 
     The cost grows with the segment, not with dedup/pages and dedup/bands: those are read once
     or twice, and only rows that share a text hash or a band value with a segment page cross a
@@ -205,8 +206,10 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
              .select("url_hash", "url", "o_url_hash", "o_url", F.lit("exact").alias("match")))
 
     max_hamming, min_jaccard = int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"])
-    cand = candidate_pairs(page_bands(spark, pages), old_bands, int(cfg["dedup.max_band_candidates"]), max_hamming,
-                           cached)
+    if new_bands is None:
+        new_bands = page_bands(spark, pages).cache()
+        cached.append(new_bands)
+    cand = candidate_pairs(new_bands, old_bands, int(cfg["dedup.max_band_candidates"]), max_hamming, cached)
     signature_pairs = _without_stale(cand.signature, page_keys).cache()
     cached.append(signature_pairs)
 
@@ -243,9 +246,10 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
 
 
 def merge_dedup_tables(spark: SparkSession, root: CrawlRoot, pages: DataFrame, dups: DataFrame,
-                       segment_id: str) -> None:
+                       segment_id: str, new_bands: DataFrame | None = None) -> None:
     """Canonical pages of the segment into dedup/pages and dedup/bands (their old band rows
-    replaced); pages found to be duplicates out of both."""
+    replaced); pages found to be duplicates out of both. ``new_bands``: page_bands(pages) if
+    the caller has it already."""
     flagged = pages.join(dups.select("url_hash", "url", F.lit(True).alias("_dup")), ["url_hash", "url"], "left") \
                    .withColumn("_dup", F.coalesce("_dup", F.lit(False)))
     source = flagged.select("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score",
@@ -257,7 +261,10 @@ def merge_dedup_tables(spark: SparkSession, root: CrawlRoot, pages: DataFrame, d
      .whenMatchedUpdateAll(condition="NOT s._dup")
      .whenNotMatchedInsertAll(condition="NOT s._dup")
      .execute())
-    band_source = (page_bands(spark, flagged.filter(~F.col("_dup"))).withColumn("_dup", F.lit(False))
+    canonical = flagged.filter(~F.col("_dup"))
+    kept_bands = (page_bands(spark, canonical) if new_bands is None
+                  else new_bands.join(canonical.select("url_hash", "url"), ["url_hash", "url"], "left_semi"))
+    band_source = (kept_bands.withColumn("_dup", F.lit(False))
                    .unionByName(flagged.filter("_dup").select("url_hash", "url", "simhash")
                                 .withColumn("band", F.explode(F.sequence(F.lit(0), F.lit(11))))
                                 .withColumn("value", F.lit(0).cast("long")).withColumn("_dup", F.lit(True))))
@@ -282,8 +289,9 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         "versionAsOf", table_version(DeltaTable.forPath(spark, path))).load(path)
     known, old_bands = pinned(root.dedup_pages), pinned(root.dedup_bands)
     pages = segment_pages(spark, root, segment_id, known).cache()
+    new_bands = page_bands(spark, pages).cache()  # Python: computed once for the join and the MERGE
     try:
-        dups, cand, cached = duplicates(spark, pages, known, old_bands, cfg)
+        dups, cand, cached = duplicates(spark, pages, known, old_bands, cfg, new_bands)
         try:
             dups.write.mode("overwrite").parquet(root.dedup_result(segment_id))
         finally:
@@ -293,8 +301,9 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         counts = {r["match"]: r["n"] for r in written.groupBy("match").agg(F.count("*").alias("n")).collect()}
         result = DedupResult(segment_id, pages.count(), counts.get("exact", 0), counts.get("near", 0),
                              cand.collisions, cand.hot_values)
-        merge_dedup_tables(spark, root, pages, written, segment_id)
+        merge_dedup_tables(spark, root, pages, written, segment_id, new_bands)
     finally:
+        new_bands.unpersist()
         pages.unpersist()
     report(f"dedup: segment {segment_id}: {result.pages} pages with text, {result.exact} exact and "
            f"{result.near} near duplicates ({result.candidate_pairs} band collisions, "
