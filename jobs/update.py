@@ -34,7 +34,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawl.status import apply_fetch, mark_duplicate, schedule_policy
+from crawl.status import DUPLICATE, FetchStatus, apply_fetch, mark_duplicate, schedule_policy
 from jobs import discover
 from jobs.common import UserError, report, run_segment_step
 from jobs.discover import HOST_TOTAL_CAP
@@ -95,11 +95,37 @@ def with_duplicates(spark: SparkSession, root: CrawlRoot, segment_id: str, outco
             .withColumn("score", F.when(F.col("dup_of").isNotNull(), F.col("score") * factor).otherwise(F.col("score"))))
 
 
+# Answers after which a page no longer holds the content its duplicates copy.
+_LOST_CONTENT = (FetchStatus.NOT_FOUND, FetchStatus.CLIENT_ERROR, FetchStatus.REDIRECT)
+
+
+def orphaned_duplicates(url_state: DataFrame, outcomes: DataFrame, now: float) -> DataFrame:
+    """Hints (keys, next_fetch_at = now) for the duplicates of pages that this segment found
+    gone or redirected: their content may now exist only on the duplicate, which is fetched
+    again at once (and judged by dedup again) instead of at its long re-check. Duplicates
+    fetched in this segment are left out: their own outcome updates them."""
+    lost = (outcomes.filter(F.col("fetch_status").isin(*_LOST_CONTENT))
+            .select(F.col("url").alias("dup_of")).distinct())
+    fetched = outcomes.select("url_hash", "url")
+    return (url_state.filter(F.col("status") == DUPLICATE).join(lost, "dup_of", "left_semi")
+            .join(fetched, ["url_hash", "url"], "left_anti")
+            .select("host_bucket", "url_hash", "url", from_epoch_col(F.lit(now)).alias("next_fetch_at")))
+
+
+def due_now_hints(*hints: DataFrame) -> DataFrame:
+    """Several hint sources as one: a URL named by more than one gets one row, the earliest time."""
+    union = hints[0]
+    for more in hints[1:]:
+        union = union.unionByName(more)
+    return union.groupBy("host_bucket", "url_hash", "url").agg(F.min("next_fetch_at").alias("next_fetch_at"))
+
+
 def merge_crawldb(spark: SparkSession, root: CrawlRoot, updates: DataFrame, discovered: DataFrame,
                   hints: DataFrame) -> dict[str, int]:
-    """One atomic commit: updates of leased URLs, inserts of unknown outlinks, and sitemap
-    lastmod hints (a known URL changed since our last fetch: due now). The three sources are
-    disjoint: hints and new URLs exclude the URLs fetched in this segment, and each other."""
+    """One atomic commit: updates of leased URLs, inserts of unknown outlinks, and hints that a
+    known URL is due now (its sitemap lastmod is newer than our fetch, or it duplicates a page
+    the segment found gone). The three sources are disjoint: hints and new URLs exclude the URLs
+    fetched in this segment, and each other."""
     source = (updates.withColumn("_kind", F.lit("fetched"))
               .unionByName(discovered.withColumn("_kind", F.lit("new")))
               .unionByName(hints.withColumn("_kind", F.lit("hint")), allowMissingColumns=True))
@@ -248,7 +274,8 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     budgeted = discover.within_host_budget(unknown, read_host_state(spark, root, pinned=True), cfg).cache()
     try:
         new_rows = discover.new_url_rows(spark, budgeted.filter("_keep"), now)
-        counts = merge_crawldb(spark, root, updates, new_rows, discover.lastmod_hints(known, now))
+        hints = due_now_hints(discover.lastmod_hints(known, now), orphaned_duplicates(url_state, outcomes, now))
+        counts = merge_crawldb(spark, root, updates, new_rows, hints)
         host_rows = _host_source(hosts, discover.per_host_counts(budgeted), cfg, segment_id, now)
         hostdb = DeltaTable.forPath(spark, root.hostdb)
         before = table_version(hostdb)

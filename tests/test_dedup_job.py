@@ -176,3 +176,24 @@ def test_dedup_through_spark(spark, server, tmp_path):
     row = spark.read.format("delta").load(root.crawldb).filter(f"url = '{dup_url}'").collect()[0]
     assert row["status"] == "fetched" and row["dup_of"] is None
     assert dup_url in {r["url"] for r in spark.read.format("delta").load(root.dedup_pages).collect()}
+
+    # the canonical page goes away: its duplicates are due at once, not at their long re-check
+    rows = spark.read.format("delta").load(root.crawldb).collect()
+    orphans = {r["url"]: r["next_fetch_at"] for r in rows if r["status"] == "duplicate" and r["dup_of"] == canonical}
+    others = {r["url"]: r["next_fetch_at"] for r in rows if r["status"] == "duplicate" and r["dup_of"] != canonical}
+    assert orphans
+    DeltaTable.forPath(spark, root.crawldb).update(f"url = '{canonical}'", {"next_fetch_at": "timestamp'2000-01-01'"})
+    site = PAGES if canonical.startswith(a) else MIRROR
+    path = canonical.split("/", 3)[3]
+    gone = site.pop("/" + path)
+    try:
+        seg4, _ = _cycle(spark, cfg, root)
+    finally:
+        site["/" + path] = gone
+    update.run(spark, cfg, root, seg4)
+    after = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}
+    assert after[canonical]["status"] == "gone"
+    for url, before in orphans.items():
+        assert after[url]["status"] == "duplicate" and after[url]["next_fetch_at"] < before, url
+    for url, before in others.items():  # duplicates of other pages keep their schedule
+        assert after[url]["next_fetch_at"] == before, url
