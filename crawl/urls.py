@@ -120,14 +120,20 @@ def _compile_patterns(patterns: tuple[str, ...]) -> NameMatcher | None:
     return lambda name: name in exact or name.startswith(prefixes)
 
 
+def _escaped_patterns(patterns: tuple[str, ...], names_only: bool = False) -> tuple[list[str], list[str]]:
+    """(exact names, prefixes of the ``*`` patterns), lower-cased and regex-escaped. With
+    ``names_only``, patterns holding "=" or "&" are left out: they can match no parameter name."""
+    lowered = [p.lower() for p in patterns if not (names_only and ("=" in p or "&" in p))]
+    return ([re.escape(p) for p in lowered if not p.endswith("*")],
+            [re.escape(p[:-1]) for p in lowered if p.endswith("*")])
+
+
 def _compile_query_hint(patterns: tuple[str, ...]) -> Callable[[str], Any] | None:
     """A regex search that finds every ASCII query in which some parameter name may match
     ``patterns`` (it may also find some in which none does), so the fast path splits and
     filters only those queries. Built from the lower-cased patterns under IGNORECASE: for an
     ASCII name, ``name.lower() == pattern.lower()`` (or startswith) implies a match."""
-    lowered = [p.lower() for p in patterns]
-    exact = [re.escape(p) for p in lowered if not p.endswith("*")]
-    prefixes = [re.escape(p[:-1]) for p in lowered if p.endswith("*")]
+    exact, prefixes = _escaped_patterns(patterns)
     alternatives = []
     if exact:
         alternatives.append(f"(?:{'|'.join(exact)})(?=[=&]|$)")
@@ -141,10 +147,8 @@ def _compile_query_hint(patterns: tuple[str, ...]) -> Callable[[str], Any] | Non
 def _compile_query_strip(patterns: tuple[str, ...]) -> Callable[[str], Any] | None:
     """A regex match that, on an ASCII query piece, says exactly what the query matcher says of
     the piece's name: the lower-cased patterns under IGNORECASE and ASCII (so only ASCII letters
-    fold, as str.lower() does on an ASCII name). A pattern with "=" or "&" can match no name."""
-    lowered = [p.lower() for p in patterns]
-    exact = [re.escape(p) for p in lowered if not p.endswith("*") and "=" not in p and "&" not in p]
-    prefixes = [re.escape(p[:-1]) for p in lowered if p.endswith("*") and "=" not in p and "&" not in p]
+    fold, as str.lower() does on an ASCII name)."""
+    exact, prefixes = _escaped_patterns(patterns, names_only=True)
     alternatives = []
     if exact:
         alternatives.append(f"(?:{'|'.join(exact)})(?:=|\\Z)")
