@@ -20,6 +20,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -259,6 +260,17 @@ def median_run(runs: list[dict[str, Any]], key: str = "pages_per_s") -> dict[str
     """The run with the median ``key`` (upper median for an even count), with every run's value."""
     ordered = sorted(runs, key=lambda r: r[key])
     return dict(ordered[len(ordered) // 2], **{f"runs_{key}": [r[key] for r in runs]})
+
+
+def release(spark: Any, workdir: str, keep: bool) -> None:
+    """The end of a benchmark that ran Spark in a work directory: stop the session (if one was
+    started) and delete the directory unless ``keep``."""
+    if spark is not None:
+        spark.stop()
+    if keep:
+        print(f"bench: kept {workdir}", flush=True)
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def finish(result: dict[str, Any], failures: list[str], out_json: str | None, report) -> int:

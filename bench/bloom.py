@@ -44,14 +44,13 @@ import collections
 import math
 import os
 import random
-import shutil
 import sys
 import tempfile
 import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py
-from _common import finish, fmt, machine_facts  # noqa: E402
+from _common import finish, fmt, machine_facts, release  # noqa: E402
 
 PARTS = ("fpr", "spark", "crawl")
 SIGMAS = 5.0
@@ -546,12 +545,7 @@ def main(argv: list[str] | None = None) -> int:
             result["crawl"] = run_crawl(args, spark, workdir, check)
             result["crawl"]["seconds"] = time.perf_counter() - t
     finally:
-        if spark is not None:
-            spark.stop()
-        if args.keep:
-            print(f"bench: kept {workdir}", flush=True)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        release(spark, workdir, args.keep)
     return finish(result, failures, args.out_json, print_report)
 
 

@@ -60,7 +60,7 @@ from typing import Any, Iterator
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py
-from _common import finish, fmt, machine_facts, rate  # noqa: E402
+from _common import finish, fmt, machine_facts, rate, release  # noqa: E402
 
 SIMHASH_BAND_BITS = 16
 HOT_VALUE = 0xBEEF                    # band-0 (lowest 16 bits) value shared by hot pages
@@ -595,12 +595,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"dedup.max_band_candidates = {cap}: the cap may not be reached", flush=True)
             check(result["hot"][1]["hot_values"] == 0, "with the cap off no value is skipped")
     finally:
-        if spark is not None:
-            spark.stop()
-        if args.keep:
-            print(f"bench: kept {workdir}", flush=True)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        release(spark, workdir, args.keep)
     return finish(result, failures, args.out_json, print_report)
 
 
