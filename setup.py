@@ -1,5 +1,10 @@
 """deltacrawl: a batch-iterative web crawler on Apache Spark with a Delta Lake crawl database."""
-from setuptools import setup
+from setuptools import Extension, setup
+
+# The per-link hot path (crawl/_fasturl.c: URL normalisation and link filtering for the common
+# link shapes). Optional: without a C compiler the install still succeeds and crawl.urls and
+# crawl.filters run their pure-Python versions, which give the same results, slower.
+FASTURL = Extension("crawl._fasturl", ["crawl/_fasturl.c"], optional=True, extra_compile_args=["-O2"])
 
 setup(
     name="deltacrawl",
@@ -11,6 +16,7 @@ setup(
     packages=["crawl", "jobs", "conf"],
     package_data={"conf": ["*.toml", "*.properties"]},
     include_package_data=True,
+    ext_modules=[FASTURL],
     install_requires=[
         # pyspark and delta-spark are a matched pair: delta-spark 4.4.x is built for Spark 4.2
         # (it declares pyspark<=4.2.0). The Delta jars (4.4.0) are cached by jobs/jars.py.

@@ -175,15 +175,31 @@ class LinkFilter:
                 raise ValueError("deny_extensions must not contain an empty extension")
             extensions.add(ext)
         self._deny_extensions = frozenset(extensions)
-        self._include, self._include_rest = _compile_patterns(
-            _check_strings("include_patterns", include_patterns), "include_patterns")
+        include_patterns = _check_strings("include_patterns", include_patterns)
+        exclude_patterns = _check_strings("exclude_patterns", exclude_patterns)
+        self._include, self._include_rest = _compile_patterns(include_patterns, "include_patterns")
         self._has_include = self._include is not None or bool(self._include_rest)
-        self._exclude, self._exclude_rest = _compile_patterns(
-            _check_strings("exclude_patterns", exclude_patterns), "exclude_patterns")
+        self._exclude, self._exclude_rest = _compile_patterns(exclude_patterns, "exclude_patterns")
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {', '.join(SCOPES)}; got {scope!r}")
         self._scope = scope
         self._domains: dict[str, str] = {}
+        self._args = (schemes, max_url_length, max_path_depth, max_segment_repeats, sorted(extensions),
+                      include_patterns, exclude_patterns, scope)
+        from crawl.urls import _fast
+        if _fast is not None:
+            # The same checks in C (crawl/_fasturl.c Filter); it calls back for the regexes, the
+            # registrable domain, and for the whole check on a URL that is not ASCII.
+            has_patterns = self._exclude is not None or bool(self._exclude_rest) or self._has_include
+            self.reject_reason = _fast.Filter(  # type: ignore[method-assign]
+                tuple(sorted(self._schemes)), self._max_url_length, self._max_path_depth,
+                self._max_segment_repeats, self._deny_extensions, SCOPES.index(scope), self._domain_of,
+                self._pattern_reason if has_patterns else None, self._reject_reason_py,
+                (SCHEME, TOO_LONG, SCOPE, PATH_DEPTH, EXTENSION, REPEATING_PATH)).reject_reason
+
+    def __reduce__(self):
+        # by its arguments: the C filter holds bound methods and is rebuilt where it is unpickled
+        return (type(self), self._args)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "LinkFilter":
@@ -215,8 +231,12 @@ class LinkFilter:
         """None to keep ``url``, else the reason code (one of REASONS) it is dropped for.
 
         ``url`` is normalised by crawl.urls; ``source_host`` is the host key (``host`` or
-        ``host:port``, as crawl.urls.host_of returns) of the page the link is on.
+        ``host:port``, as crawl.urls.host_of returns) of the page the link is on. (When
+        crawl._fasturl is built, each instance replaces this method by its exact copy in C.)
         """
+        return self._reject_reason_py(url, source_host)
+
+    def _reject_reason_py(self, url: str, source_host: str) -> str | None:
         # String methods with start/end bounds read the URL in place: no slice is made but the
         # netloc (for scope) and the path when its segments are needed. (A memo of verdicts per
         # URL did not pay: measured with bench/extract.py, a bounded one was slower than none.)
@@ -269,6 +289,10 @@ class LinkFilter:
                     _repeats_too_often(segments, self._max_segment_repeats):
                 return REPEATING_PATH
 
+        return self._pattern_reason(url)
+
+    def _pattern_reason(self, url: str) -> str | None:
+        """The include/exclude part of reject_reason."""
         if self._exclude is not None and self._exclude(url):
             return EXCLUDED
         for search in self._exclude_rest:

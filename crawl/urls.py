@@ -89,6 +89,8 @@ class UrlRules:
                                                _compile_patterns(self.session_params)))
         object.__setattr__(self, "_query_hint", _compile_query_hint(self.tracking_params + self.session_params))
         object.__setattr__(self, "_query_strip", _compile_query_strip(self.tracking_params + self.session_params))
+        object.__setattr__(self, "_fast", (*_fast_names(self.session_params),
+                                           *_fast_names(self.tracking_params + self.session_params)))
         object.__setattr__(self, "_hash", hash((self.tracking_params, self.session_params)))
 
     def __hash__(self) -> int:
@@ -118,6 +120,16 @@ def _compile_patterns(patterns: tuple[str, ...]) -> NameMatcher | None:
     if not prefixes:
         return exact.__contains__
     return lambda name: name in exact or name.startswith(prefixes)
+
+
+def _fast_names(patterns: tuple[str, ...]) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """(exact names, prefixes of the ``*`` patterns), lower-cased, as ASCII bytes for
+    crawl._fasturl, which matches ASCII names only. Patterns that are not ASCII once lower-cased,
+    or hold "=", are left out: they can match no ASCII parameter name."""
+    lowered = [p.lower() for p in patterns]
+    usable = [p for p in lowered if p.isascii() and "=" not in p]
+    return (tuple(p.encode("ascii") for p in usable if not p.endswith("*")),
+            tuple(p[:-1].encode("ascii") for p in usable if p.endswith("*")))
 
 
 def _escaped_patterns(patterns: tuple[str, ...], names_only: bool = False) -> tuple[list[str], list[str]]:
@@ -340,8 +352,9 @@ def _plain_canonical(raw: str, base: str | None, rules: UrlRules | None) -> str 
     return _plain(raw, _plain_base(base) if base.__class__ is str else None, rules)
 
 
-def _plain(raw: str, based: tuple[str, str, str, str, int] | None, rules: UrlRules | None) -> str | None:
-    """_plain_canonical with the base already split by _plain_base (None: no plain base)."""
+def _plain_py(raw: str, based: tuple[str, str, str, str, int] | None, rules: UrlRules | None) -> str | None:
+    """_plain_canonical with the base already split by _plain_base (None: no plain base).
+    ``_plain`` is this function, or its exact copy in C (crawl/_fasturl.c) when that is built."""
     if raw.startswith(("http://", "https://")):  # absolute: _resolve returns it as it is
         match = _PLAIN_ABSOLUTE_RE.fullmatch(raw)
         if match is None:
@@ -427,10 +440,28 @@ def _plain_scheme(raw: str, colon: int, based: tuple[str, str, str, str, int],
     lowered = scheme.lower()
     if lowered == "http" or lowered == "https":
         # urlsplit lower-cases the scheme and changes nothing else; "http:g" is relative
-        return _plain(lowered + raw[colon:], based, rules) if raw.startswith("//", colon + 1) else None
+        return _plain_py(lowered + raw[colon:], based, rules) if raw.startswith("//", colon + 1) else None
     if raw.startswith("//", colon + 1) or _CONTROL_RE.search(raw):  # a netloc may be unparseable
         return None
     return ""
+
+
+def _load_fast():
+    """crawl._fasturl (see crawl/_fasturl.c), or None when it is not built or the environment
+    variable DELTACRAWL_PURE_PYTHON is set (to compare both, or to rule the C code out)."""
+    import os
+    if os.environ.get("DELTACRAWL_PURE_PYTHON"):
+        return None
+    try:
+        from crawl import _fasturl
+    except ImportError:
+        return None
+    _fasturl.set_fallback(_plain_py)  # it hands non-ASCII references to the Python code
+    return _fasturl
+
+
+_fast = _load_fast()
+_plain = _fast.plain if _fast is not None else _plain_py
 
 
 def _merge_dotted(base_dir: str, ref_path: str) -> str:
