@@ -599,13 +599,12 @@ static PyObject *fast_page_links(PyObject *self, PyObject *const *args, Py_ssize
             continue;
         }
         Py_XDECREF(result);
-        int present = PyDict_Contains(seen, url);
-        if (present == 0) {
-            if (PyDict_SetItem(seen, url, Py_None) < 0) present = -1;
-            else room--;
-        }
+        /* one lookup: setdefault, and the size says whether it was new */
+        Py_ssize_t size = PyDict_GET_SIZE(seen);
+        PyObject *stored = PyDict_SetDefault(seen, url, Py_None);
         Py_DECREF(url);
-        if (present < 0) return NULL;
+        if (stored == NULL) return NULL;
+        if (PyDict_GET_SIZE(seen) != size) room--;
     }
     return PyLong_FromSsize_t(room);
 }
