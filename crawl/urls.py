@@ -617,8 +617,23 @@ def _normalize_general(raw: str, base: str | None, rules: UrlRules | None) -> st
     return canonical
 
 
+# A netloc that urlsplit returns as it is: no "?" or "#" (which end it), no white space or
+# controls (which it deletes), no userinfo or brackets, ASCII.
+_SIMPLE_NETLOC_RE = re.compile(r"[A-Za-z0-9.\-_:~%!$&'()*+,;=]*")
+
+
 def host_of(url: str) -> str:
     """The host key of a normalised URL: ``host`` or ``host:port`` (the politeness unit)."""
+    # A canonical URL is "scheme://netloc" followed by "/", "?" or nothing: its netloc without
+    # urlsplit (which costs ~1 us, and this runs for every kept link). Anything else: urlsplit.
+    if url.startswith(("http://", "https://")):
+        start = url.index("//") + 2
+        end = url.find("/", start)
+        if end < 0:
+            end = len(url)
+        netloc = url[start:end]
+        if _SIMPLE_NETLOC_RE.fullmatch(netloc):
+            return netloc
     return urlsplit(url).netloc
 
 

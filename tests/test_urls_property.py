@@ -275,3 +275,18 @@ def test_fast_path_dot_segments_exhaustively():
                     fast = _urls._plain_canonical(path, base, rules)
                     if fast:
                         assert _urls._normalize_general(path, base, rules) == fast, (path, base, rules)
+
+
+@settings(max_examples=400, **FIXED)
+@given(st.sampled_from(["http://", "https://", "HTTP://", "ftp://", ""]),
+       st.text(alphabet=st.sampled_from(list("aZ09.-_:~%!$&'()*+,;=/?#@[]\\ \t\n\x7fü")), max_size=20))
+def test_host_of_is_urlsplit_netloc(prefix, rest):
+    from crawl.urls import host_of
+    url = prefix + rest
+    try:
+        expected = urlsplit(url).netloc
+    except ValueError:
+        with pytest.raises(ValueError):
+            host_of(url)
+        return
+    assert host_of(url) == expected
