@@ -158,7 +158,7 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], warc_dir
             bloom = BloomFilter.from_bytes(seen.value)
         results = fetch_partition(dicts, cfg, archive, parser, bloom)
     for out in results:
-        yield tuple(out.get(name) for name in _FETCHED_FIELDS)
+        yield tuple(map(out.get, _FETCHED_FIELDS))
 
 
 def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, Any], warc_dir: str | None,
