@@ -175,34 +175,43 @@ static int parse_relative(parts *p, const unsigned char *s, Py_ssize_t n) {
 /* UrlRules._fast: (path parameter names, query parameter names), each (exact, prefixes), as
  * tuples of lower-cased ASCII bytes (names holding "=" left out: they match nothing). */
 typedef struct {
-    PyObject *path_exact, *path_prefix, *query_exact, *query_prefix;  /* borrowed tuples */
+    PyObject *owner;  /* the rules._fast tuple (a new reference: release with drop_rules) */
+    PyObject *path_exact, *path_prefix, *query_exact, *query_prefix;  /* items of owner */
     int path_any, query_any;
 } rules_t;
+
+static void drop_rules(rules_t *r) { Py_CLEAR(r->owner); }
 
 static int read_rules(PyObject *rules, rules_t *r) {
     memset(r, 0, sizeof(*r));
     if (rules == Py_None) return 1;
     PyObject *fast = PyObject_GetAttrString(rules, "_fast");
     if (fast == NULL) return 0;
-    /* the tuple is kept alive by the rules object, which the caller holds */
     if (!PyTuple_Check(fast) || PyTuple_GET_SIZE(fast) != 4) {
         Py_DECREF(fast);
         PyErr_SetString(PyExc_TypeError, "rules._fast must be a 4-tuple");
         return 0;
     }
+    r->owner = fast;
     r->path_exact = PyTuple_GET_ITEM(fast, 0);
     r->path_prefix = PyTuple_GET_ITEM(fast, 1);
     r->query_exact = PyTuple_GET_ITEM(fast, 2);
     r->query_prefix = PyTuple_GET_ITEM(fast, 3);
-    Py_DECREF(fast);
-    if (!PyTuple_Check(r->path_exact) || !PyTuple_Check(r->path_prefix) ||
-        !PyTuple_Check(r->query_exact) || !PyTuple_Check(r->query_prefix)) {
-        PyErr_SetString(PyExc_TypeError, "rules._fast must hold tuples of bytes");
-        return 0;
+    PyObject *all[4] = {r->path_exact, r->path_prefix, r->query_exact, r->query_prefix};
+    int t;
+    for (t = 0; t < 4; t++) {
+        Py_ssize_t i;
+        if (!PyTuple_Check(all[t])) goto bad;
+        for (i = 0; i < PyTuple_GET_SIZE(all[t]); i++)
+            if (!PyBytes_Check(PyTuple_GET_ITEM(all[t], i))) goto bad;
     }
     r->path_any = PyTuple_GET_SIZE(r->path_exact) + PyTuple_GET_SIZE(r->path_prefix) > 0;
     r->query_any = PyTuple_GET_SIZE(r->query_exact) + PyTuple_GET_SIZE(r->query_prefix) > 0;
     return 1;
+bad:
+    drop_rules(r);
+    PyErr_SetString(PyExc_TypeError, "rules._fast must hold tuples of bytes");
+    return 0;
 }
 
 static int ieq(const char *a, const char *lower, Py_ssize_t n) {
@@ -384,7 +393,9 @@ static int read_based(PyObject *based, based_t *b) {
     b->query = (const char *)PyUnicode_1BYTE_DATA(items[3]); b->query_len = PyUnicode_GET_LENGTH(items[3]);
     b->length = PyLong_AsSsize_t(PyTuple_GET_ITEM(based, 4));
     if (b->length == -1 && PyErr_Occurred()) return 0;
-    if (b->scheme_len != 4 && b->scheme_len != 5) {
+    /* _plain_base's tuple: its parts come from the base, ``length`` is len(base) */
+    if ((b->scheme_len != 4 && b->scheme_len != 5) || b->origin_len > b->length || b->path_len > b->length ||
+        b->query_len > b->length || b->length > MAX_URL_LENGTH * 4) {
         PyErr_SetString(PyExc_ValueError, "based is not a plain base");
         return 0;
     }
@@ -507,7 +518,9 @@ static PyObject *fast_plain(PyObject *self, PyObject *const *args, Py_ssize_t na
         return PyObject_Vectorcall(PY_FALLBACK_PLAIN, args, nargs, NULL);
     }
     if (!read_based(args[1], &b) || !read_rules(args[2], &r)) return NULL;
-    switch (plain_ascii(PyUnicode_1BYTE_DATA(raw), PyUnicode_GET_LENGTH(raw), &b, &r, &len)) {
+    int rc = plain_ascii(PyUnicode_1BYTE_DATA(raw), PyUnicode_GET_LENGTH(raw), &b, &r, &len);
+    drop_rules(&r);
+    switch (rc) {
     case FU_OK: return ascii_string(OUT, len);
     case FU_SCHEME: Py_INCREF(EMPTY); return EMPTY;
     case FU_NONE: Py_RETURN_NONE;
@@ -538,8 +551,65 @@ static int count_reason(PyObject *rejected, PyObject *reason, Py_ssize_t by) {
  * set). Hrefs that are plain ASCII without white space or controls at all are resolved here;
  * any other href, and any that plain() leaves to the general path, is given to
  * ``fallback(href) -> (url | None, reason | None)`` (the Python resolver with its caches). */
+/* One href of page_links: 0 done, -1 error (exception set). */
+static int page_link(PyObject *href, const based_t *b, const rules_t *r, PyObject *seen, Py_ssize_t *room,
+                     PyObject *rejected, PyObject *fallback, PyObject *nofollow) {
+    PyObject *url = NULL, *reason = NULL, *result = NULL;
+    Py_ssize_t len;
+    if (href == nofollow) return count_reason(rejected, S_NOFOLLOW, 1);
+    int rc = FU_NONE;
+    if (PyUnicode_CheckExact(href) && PyUnicode_IS_ASCII(href)) {
+        const unsigned char *s = PyUnicode_1BYTE_DATA(href);
+        Py_ssize_t m = PyUnicode_GET_LENGTH(href), j;
+        if (m > 0 && m <= MAX_URL_LENGTH && s[0] > 0x20 && s[m - 1] > 0x20) {
+            for (j = 0; j < m; j++)
+                if (s[j] < 0x20 || s[j] == 0x7f) break;
+            if (j == m) rc = plain_ascii(s, m, b, r, &len);  /* printable: new() checks it as it is */
+        }
+    }
+    if (rc == FU_ERROR) return -1;
+    if (rc == FU_OK) {
+        url = ascii_string(OUT, len);
+        if (url == NULL) return -1;
+    } else if (rc == FU_SCHEME) {
+        return count_reason(rejected, S_SCHEME, 1);
+    } else {
+        result = PyObject_CallOneArg(fallback, href);
+        if (result == NULL) return -1;
+        if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) {
+            Py_DECREF(result);
+            PyErr_SetString(PyExc_TypeError, "fallback must return (url, reason)");
+            return -1;
+        }
+        url = PyTuple_GET_ITEM(result, 0);
+        reason = PyTuple_GET_ITEM(result, 1);
+        if (url == Py_None) {
+            int bad = count_reason(rejected, reason, 1);
+            Py_DECREF(result);
+            return bad;
+        }
+        Py_INCREF(url);
+        Py_DECREF(result);
+    }
+    /* one lookup: setdefault, and the size says whether it was new */
+    Py_ssize_t size = PyDict_GET_SIZE(seen);
+    PyObject *stored = PyDict_SetDefault(seen, url, Py_None);
+    Py_DECREF(url);
+    if (stored == NULL) return -1;
+    if (PyDict_GET_SIZE(seen) != size) (*room)--;
+    return 0;
+}
+
+/* page_links(hrefs, based, rules, seen, room, rejected, fallback, nofollow) -> room left
+ *
+ * The link loop of crawl.links._extract_links (_link_loop there): for each href in order, stop
+ * at the cap (counting the rest as over_cap), count a ``nofollow`` sentinel, otherwise resolve
+ * it, count a rejection by its reason, add a new canonical URL to ``seen`` (a dict used as an
+ * ordered set). Hrefs that are plain ASCII without white space or controls at all are resolved
+ * here; any other href, and any that plain() leaves to the general path, is given to
+ * ``fallback(href) -> (url | None, reason | None)`` (the Python resolver with its caches). */
 static PyObject *fast_page_links(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    based_t b; rules_t r; Py_ssize_t i, n, len, room;
+    based_t b; rules_t r; Py_ssize_t i, room;
     if (nargs != 8) {
         PyErr_SetString(PyExc_TypeError, "page_links(hrefs, based, rules, seen, room, rejected, fallback, nofollow)");
         return NULL;
@@ -552,61 +622,23 @@ static PyObject *fast_page_links(PyObject *self, PyObject *const *args, Py_ssize
     room = PyLong_AsSsize_t(args[4]);
     if (room == -1 && PyErr_Occurred()) return NULL;
     if (!read_based(args[1], &b) || !read_rules(args[2], &r)) return NULL;
-    n = PyList_GET_SIZE(hrefs);
-    for (i = 0; i < n; i++) {
-        PyObject *url = NULL, *reason = NULL, *result = NULL;
+    /* the list's size is read on every turn: the fallback is Python code */
+    for (i = 0; i < PyList_GET_SIZE(hrefs); i++) {
         if (room <= 0) {
-            if (count_reason(rejected, S_OVER_CAP, n - i) < 0) return NULL;
+            if (count_reason(rejected, S_OVER_CAP, PyList_GET_SIZE(hrefs) - i) < 0) goto fail;
             break;
         }
         PyObject *href = PyList_GET_ITEM(hrefs, i);
-        if (href == nofollow) {
-            if (count_reason(rejected, S_NOFOLLOW, 1) < 0) return NULL;
-            continue;
-        }
-        int rc = FU_NONE;
-        if (PyUnicode_CheckExact(href) && PyUnicode_IS_ASCII(href)) {
-            const unsigned char *s = PyUnicode_1BYTE_DATA(href);
-            Py_ssize_t m = PyUnicode_GET_LENGTH(href), j;
-            if (m > 0 && m <= MAX_URL_LENGTH && s[0] > 0x20 && s[m - 1] > 0x20) {
-                for (j = 0; j < m; j++)
-                    if (s[j] < 0x20 || s[j] == 0x7f) break;
-                if (j == m) rc = plain_ascii(s, m, &b, &r, &len);  /* printable: new() checks it as it is */
-            }
-        }
-        if (rc == FU_ERROR) return NULL;
-        if (rc == FU_OK) {
-            url = ascii_string(OUT, len);
-            if (url == NULL) return NULL;
-        } else if (rc == FU_SCHEME) {
-            reason = S_SCHEME;
-        } else {
-            result = PyObject_CallOneArg(fallback, href);
-            if (result == NULL) return NULL;
-            if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) {
-                Py_DECREF(result);
-                PyErr_SetString(PyExc_TypeError, "fallback must return (url, reason)");
-                return NULL;
-            }
-            url = PyTuple_GET_ITEM(result, 0);
-            reason = PyTuple_GET_ITEM(result, 1);
-            if (url == Py_None) url = NULL; else Py_INCREF(url);
-        }
-        if (url == NULL) {
-            int bad = count_reason(rejected, reason, 1);
-            Py_XDECREF(result);
-            if (bad < 0) return NULL;
-            continue;
-        }
-        Py_XDECREF(result);
-        /* one lookup: setdefault, and the size says whether it was new */
-        Py_ssize_t size = PyDict_GET_SIZE(seen);
-        PyObject *stored = PyDict_SetDefault(seen, url, Py_None);
-        Py_DECREF(url);
-        if (stored == NULL) return NULL;
-        if (PyDict_GET_SIZE(seen) != size) room--;
+        Py_INCREF(href);
+        int rc = page_link(href, &b, &r, seen, &room, rejected, fallback, nofollow);
+        Py_DECREF(href);
+        if (rc < 0) goto fail;
     }
+    drop_rules(&r);
     return PyLong_FromSsize_t(room);
+fail:
+    drop_rules(&r);
+    return NULL;
 }
 
 /* ------------------------------------------------------------------------------ Filter */
