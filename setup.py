@@ -5,6 +5,8 @@ from setuptools import Extension, setup
 # link shapes). Optional: without a C compiler the install still succeeds and crawl.urls and
 # crawl.filters run their pure-Python versions, which give the same results, slower.
 FASTURL = Extension("crawl._fasturl", ["crawl/_fasturl.c"], optional=True, extra_compile_args=["-O2"])
+# The MinHash signature of crawl.fingerprint (crawl/_fasthash.c), optional the same way.
+FASTHASH = Extension("crawl._fasthash", ["crawl/_fasthash.c"], optional=True, extra_compile_args=["-O2"])
 
 setup(
     name="deltacrawl",
@@ -16,7 +18,7 @@ setup(
     packages=["crawl", "jobs", "conf"],
     package_data={"conf": ["*.toml", "*.properties"]},
     include_package_data=True,
-    ext_modules=[FASTURL],
+    ext_modules=[FASTURL, FASTHASH],
     install_requires=[
         # pyspark and delta-spark are a matched pair: delta-spark 4.4.x is built for Spark 4.2
         # (it declares pyspark<=4.2.0). The Delta jars (4.4.0) are cached by jobs/jars.py.
