@@ -6,9 +6,9 @@
  * the k permutation parameters (uint64 buffers of equal length). For every permutation j the
  * result holds min over words w of ((w & 0xFFFFFFFF) * a[j] + b[j] mod 2^64) mod (2^61 - 1)
  * & 0xFFFFFFFF, starting from 0xFFFFFFFF: exactly what the numpy code computes (its uint64
- * arithmetic wraps the same way), as k native-order uint64 values. The numpy code first takes
- * np.unique of the masked hashes; a minimum does not need that. The modulo by the Mersenne
- * prime is a shift and an add instead of a 64-bit division. tests/test_fingerprint.py compares
+ * arithmetic wraps the same way), as k native-order uint64 values. Like the numpy code (its
+ * np.unique), each distinct masked value is hashed once, here found with a hash set. The
+ * modulo by the Mersenne prime is a shift and an add instead of a 64-bit division. tests/test_fingerprint.py compares
  * it with the numpy code.
  */
 #define PY_SSIZE_T_CLEAN
@@ -50,14 +50,32 @@ static PyObject *minhash(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     memcpy(pa, a.buf, a.len);  /* the buffers need not be 8-byte aligned */
     memcpy(pb, b.buf, b.len);
     for (j = 0; j < k; j++) mins[j] = MAX32;
+    /* Each distinct masked value once (a page repeats most of its words): an open-addressing
+     * set of the values seen, sized to a power of two >= 2n; slot value 0 marks a free slot,
+     * so the value 0 itself is tracked apart. */
+    size_t slots = 16;
+    while (slots < (size_t)n * 2) slots <<= 1;
+    uint32_t *seen = PyMem_Calloc(slots, sizeof(uint32_t));
+    if (seen == NULL) { Py_CLEAR(result); PyErr_NoMemory(); goto done; }
+    int zero_seen = 0;
     for (i = 0; i < n; i++) {
         memcpy(&wi, (const char *)words.buf + 8 * i, 8);
         wi &= MAX32;
+        if (wi == 0) {
+            if (zero_seen) continue;
+            zero_seen = 1;
+        } else {
+            size_t slot = (size_t)((wi * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & (slots - 1);
+            while (seen[slot] != 0 && seen[slot] != (uint32_t)wi) slot = (slot + 1) & (slots - 1);
+            if (seen[slot] == (uint32_t)wi) continue;
+            seen[slot] = (uint32_t)wi;
+        }
         for (j = 0; j < k; j++) {
             h = mod_mersenne61(wi * pa[j] + pb[j]) & MAX32;
             if (h < mins[j]) mins[j] = h;
         }
     }
+    PyMem_Free(seen);
     memcpy(out, mins, a.len);
 done:
     PyBuffer_Release(&words); PyBuffer_Release(&a); PyBuffer_Release(&b);
