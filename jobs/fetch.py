@@ -103,9 +103,6 @@ class SeenFilter:
 # The filter is sized for at least this many URLs (1.2 MB at 1 %): a small crawl's filter would
 # otherwise be a few bytes, whose false positives are at the mercy of a handful of bits.
 MIN_FILTER_CAPACITY = 1_000_000
-# Partial seen-URL filters are OR-merged on the driver when all of them together fit in this
-# many bytes; beyond it, in a tree on the executors.
-DRIVER_MERGE_BYTES = 256 * 2**20
 
 
 def build_seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Mapping[str, Any]) -> SeenFilter | None:
@@ -121,16 +118,7 @@ def build_seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Mapping[str, An
     shape = BloomFilter.for_capacity(max(n, MIN_FILTER_CAPACITY), fpr, int(cfg["discovery.bloom_max_mb"]) * 2**20)
     m, k = shape.num_bits, shape.num_hashes
     parts = urls.rdd.mapPartitions(lambda it: _partial_filter(it, m, k))
-    partitions = parts.getNumPartitions()
-    if not partitions:
-        data = shape.to_bytes()
-    elif partitions * shape.nbytes <= DRIVER_MERGE_BYTES:
-        # reduce() brings every partial filter to the driver at once: fine while they are few
-        # and small, and ~4x cheaper than treeReduce's extra stage and shuffle (bench: 0.23 s
-        # against 0.9 s for a 10k-URL crawldb in 2 partitions, the usual small-crawl case)
-        data = parts.reduce(_union)
-    else:
-        data = parts.treeReduce(_union)
+    data = parts.treeReduce(_union) if parts.getNumPartitions() else shape.to_bytes()
     bloom = BloomFilter.from_bytes(data)
     return SeenFilter(data, n, bloom.nbytes, bloom.expected_fpr(n))
 

@@ -175,17 +175,3 @@ def test_update_of_unfetched_or_unknown_segment(spark, cfg, root, tmp_path):
         update.run(spark, cfg, root, "20990101000000-ffffff")
     with pytest.raises(UserError, match="no segment"):
         fetch.run(spark, cfg, root, "20990101000000-ffffff")
-
-
-def test_seen_filter_same_bytes_merged_on_driver_or_in_a_tree(spark, cfg, root, tmp_path, monkeypatch):
-    """build_seen_filter merges the partial filters with reduce() while they are small and with
-    treeReduce() beyond DRIVER_MERGE_BYTES: both must give the same filter, holding every URL."""
-    from crawl.bloom import BloomFilter
-    urls = [f"http://h{i % 7}.example/p/{i}" for i in range(300)]
-    inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", urls))
-    on_driver = fetch.build_seen_filter(spark, root, cfg)
-    monkeypatch.setattr(fetch, "DRIVER_MERGE_BYTES", 0)
-    in_tree = fetch.build_seen_filter(spark, root, cfg)
-    assert on_driver.data == in_tree.data and on_driver.urls == in_tree.urls == 300
-    bloom = BloomFilter.from_bytes(on_driver.data)
-    assert all(u in bloom for u in urls)
