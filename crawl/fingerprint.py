@@ -47,6 +47,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from crawl import native
+
 __all__ = [
     "EMPTY_SIMHASH", "EMPTY_TEXT_HASH", "SIMHASH_MAX_CHARS", "SIMHASH_SHINGLES", "SIMHASH_WEIGHTING",
     "TextFingerprint", "bands", "fingerprint", "hamming", "minhash", "normalise_text", "page_text",
@@ -403,20 +405,7 @@ def _signature_permutations() -> np.ndarray:
     return _SIGNATURE_PERMS
 
 
-def _load_fasthash():
-    """crawl._fasthash (crawl/_fasthash.c), or None when it is not built or the environment
-    variable DELTACRAWL_PURE_PYTHON is set."""
-    import os
-    if os.environ.get("DELTACRAWL_PURE_PYTHON"):
-        return None
-    try:
-        from crawl import _fasthash
-    except ImportError:
-        return None
-    return _fasthash
-
-
-_FASTHASH = _load_fasthash()
+_FASTHASH = native.load("_fasthash")
 _SIGNATURE_AB: tuple[bytes, bytes] | None = None
 
 

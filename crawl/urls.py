@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
+from crawl import native
+
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _HOST_RE = re.compile(r"^[a-z0-9.\-_]+$")
 # Any C0 control or DEL: never part of a URL (RFC 3986 section 2), and urlsplit would otherwise
@@ -449,21 +451,9 @@ def _plain_scheme(raw: str, colon: int, based: tuple[str, str, str, str, int],
     return ""
 
 
-def _load_fast():
-    """crawl._fasturl (see crawl/_fasturl.c), or None when it is not built or the environment
-    variable DELTACRAWL_PURE_PYTHON is set (to compare both, or to rule the C code out)."""
-    import os
-    if os.environ.get("DELTACRAWL_PURE_PYTHON"):
-        return None
-    try:
-        from crawl import _fasturl
-    except ImportError:
-        return None
-    _fasturl.set_fallback(_plain_py)  # it hands non-ASCII references to the Python code
-    return _fasturl
-
-
-_fast = _load_fast()
+_fast = native.load("_fasturl")
+if _fast is not None:
+    _fast.set_fallback(_plain_py)  # it hands non-ASCII references to the Python code
 _plain = _fast.plain if _fast is not None else _plain_py
 
 
