@@ -23,7 +23,6 @@ Pure library code: no pyspark here.
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 import http
 import io
@@ -49,6 +48,7 @@ OPEN_SUFFIX = ".open"
 FILE_SUFFIX = ".warc.gz"
 
 _TOKEN_DROP = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]*")
 _CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")   # every control character but TAB
 # Printable ASCII that may stay as is in a URI (RFC 3986 reserved + unreserved + "%").
 _URI_SAFE = "!#$%&'()*+,-./:;=?@[]_~"
@@ -101,6 +101,8 @@ def _ascii_value(value: Any, limit: int = _HEADER_VALUE_MAX) -> str:
     """A header value safe to write on one line: control characters become spaces, bytes
     outside ASCII are percent-encoded (as received), surrounding whitespace is stripped and
     the length capped."""
+    if value.__class__ is str and value.isascii() and value.isprintable():
+        return value.strip()[:limit]  # the usual case, already one printable ASCII line
     raw = _CONTROL.sub(b" ", _raw(value)).strip()
     if not raw.isascii():
         return quote(raw, safe=_VALUE_SAFE)[:limit]
@@ -108,6 +110,8 @@ def _ascii_value(value: Any, limit: int = _HEADER_VALUE_MAX) -> str:
 
 
 def _header_name(name: Any) -> str:
+    if name.__class__ is str and _TOKEN.fullmatch(name):  # the usual case, already a token
+        return name[:_HEADER_NAME_MAX]
     return _TOKEN_DROP.sub("", _to_text(name))[:_HEADER_NAME_MAX]
 
 
@@ -205,12 +209,18 @@ def _request_target(uri: str) -> tuple[str, str]:
         return "/", ""
 
 
+_B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+
 def _sha1(*parts: bytes) -> str:
-    """A WARC digest value: "sha1:" and the base32 SHA-1 of the concatenated ``parts``."""
+    """A WARC digest value: "sha1:" and the base32 SHA-1 of the concatenated ``parts``.
+    (A SHA-1 is 160 bits, 32 base32 digits without padding: read off one integer, cheaper than
+    base64.b32encode, which is pure Python.)"""
     digest = hashlib.sha1()
     for part in parts:
         digest.update(part)
-    return "sha1:" + base64.b32encode(digest.digest()).decode("ascii")
+    n = int.from_bytes(digest.digest(), "big")
+    return "sha1:" + "".join([_B32[(n >> shift) & 31] for shift in range(155, -1, -5)])
 
 
 def _http_head(first_line: str, headers: list[tuple[str, str]]) -> bytes:

@@ -305,3 +305,24 @@ def test_bad_config_is_an_error(tmp_path):
         WarcWriter(str(tmp_path), PREFIX, 0, {})
     with pytest.raises(ValueError):
         WarcWriter(str(tmp_path), "a/b", 1000, {})
+
+
+def test_fast_paths_give_what_the_general_ones_give():
+    """_sha1's base32 equals base64.b32encode; a str header value or name takes a fast path,
+    the same text as bytes the general one: both must agree."""
+    import base64
+    import hashlib
+    import random
+
+    from crawl import warc
+    rng = random.Random(7)
+    for _ in range(500):
+        data = rng.randbytes(rng.randint(0, 200))
+        assert warc._sha1(data) == "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode()
+    alphabet = [chr(c) for c in range(128)] + ["é", "ü", "\u2028"]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        as_bytes = text.encode("utf-8")
+        assert warc._ascii_value(text) == warc._ascii_value(as_bytes)
+        assert warc._ascii_value(text, 4) == warc._ascii_value(as_bytes, 4)
+        assert warc._header_name(text) == warc._header_name(as_bytes)
