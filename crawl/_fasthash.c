@@ -1,7 +1,11 @@
-/* crawl._fasthash: the MinHash signature of crawl.fingerprint._signature_of, compiled.
+/* crawl._fasthash: the hot paths of crawl.fingerprint, compiled, each an exact copy of its
+ * numpy original (which stays as reference and fallback; tests/test_fingerprint.py compares):
  *
- *   minhash(words, a, b) -> bytes
+ *   minhash(words, a, b) -> bytes                 _signature_of_numpy
+ *   normalise(cps, classes) -> bytes | None       the array part of _normalised_codepoints_numpy
+ *   word_hashes(cps, p) -> bytes                  _word_hashes_numpy
  *
+ * minhash:
  * ``words``: uint64 word hashes (any buffer, native order; duplicates allowed); ``a``, ``b``:
  * the k permutation parameters (uint64 buffers of equal length). For every permutation j the
  * result holds min over words w of ((w & 0xFFFFFFFF) * a[j] + b[j] mod 2^64) mod (2^61 - 1)
@@ -82,14 +86,141 @@ done:
     return result;
 }
 
+
+/* ---------------------------------------------------------------------- normalisation */
+
+#define CLASS_SEP 0
+#define CLASS_DIGIT 2
+#define SPACE 32
+#define ZERO 48
+
+/* normalise(cps, classes) -> bytes | None
+ *
+ * ``cps``: the NFKC-casefold-NFKC text as native uint32 code points; ``classes``: the 65,536
+ * BMP classes (uint8: 0 separator, 1 word, 2 digit). Returns the normalised code points as
+ * native uint32 bytes: separators become one space and digits one "0" per run, no space at
+ * either end, and a run of "0" words ("2024 03 05") is merged into one. None when a code point
+ * lies outside the BMP: the numpy code classifies those. */
+static PyObject *normalise(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Py_buffer in, table;
+    PyObject *result = NULL;
+    uint32_t *out = NULL;
+    unsigned char *zero_word = NULL;
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "normalise(cps, classes)"); return NULL; }
+    if (PyObject_GetBuffer(args[0], &in, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &table, PyBUF_C_CONTIGUOUS) < 0) { PyBuffer_Release(&in); return NULL; }
+    if (in.len % 4 || table.len != 0x10000) {
+        PyErr_SetString(PyExc_ValueError, "normalise: uint32 code points and 65536 classes");
+        goto done;
+    }
+    Py_ssize_t n = in.len / 4, i, k = 0;
+    const unsigned char *classes = table.buf;
+    out = PyMem_Malloc(n ? n * 4 : 1);
+    if (out == NULL) { PyErr_NoMemory(); goto done; }
+    int prev_sep = 0, prev_digit = 0;
+    for (i = 0; i < n; i++) {  /* classify; keep a character unless it continues a run */
+        uint32_t c;
+        memcpy(&c, (const char *)in.buf + 4 * i, 4);
+        if (c >= 0x10000) { result = Py_None; Py_INCREF(result); goto done; }
+        unsigned char cls = classes[c];
+        int sep = cls == CLASS_SEP, digit = cls == CLASS_DIGIT;
+        int drop = i > 0 && ((sep && prev_sep) || (digit && prev_digit));
+        prev_sep = sep; prev_digit = digit;
+        if (!drop) out[k++] = sep ? SPACE : digit ? ZERO : c;
+    }
+    Py_ssize_t start = 0, end = k;
+    if (end > start && out[start] == SPACE) start++;
+    if (end > start && out[end - 1] == SPACE) end--;
+    uint32_t *o = out + start;
+    Py_ssize_t m = end - start, kept = m;
+    if (m > 2) {
+        /* a "0" word is a "0" between spaces (or an end); of two "0" words two apart ("0 0"),
+         * the second and the space before it go */
+        zero_word = PyMem_Malloc(m);
+        if (zero_word == NULL) { PyErr_NoMemory(); goto done; }
+        for (i = 0; i < m; i++)
+            zero_word[i] = o[i] == ZERO && (i == 0 || o[i - 1] == SPACE) && (i == m - 1 || o[i + 1] == SPACE);
+        kept = 0;
+        for (i = 0; i < m; i++) {
+            int repeat = i >= 2 && zero_word[i] && zero_word[i - 2];
+            int next_repeat = i + 1 < m && i + 1 >= 2 && zero_word[i + 1] && zero_word[i - 1];
+            if (!(repeat || next_repeat)) o[kept++] = o[i];
+        }
+    }
+    result = PyBytes_FromStringAndSize((const char *)o, kept * 4);
+done:
+    PyMem_Free(out);
+    PyMem_Free(zero_word);
+    PyBuffer_Release(&in); PyBuffer_Release(&table);
+    return result;
+}
+
+static inline uint64_t fmix64(uint64_t h) {
+    h ^= h >> 33;
+    h *= UINT64_C(0xFF51AFD7ED558CCD);
+    h ^= h >> 33;
+    h *= UINT64_C(0xC4CEB9FE1A85EC53);
+    return h ^ (h >> 33);
+}
+
+/* word_hashes(cps, p) -> bytes
+ *
+ * One uint64 per word of normalised code points (single spaces, none at either end): MurmurHash3's
+ * finaliser of sum over the word's characters c_j of c_j * p^(j - start + 1) mod 2^64, as the
+ * numpy code gets it from prefix sums and inverse powers. */
+static PyObject *word_hashes(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Py_buffer in;
+    PyObject *result = NULL;
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "word_hashes(cps, p)"); return NULL; }
+    uint64_t p = PyLong_AsUnsignedLongLong(args[1]);
+    if (p == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+    if (PyObject_GetBuffer(args[0], &in, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (in.len % 4) { PyErr_SetString(PyExc_ValueError, "word_hashes: uint32 code points"); goto done; }
+    Py_ssize_t n = in.len / 4, i, words = 0;
+    const char *buf = in.buf;
+    uint32_t c, prev = SPACE;
+    for (i = 0; i < n; i++) {
+        memcpy(&c, buf + 4 * i, 4);
+        if (c != SPACE && prev == SPACE) words++;
+        prev = c;
+    }
+    result = PyBytes_FromStringAndSize(NULL, words * 8);
+    if (result == NULL) goto done;
+    uint64_t *out = (uint64_t *)PyBytes_AS_STRING(result), h = 0, power = p;
+    Py_ssize_t w = -1;
+    prev = SPACE;
+    for (i = 0; i < n; i++) {
+        memcpy(&c, buf + 4 * i, 4);
+        if (c != SPACE && prev == SPACE) {  /* a word starts: finish the last one */
+            if (w >= 0) out[w] = fmix64(h);
+            w++;
+            h = 0;
+            power = p;
+        }
+        if (w >= 0) {  /* a space inside the segment weighs 0 but still advances the power */
+            if (c != SPACE) h += (uint64_t)c * power;
+            power *= p;
+        }
+        prev = c;
+    }
+    if (w >= 0) out[w] = fmix64(h);
+done:
+    PyBuffer_Release(&in);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"minhash", (PyCFunction)(void (*)(void))minhash, METH_FASTCALL,
      "minhash(words, a, b) -> bytes: crawl.fingerprint's MinHash signature (see crawl/_fasthash.c)"},
+    {"normalise", (PyCFunction)(void (*)(void))normalise, METH_FASTCALL,
+     "normalise(cps, classes) -> bytes | None: crawl.fingerprint's code-point normalisation"},
+    {"word_hashes", (PyCFunction)(void (*)(void))word_hashes, METH_FASTCALL,
+     "word_hashes(cps, p) -> bytes: crawl.fingerprint's word hashes"},
     {NULL}
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "crawl._fasthash", "crawl.fingerprint's MinHash signature in C.", -1, methods
+    PyModuleDef_HEAD_INIT, "crawl._fasthash", "crawl.fingerprint's hot paths in C.", -1, methods
 };
 
 PyMODINIT_FUNC PyInit__fasthash(void) { return PyModule_Create(&module); }

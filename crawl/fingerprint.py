@@ -36,12 +36,14 @@ Unicode version can normalise differently on another Python minor version.
 Speed: the normaliser and the SimHash are vectorised with numpy (one pass over the code
 points, word hashes by segmented sums, feature bits by ``unpackbits``), because this runs
 on every fetched page; bench/dedup_quality.py reports microseconds per 50 KB page. The
-word-set MinHash signature, half of that time in numpy (64-bit division), is computed in C
-when crawl/_fasthash.c is built (the same bytes; ``_signature_of_numpy`` is the reference).
+normaliser's array work, the word hashes and the word-set MinHash signature are computed in C
+when crawl/_fasthash.c is built (the same values; ``_normalise_array``, ``_word_hashes_numpy``
+and ``_signature_of_numpy`` are the references the tests compare them with): ~3x faster.
 """
 from __future__ import annotations
 
 import hashlib
+import sys
 import unicodedata
 from typing import Any, NamedTuple
 
@@ -162,6 +164,16 @@ def _normalised_codepoints(text: str) -> np.ndarray:
     # (Unicode Standard, section 3.13, D146) — case folding can un-normalise a string.
     text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
     cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    if _FASTHASH is not None:
+        out = _FASTHASH.normalise(cps, _bmp_classes())
+        if out is not None:  # None: code points beyond the BMP, classified below
+            return np.frombuffer(out, dtype=np.uint32)
+    return _normalise_array(cps)
+
+
+def _normalise_array(cps: np.ndarray) -> np.ndarray:
+    """The array part of _normalised_codepoints in numpy (crawl/_fasthash.c normalise is its
+    copy in C; tests/test_fingerprint.py compares them)."""
     classes = np.empty(len(cps), dtype=np.uint8)
     small = cps < 0x10000
     classes[small] = _bmp_classes()[cps[small]]
@@ -286,6 +298,13 @@ def _fmix64(h: np.ndarray) -> np.ndarray:
 def _word_hashes(cps: np.ndarray) -> np.ndarray:
     """One uint64 hash per word of a normalised code-point array (single spaces, no space
     at either end)."""
+    if _FASTHASH is not None:
+        return np.frombuffer(_FASTHASH.word_hashes(np.ascontiguousarray(cps, dtype=np.uint32), _P), dtype=np.uint64)
+    return _word_hashes_numpy(cps)
+
+
+def _word_hashes_numpy(cps: np.ndarray) -> np.ndarray:
+    """_word_hashes in numpy: the reference (crawl/_fasthash.c word_hashes is its copy in C)."""
     n = len(cps)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
@@ -405,7 +424,8 @@ def _signature_permutations() -> np.ndarray:
     return _SIGNATURE_PERMS
 
 
-_FASTHASH = native.load("_fasthash")
+# crawl/_fasthash.c reads and writes native-order integers: little-endian, as "<u4" above
+_FASTHASH = native.load("_fasthash") if sys.byteorder == "little" else None
 _SIGNATURE_AB: tuple[bytes, bytes] | None = None
 
 

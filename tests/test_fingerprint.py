@@ -415,3 +415,48 @@ def test_signature_in_c_refuses_bad_buffers():
     raw = np.arange(8 * 65 + 1, dtype=np.uint8)
     words = np.frombuffer(raw[1:].tobytes(), dtype=np.uint64)
     assert fp._FASTHASH.minhash(memoryview(raw)[1:], *fp._SIGNATURE_AB) == fp._signature_of_numpy(words)
+
+
+# The normaliser's array part and the word hashes in C (crawl/_fasthash.c) against numpy.
+
+_NUMBERY = st.lists(st.sampled_from(["0", "7", "2024", "-", "03", ":", "10", ",", ".", " ", "  ", "%", "a", "Ab",
+                                     "é", "ß", "١٢", "x1", "\t", "\n", "!", "views", "ﬁ", "😀", "𝟘"]),
+                    max_size=40).map("".join)
+
+
+def _c_and_numpy_normalise(text):
+    text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    out = fp._FASTHASH.normalise(cps, fp._bmp_classes())
+    return out, fp._normalise_array(cps)
+
+
+@pytest.mark.skipif(fp._FASTHASH is None, reason="crawl._fasthash not built")
+@given(st.one_of(st.text(max_size=300), _NUMBERY))
+@settings(max_examples=600, derandomize=True, database=None, deadline=None)
+def test_normaliser_and_word_hashes_in_c_equal_numpy(text):
+    out, reference = _c_and_numpy_normalise(text)
+    if out is None:  # code points beyond the BMP: the numpy code classifies them
+        assert any(ord(c) >= 0x10000 for c in unicodedata.normalize("NFKC", text.casefold()))
+        cps = reference
+    else:
+        cps = np.frombuffer(out, dtype=np.uint32)
+        assert cps.tolist() == reference.tolist()
+    assert fp._word_hashes(cps).tolist() == fp._word_hashes_numpy(cps).tolist()
+
+
+@pytest.mark.skipif(fp._FASTHASH is None, reason="crawl._fasthash not built")
+def test_normaliser_in_c_on_long_pages_and_edges():
+    rng = random.Random(5)
+    vocab = ["alpha", "beta", "2024-03-05", "10:32:07", "1,024", "3.5 %", "views", "Ünïcode", "x", "—", "...", "0 0 0"]
+    for size in (0, 1, 2, 3, 50, 5000):
+        text = " ".join(rng.choice(vocab) for _ in range(size))
+        out, reference = _c_and_numpy_normalise(text)
+        assert np.frombuffer(out, dtype=np.uint32).tolist() == reference.tolist()
+    for text in ["", " ", "0", "0 0", " 0 0 ", "a 0 0 0 b", "0 a 0", "--", "a--b"]:
+        out, reference = _c_and_numpy_normalise(text)
+        assert np.frombuffer(out, dtype=np.uint32).tolist() == reference.tolist(), text
+    words = fp._word_hashes(np.array([32, 97, 32, 32, 98], dtype=np.uint32))  # spaces at an end, doubled
+    assert words.tolist() == fp._word_hashes_numpy(np.array([32, 97, 32, 32, 98], dtype=np.uint32)).tolist()
+    with pytest.raises(ValueError):
+        fp._FASTHASH.normalise(np.zeros(3, dtype=np.uint32), np.zeros(10, dtype=np.uint8))
