@@ -30,7 +30,8 @@ instead of 0.998, precision 1.000 either way; BENCHMARKS.md).
 Canonical rule, one per duplicate group: the page fetched first wins (so an established page
 keeps its place and a re-run sees the same winner); ties — pages first fetched in the same
 instant, typically never — go to the higher score, then the shorter URL, then the URL itself.
-A duplicate's ``dup_of`` is the best page among its own duplicates.
+A duplicate's ``dup_of`` is the best page among its own duplicates, followed to the end of any
+chain (jobs/dedup.py ``_resolve_chains``): it always names a canonical page.
 """
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ How:      exact duplicates: equal text_hash (hash of the normalised text: markup
           by more than dedup.max_band_candidates pages (boilerplate-only pages) is skipped, so a
           hot band cannot explode the join; pages without text are never compared. Each duplicate
           gets dup_of = the canonical page among its duplicates (first fetched wins, then higher
-          score, shorter URL).
+          score, shorter URL), followed to the end of any chain (X matches Y, Y matches Z: X's
+          dup_of is Z), so dup_of never names a duplicate.
 Outputs:  <crawl_root>/segments/<id>/dedup (Parquet: url, url_hash, host_bucket, dup_of, match),
           then one MERGE into dedup/pages and one into dedup/bands (the segment's canonical pages
           in, their old band rows replaced; duplicates out).
@@ -242,7 +243,31 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
     dups = (best.filter(F.col("_best._other") < F.col("_self"))
             .select("url", "url_hash", "host_bucket", F.col("_best.o_url").alias("dup_of"),
                     F.col("_best.match").alias("match")))
-    return dups, cand, cached
+    return _resolve_chains(dups, cached), cand, cached
+
+
+# Rounds of pointer jumping in _resolve_chains: each halves the longest chain, so 2^32 pages.
+_MAX_CHAIN_ROUNDS = 32
+
+
+def _resolve_chains(dups: DataFrame, cached: list[DataFrame]) -> DataFrame:
+    """``dups`` with each ``dup_of`` followed to the end of its chain. Near duplication is not
+    transitive: X may match Y and Y match Z while X does not match Z, and then X's best match Y
+    is itself a duplicate (of Z). X's dup_of becomes Z, the canonical page of the cluster, so
+    dup_of never names a duplicate. A chain only runs to earlier-ranked pages, so it ends.
+    Pointer jumping on the cached duplicates (one row per duplicate): with no chain, the usual
+    case, this costs one small job."""
+    dups = dups.cache()
+    cached.append(dups)
+    for _ in range(_MAX_CHAIN_ROUNDS):
+        step = dups.join(dups.select(F.col("url").alias("_via"), F.col("dup_of").alias("_next")),
+                         F.col("dup_of") == F.col("_via"), "left")
+        if step.filter(F.col("_next").isNotNull()).limit(1).count() == 0:
+            break
+        dups = step.select("url", "url_hash", "host_bucket", F.coalesce("_next", "dup_of").alias("dup_of"),
+                           "match").cache()
+        cached.append(dups)
+    return dups
 
 
 def merge_dedup_tables(spark: SparkSession, root: CrawlRoot, pages: DataFrame, dups: DataFrame,

@@ -100,11 +100,18 @@ _LOST_CONTENT = (FetchStatus.NOT_FOUND, FetchStatus.CLIENT_ERROR, FetchStatus.RE
 
 
 def orphaned_duplicates(url_state: DataFrame, outcomes: DataFrame, now: float) -> DataFrame:
-    """Hints (keys, next_fetch_at = now) for the duplicates of pages that this segment found
-    gone or redirected: their content may now exist only on the duplicate, which is fetched
-    again at once (and judged by dedup again) instead of at its long re-check. Duplicates
-    fetched in this segment are left out: their own outcome updates them."""
-    lost = (outcomes.filter(F.col("fetch_status").isin(*_LOST_CONTENT))
+    """Hints (keys, next_fetch_at = now) for the duplicates of pages that no longer hold the
+    content those duplicates copy: pages this segment found gone or redirected, pages whose text
+    changed (another text_hash than in the crawldb), and pages that became duplicates themselves.
+    A duplicate of such a page is fetched again at once and judged by dedup again (against the
+    pages that hold its content now, or none) instead of at its long re-check: so dup_of never
+    keeps naming a page with other content, or a duplicate of a third page. Duplicates fetched
+    in this segment are left out: their own outcome updates them."""
+    previous = url_state.select("url_hash", "url", F.col("text_hash").alias("_old_text"))
+    changed = ((F.col("fetch_status") == FetchStatus.OK) & F.col("text_hash").isNotNull()
+               & F.col("_old_text").isNotNull() & (F.col("text_hash") != F.col("_old_text")))
+    lost = (outcomes.join(previous, ["url_hash", "url"], "left")
+            .filter(F.col("fetch_status").isin(*_LOST_CONTENT) | changed | F.col("dup_of").isNotNull())
             .select(F.col("url").alias("dup_of")).distinct())
     fetched = outcomes.select("url_hash", "url")
     return (url_state.filter(F.col("status") == DUPLICATE).join(lost, "dup_of", "left_semi")
@@ -124,7 +131,7 @@ def merge_crawldb(spark: SparkSession, root: CrawlRoot, updates: DataFrame, disc
                   hints: DataFrame) -> dict[str, int]:
     """One atomic commit: updates of leased URLs, inserts of unknown outlinks, and hints that a
     known URL is due now (its sitemap lastmod is newer than our fetch, or it duplicates a page
-    the segment found gone). The three sources are disjoint: hints and new URLs exclude the URLs
+    that no longer holds its content: see orphaned_duplicates). The three sources are disjoint: hints and new URLs exclude the URLs
     fetched in this segment, and each other."""
     source = (updates.withColumn("_kind", F.lit("fetched"))
               .unionByName(discovered.withColumn("_kind", F.lit("new")))

@@ -197,3 +197,46 @@ def test_dedup_through_spark(spark, server, tmp_path):
         assert after[url]["status"] == "duplicate" and after[url]["next_fetch_at"] < before, url
     for url, before in others.items():  # duplicates of other pages keep their schedule
         assert after[url]["next_fetch_at"] == before, url
+
+
+def test_dup_of_chains_end_at_the_canonical_page(spark):
+    """X matches Y and Y matches Z (but X not Z): X's dup_of is Z, never the duplicate Y; a
+    chain of any length resolves; pages outside chains keep their dup_of."""
+    rows = [("x", 1, 0, "y", "near"), ("y", 2, 0, "z", "near"), ("p", 3, 0, "q", "exact"),
+            ("c1", 4, 0, "c2", "near"), ("c2", 5, 0, "c3", "near"), ("c3", 6, 0, "c4", "exact"),
+            ("c4", 7, 0, "c5", "near"), ("c5", 8, 0, "c6", "near"), ("w", 9, 0, "c3", "near")]
+    dups = spark.createDataFrame(rows, "url string, url_hash long, host_bucket int, dup_of string, match string")
+    cached = []
+    try:
+        resolved = {r["url"]: (r["dup_of"], r["match"]) for r in dedup._resolve_chains(dups, cached).collect()}
+    finally:
+        for df in cached:
+            df.unpersist()
+    assert resolved == {"x": ("z", "near"), "y": ("z", "near"), "p": ("q", "exact"),
+                        **{c: ("c6", m) for c, m in (("c1", "near"), ("c2", "near"), ("c3", "exact"),
+                                                     ("c4", "near"), ("c5", "near"))},
+                        "w": ("c6", "near")}
+
+
+def test_duplicates_of_a_changed_lost_or_duplicate_page_are_due_now(spark):
+    """update's hint rule: the duplicates of a page that this segment found gone, redirected,
+    changed (another text_hash) or itself a duplicate become due now; duplicates of a page
+    fetched unchanged, not modified, or failing for now keep their schedule, and so does a
+    duplicate fetched in this segment."""
+    from datetime import datetime
+    later = datetime(2030, 1, 1)
+    pages = {"gone": "not_found", "moved": "redirect", "changed": "ok", "same": "ok", "dup": "ok",
+             "304": "not_modified", "down": "server_error"}
+    state_rows = [(f"u/{p}", i, 0, "fetched", None, 100 + i, later) for i, p in enumerate(pages)]
+    state_rows += [(f"d/{p}", 50 + i, 0, "duplicate", f"u/{p}", 200 + i, later) for i, p in enumerate(pages)]
+    state_rows.append(("d/fetched-too", 99, 0, "duplicate", "u/gone", 299, later))
+    url_state = spark.createDataFrame(state_rows, "url string, url_hash long, host_bucket int, status string, "
+                                                  "dup_of string, text_hash long, next_fetch_at timestamp")
+    text = {"changed": 999, "same": 103, "dup": 104}  # "same" and "dup" keep their text_hash (100 + index)
+    outcome_rows = [(f"u/{p}", i, fs, text.get(p), "u/other" if p == "dup" else None)
+                    for i, (p, fs) in enumerate(pages.items())]
+    outcome_rows.append(("d/fetched-too", 99, "ok", 5, None))
+    outcomes = spark.createDataFrame(outcome_rows, "url string, url_hash long, fetch_status string, "
+                                                   "text_hash long, dup_of string")
+    hints = {r["url"] for r in update.orphaned_duplicates(url_state, outcomes, 1_700_000_000.0).collect()}
+    assert hints == {"d/gone", "d/moved", "d/changed", "d/dup"}
