@@ -382,12 +382,18 @@ class WarcWriter:
             self._open_new()
 
     def _write(self, record) -> tuple[int, int]:
-        """Write one record as one gzip member; (offset, compressed length). On an I/O error
-        the partial member is cut off again so the file stays valid, then the error is raised."""
+        """Write one warcio record as one gzip member; (offset, compressed length)."""
+        start = self._append(lambda: self._warc.write_record(record))
+        return start, self._fh.tell() - start
+
+    def _append(self, write: Any) -> int:
+        """Call ``write()`` to append to the current file, flush, and return the offset it
+        started at. On an I/O error the partial write is cut off again so the file stays valid,
+        then the error is raised."""
         fh = self._fh
         start = fh.tell()
         try:
-            self._warc.write_record(record)
+            write()
             fh.flush()
         except BaseException:
             try:
@@ -396,7 +402,7 @@ class WarcWriter:
             except Exception:
                 pass
             raise
-        return start, fh.tell() - start
+        return start
 
     # -- records
     def _base_headers(self, rec_type: str, uri: str, date: str, ip: Any) -> dict[str, str]:
@@ -460,7 +466,8 @@ class WarcWriter:
         request = self._member(req_headers, "application/http; msgtype=request",
                                _http_head(f"GET {path} HTTP/1.1", headers), b"")
 
-        start = self._write_bytes(request + response)
+        data = request + response
+        start = self._append(lambda: self._fh.write(data))
         return WarcLocation(self._name, start + len(request), len(response), resp_id, payload_digest)
 
     def _member(self, warc_headers: dict[str, str], content_type: str, http_head: bytes, payload: bytes) -> bytes:
@@ -478,23 +485,6 @@ class WarcWriter:
                  compressor.compress(http_head), compressor.compress(payload),
                  compressor.compress(b"\r\n\r\n"), compressor.flush()]
         return b"".join(parts)
-
-    def _write_bytes(self, data: bytes) -> int:
-        """Append whole gzip members; their start offset. On an I/O error the partial write is
-        cut off again so the file stays valid, then the error is raised."""
-        fh = self._fh
-        start = fh.tell()
-        try:
-            fh.write(data)
-            fh.flush()
-        except BaseException:
-            try:
-                fh.seek(start)
-                fh.truncate(start)
-            except Exception:
-                pass
-            raise
-        return start
 
     def write_revisit(self, url: str, request_headers, status: int, reason: str, response_headers,
                       fetched_at: float, refers_to_record_id: str | None, refers_to_date: float | None,

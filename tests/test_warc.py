@@ -326,3 +326,34 @@ def test_fast_paths_give_what_the_general_ones_give():
         assert warc._ascii_value(text) == warc._ascii_value(as_bytes)
         assert warc._ascii_value(text, 4) == warc._ascii_value(as_bytes, 4)
         assert warc._header_name(text) == warc._header_name(as_bytes)
+
+
+def test_an_io_error_mid_exchange_leaves_a_valid_file(tmp_path):
+    """A write that fails halfway (disk full) is cut off again: the file keeps the records
+    before it, takes the next ones, and passes `warcio check`."""
+    w = _writer(tmp_path)
+    first = w.write_exchange("http://example.com/1", REQ, 200, "OK", [], b"one", T0)
+    real = w._fh
+
+    class HalfThenFail:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def write(self, data):
+            self.fh.write(data[: len(data) // 2])
+            raise OSError("No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+    w._fh = HalfThenFail(real)
+    with pytest.raises(OSError):
+        w.write_exchange("http://example.com/2", REQ, 200, "OK", [], b"two" * 1000, T0)
+    w._fh = real
+    third = w.write_exchange("http://example.com/3", REQ, 200, "OK", [], b"three", T0)
+    w.close()
+    path = str(tmp_path / first.warc_file)
+    rows = _assert_valid(path)
+    assert [r["warc-target-uri"] for r in rows if r["warc-type"] == "response"] == \
+        ["http://example.com/1", "http://example.com/3"]
+    assert read_record(path, third.offset)["payload"] == b"three"
