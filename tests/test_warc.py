@@ -348,7 +348,7 @@ def test_an_io_error_mid_exchange_leaves_a_valid_file(tmp_path):
 
     w._fh = HalfThenFail(real)
     with pytest.raises(OSError):
-        w.write_exchange("http://example.com/2", REQ, 200, "OK", [], b"two" * 1000, T0)
+        w.write_exchange("http://example.com/2", REQ, 200, "OK", [], os.urandom(20_000), T0)
     w._fh = real
     third = w.write_exchange("http://example.com/3", REQ, 200, "OK", [], b"three", T0)
     w.close()
