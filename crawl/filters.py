@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, Mapping
 
+from crawl.urls import _fast
+
 SCHEME = "scheme"
 TOO_LONG = "too_long"
 SCOPE = "scope"
@@ -186,7 +188,6 @@ class LinkFilter:
         self._domains: dict[str, str] = {}
         self._args = (schemes, max_url_length, max_path_depth, max_segment_repeats, sorted(extensions),
                       include_patterns, exclude_patterns, scope)
-        from crawl.urls import _fast
         if _fast is not None:
             # The same checks in C (crawl/_fasturl.c Filter); it calls back for the regexes, the
             # registrable domain, and for the whole check on a URL that is not ASCII.

@@ -15,7 +15,8 @@ Like Nutch's CrawlDatum, every URL has exactly one status:
 Every status is eligible for generate once next_fetch_at has passed: gone pages are re-checked
 with growing intervals until schedule.gone_max_checks, robots_denied and duplicate ones at
 schedule.max_interval_s (sites, robots.txt and the canonical page change; update makes a
-duplicate due at once when its canonical page is found gone or redirected). A duplicate that is
+duplicate due at once when its canonical page no longer holds the content: found gone or
+redirected, with changed text, or itself a duplicate). A duplicate that is
 re-fetched is a duplicate again only if dedup says so (a 304 keeps it one: nothing changed);
 any other answer releases it and clears dup_of. When next_fetch_at passes is the schedule's
 business (crawl/schedule.py).

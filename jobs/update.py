@@ -131,8 +131,8 @@ def merge_crawldb(spark: SparkSession, root: CrawlRoot, updates: DataFrame, disc
                   hints: DataFrame) -> dict[str, int]:
     """One atomic commit: updates of leased URLs, inserts of unknown outlinks, and hints that a
     known URL is due now (its sitemap lastmod is newer than our fetch, or it duplicates a page
-    that no longer holds its content: see orphaned_duplicates). The three sources are disjoint: hints and new URLs exclude the URLs
-    fetched in this segment, and each other."""
+    that no longer holds its content: see orphaned_duplicates). The three sources are disjoint:
+    hints and new URLs exclude the URLs fetched in this segment, and each other."""
     source = (updates.withColumn("_kind", F.lit("fetched"))
               .unionByName(discovered.withColumn("_kind", F.lit("new")))
               .unionByName(hints.withColumn("_kind", F.lit("hint")), allowMissingColumns=True))
