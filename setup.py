@@ -33,7 +33,11 @@ setup(
         "warcio>=1.7",
         # MinHash for the per-host near-duplicate (trap) signal and as the dedup peer
         "datasketch>=2.0",
+        # WARC files straight to S3-compatible object storage from the fetch tasks (crawl/s3.py)
+        "boto3>=1.28",
     ],
-    extras_require={"test": ["pytest>=8", "hypothesis>=6.100"]},
+    extras_require={"test": ["pytest>=8", "hypothesis>=6.100",
+                             # an S3 endpoint on loopback for the object-storage tests (tests/s3server.py)
+                             "moto[server]>=5.0"]},
     entry_points={"console_scripts": ["deltacrawl=jobs.cli:main"]},
 )

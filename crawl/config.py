@@ -139,6 +139,7 @@ def _validate(cfg: dict[str, Any]) -> None:
             raise ConfigError(f"config key '{key}' must be in [0, 1], got {cfg[key]}")
     if not 1 <= cfg["warc.gzip_level"] <= 9:
         raise ConfigError(f"config key 'warc.gzip_level' must be 1..9, got {cfg['warc.gzip_level']}")
+    _validate_s3(cfg)
     non_negative = ["fetch.delay_s", "fetch.max_redirects", "fetch.delay_factor", "fetch.max_delay_s", "fetch.max_wait_in_cycle_s",
                     "fetch.robots_retry_s", "fetch.max_crawl_delay_s", "fetch.tasks", "fetch.robots_ttl_s",
                     "schedule.max_retries", "schedule.gone_max_checks", "schedule.fetch_value_s",
@@ -148,3 +149,23 @@ def _validate(cfg: dict[str, Any]) -> None:
     for key in non_negative:
         if cfg[key] < 0:
             raise ConfigError(f"config key '{key}' must be >= 0, got {cfg[key]}")
+
+
+def _validate_s3(cfg: dict[str, Any]) -> None:
+    from crawl.s3 import S3_MAX_PARTS, S3_MIN_PART_BYTES
+    part_bytes = cfg["warc.s3_part_mb"] * 2**20
+    if part_bytes < S3_MIN_PART_BYTES:
+        raise ConfigError(f"config key 'warc.s3_part_mb' must be >= {S3_MIN_PART_BYTES // 2**20} "
+                          f"(S3's minimum part size), got {cfg['warc.s3_part_mb']}")
+    # a file grows past max_file_bytes by the one exchange that crosses it: one part of room for that
+    if cfg["warc.max_file_bytes"] > part_bytes * (S3_MAX_PARTS - 1):
+        raise ConfigError(f"config key 'warc.max_file_bytes' ({cfg['warc.max_file_bytes']}) needs more than "
+                          f"{S3_MAX_PARTS} parts of warc.s3_part_mb ({cfg['warc.s3_part_mb']} MiB): raise warc.s3_part_mb")
+    style = cfg["s3.path_style"].strip().lower()
+    if style not in ("auto", "true", "false"):
+        raise ConfigError(f"config key 's3.path_style' must be auto, true or false, got '{cfg['s3.path_style']}'")
+    cfg["s3.path_style"] = style
+    if bool(cfg["s3.access_key_id"]) != bool(cfg["s3.secret_access_key"]):
+        raise ConfigError("config keys 's3.access_key_id' and 's3.secret_access_key' go together: set both or neither")
+    if cfg["s3.session_token"] and not cfg["s3.access_key_id"]:
+        raise ConfigError("config key 's3.session_token' needs s3.access_key_id and s3.secret_access_key")
