@@ -2,9 +2,12 @@
 
 Files look like Common Crawl's: ``{prefix}-{YYYYMMDDHHMMSS}-{serial:05d}.warc.gz`` (the timestamp
 is when the file was opened, UTC). Every record is its own gzip member, so a reader can seek
-straight to a record's offset (``read_record``). Each file starts with a ``warcinfo`` record and
-is written as ``{name}.open``; it is renamed to its final name only when it is complete (on roll
-or ``close``), so a task that dies never leaves a half-written file under a final name. A file
+straight to a record's offset (``read_record``, ``read_record_at``). Each file starts with a
+``warcinfo`` record. A file appears under its final name only when it is complete (on roll or
+``close``), so a task that dies never leaves a half-written file under a final name: in a local
+directory it is written as ``{name}.open`` and renamed; on S3 it is a multipart upload, sent a
+part at a time as it fills and completed at the end (see the stores below). What dead task
+attempts leave (``.open`` files, in-progress uploads) is removed by ``sweep_unfinished``. A file
 is rolled once it has reached ``max_file_bytes``: the next exchange goes into a new file with the
 next serial (an exchange's request and response always share a file).
 
@@ -23,6 +26,7 @@ Pure library code: no pyspark here.
 """
 from __future__ import annotations
 
+import glob
 import hashlib
 import http
 import io
@@ -33,12 +37,14 @@ import time
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 from urllib.parse import quote, urlsplit
 
 from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
+
+from crawl.s3 import S3_MIN_PART_BYTES, S3Settings, is_s3_uri, make_client, s3_errors, s3_settings, s3_uri, split_s3_uri
 
 WARC_VERSION = "WARC/1.1"
 WARC_FORMAT = "WARC File Format 1.1"
@@ -294,6 +300,237 @@ def _adjust_response_headers(headers: list[tuple[str, str]], body_len: int) -> l
     return out
 
 
+# --------------------------------------------------------------------------- stores
+# A store is where a writer's files go: it opens a sink per file, names files by URI, and finds
+# what dead task attempts left behind. A sink takes one file's bytes: write / tell / flush (at
+# the end of every record) / cut (drop the bytes after an offset again, after a failed write) /
+# finish (the file appears under its final name) / abort (it never does).
+@dataclass(frozen=True)
+class Leftover:
+    """An unfinished file of a task attempt that may have died."""
+    name: str           # the file's final name
+    started_at: float   # epoch seconds: last write of the .open file, start of the upload
+    handle: Any         # what the store needs to remove it
+
+
+def _local_path(location: str) -> str:
+    return location[len("file://"):] if location.startswith("file://") else location
+
+
+class _LocalSink:
+    """A file written as ``{path}.open``, fsynced and renamed to ``path`` when finished."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._fh = open(path + OPEN_SUFFIX, "wb")
+        self.write, self.tell, self.flush = self._fh.write, self._fh.tell, self._fh.flush
+
+    def cut(self, offset: int) -> None:
+        self._fh.seek(offset)
+        self._fh.truncate(offset)
+
+    def finish(self) -> None:
+        try:
+            self._fh.flush()
+            try:
+                os.fsync(self._fh.fileno())
+            except OSError:
+                pass
+        finally:
+            self._fh.close()
+        os.replace(self.path + OPEN_SUFFIX, self.path)
+
+    def abort(self) -> None:
+        self._fh.close()  # the .open file stays, as a hard crash would leave it: sweep removes it
+
+
+class LocalWarcStore:
+    """WARC files in a local directory (a path or a file:// URI)."""
+
+    def __init__(self, directory: str):
+        self.directory = _local_path(directory)
+
+    def uri(self, name: str) -> str:
+        return os.path.abspath(os.path.join(self.directory, name))
+
+    def open(self, name: str) -> _LocalSink:
+        os.makedirs(self.directory, exist_ok=True)
+        return _LocalSink(os.path.join(self.directory, name))
+
+    def unfinished(self) -> Iterator[Leftover]:
+        pattern = os.path.join(glob.escape(self.directory), "*" + FILE_SUFFIX + OPEN_SUFFIX)
+        for path in glob.glob(pattern):
+            try:
+                mtime = os.stat(path).st_mtime
+            except OSError:  # removed meanwhile
+                continue
+            yield Leftover(os.path.basename(path)[: -len(OPEN_SUFFIX)], mtime, path)
+
+    def discard(self, leftover: Leftover) -> bool:
+        try:
+            os.remove(leftover.handle)
+            return True
+        except FileNotFoundError:
+            return False
+
+
+class _S3Sink:
+    """An object uploaded as it is written. Bytes are buffered until at least one part's worth
+    has been written, then sent as one part of a multipart upload: a part always ends at the end
+    of a record (flush), so the unsent buffer is all a failed write can have touched. A file that
+    never filled a part is sent with one PutObject when finished. Either way the object appears
+    under its key only when the file is complete."""
+
+    def __init__(self, store: "S3WarcStore", key: str):
+        self._store, self._key = store, key
+        self._client = store.client
+        self._buf = bytearray()
+        self._sent = 0                       # bytes already uploaded as parts
+        self._upload_id: str | None = None
+        self._parts: list[dict[str, Any]] = []
+
+    def _errors(self, action: str):
+        return s3_errors(f"WARC upload {s3_uri(self._store.bucket, self._key)} ({action})",
+                         self._store.settings.endpoint_url)
+
+    def write(self, data: bytes) -> None:
+        self._buf += data
+
+    def tell(self) -> int:
+        return self._sent + len(self._buf)
+
+    def flush(self) -> None:
+        if len(self._buf) >= self._store.part_bytes:
+            self._send_part()
+
+    def cut(self, offset: int) -> None:
+        if offset < self._sent:  # cannot happen: parts end where records end
+            raise ValueError(f"cannot cut at {offset}: {self._sent} bytes are already uploaded")
+        del self._buf[offset - self._sent:]
+
+    def _send_part(self) -> None:
+        bucket, number = self._store.bucket, len(self._parts) + 1
+        with self._errors(f"part {number}"):
+            if self._upload_id is None:
+                self._upload_id = self._client.create_multipart_upload(Bucket=bucket, Key=self._key)["UploadId"]
+            # a failed part is sent again with the same number (S3 keeps the last one sent)
+            etag = self._client.upload_part(Bucket=bucket, Key=self._key, UploadId=self._upload_id,
+                                            PartNumber=number, Body=self._buf)["ETag"]
+        self._parts.append({"ETag": etag, "PartNumber": number})
+        self._sent += len(self._buf)
+        self._buf = bytearray()
+
+    def finish(self) -> None:
+        bucket = self._store.bucket
+        if self._upload_id is None:
+            with self._errors("whole file"):
+                self._client.put_object(Bucket=bucket, Key=self._key, Body=self._buf)
+        else:
+            if self._buf:
+                self._send_part()
+            with self._errors("completing"):
+                self._client.complete_multipart_upload(Bucket=bucket, Key=self._key, UploadId=self._upload_id,
+                                                       MultipartUpload={"Parts": self._parts})
+            self._upload_id = None
+        self._buf = bytearray()
+
+    def abort(self) -> None:
+        self._buf = bytearray()
+        upload_id, self._upload_id = self._upload_id, None
+        if upload_id is not None:
+            try:
+                self._client.abort_multipart_upload(Bucket=self._store.bucket, Key=self._key, UploadId=upload_id)
+            except Exception:  # best effort (endpoint down?): the sweep aborts it later
+                pass
+
+
+class S3WarcStore:
+    """WARC files as objects under an S3 URI (s3://, s3a://, s3n://). Picklable: the boto3
+    client is made on first use in each process, from ``settings``."""
+
+    def __init__(self, location: str, settings: S3Settings, part_bytes: int, *, client: Any = None,
+                 _min_part_bytes: int = S3_MIN_PART_BYTES):
+        if int(part_bytes) < _min_part_bytes:
+            raise ValueError(f"S3 part size must be at least {_min_part_bytes} bytes, got {part_bytes}")
+        self.bucket, self.prefix = split_s3_uri(location)
+        self.settings = settings
+        self.part_bytes = int(part_bytes)
+        self._client = client
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None}  # boto3 clients do not pickle
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = make_client(self.settings)
+        return self._client
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+    def uri(self, name: str) -> str:
+        return s3_uri(self.bucket, self.key(name))
+
+    def open(self, name: str) -> _S3Sink:
+        return _S3Sink(self, self.key(name))
+
+    def unfinished(self) -> Iterator[Leftover]:
+        prefix = f"{self.prefix}/" if self.prefix else ""
+        with s3_errors(f"listing uploads under {s3_uri(self.bucket, prefix)}", self.settings.endpoint_url):
+            pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=prefix)
+            for page in pages:
+                for upload in page.get("Uploads", []):
+                    name = upload["Key"][len(prefix):]
+                    if "/" not in name and name.endswith(FILE_SUFFIX):
+                        yield Leftover(name, upload["Initiated"].timestamp(), (upload["Key"], upload["UploadId"]))
+
+    def discard(self, leftover: Leftover) -> bool:
+        key, upload_id = leftover.handle
+        try:
+            with s3_errors(f"aborting the upload of {s3_uri(self.bucket, key)}", self.settings.endpoint_url):
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+            return True
+        except FileNotFoundError:  # NoSuchUpload: completed or aborted meanwhile
+            return False
+
+
+WarcStore = LocalWarcStore | S3WarcStore
+
+
+def warc_store(location: str, cfg: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> WarcStore:
+    """The store for a WARC location: an S3 URI (endpoint and credentials from ``s3_settings``,
+    parts of warc.s3_part_mb) or a local directory."""
+    if is_s3_uri(location):
+        return S3WarcStore(location, s3_settings(cfg, environ), int(cfg["warc.s3_part_mb"]) * 2**20)
+    return LocalWarcStore(location)
+
+
+def warc_location_uri(location: str) -> str:
+    """How files under a WARC location are named in warc_index.warc_uri (``{this}/{name}``):
+    ``s3://bucket/key`` (AWS's notation, whichever S3 scheme the crawl root uses) or an absolute path."""
+    if is_s3_uri(location):
+        return s3_uri(*split_s3_uri(location))
+    return os.path.abspath(_local_path(location))
+
+
+def sweep_unfinished(store: WarcStore, segment_id: str | None = None, older_than_s: float | None = None,
+                     now: float | None = None) -> int:
+    """Remove what dead task attempts left in ``store`` (local ``.open`` files, in-progress
+    multipart uploads): those of one segment (its fetch has succeeded, so whatever is still open
+    belongs to an attempt that died), or those of any segment started more than ``older_than_s``
+    ago (past generate.lease_s nothing can still be writing them). Returns how many it removed."""
+    if (segment_id is None) == (older_than_s is None):
+        raise ValueError("sweep_unfinished takes segment_id or older_than_s, not both")
+    cutoff = (time.time() if now is None else now) - older_than_s if older_than_s is not None else None
+    removed = 0
+    for leftover in list(store.unfinished()):
+        of_segment = f"-{segment_id}-" in leftover.name if segment_id is not None else leftover.started_at < cutoff
+        if of_segment and store.discard(leftover):
+            removed += 1
+    return removed
+
+
 # --------------------------------------------------------------------------- writer
 @dataclass(frozen=True)
 class WarcLocation:
@@ -305,41 +542,41 @@ class WarcLocation:
 
 
 class WarcWriter:
-    """Writes rolled, per-record-gzipped WARC/1.1 files into ``directory``.
+    """Writes rolled, per-record-gzipped WARC/1.1 files into ``store``: a local directory (a
+    str, or a LocalWarcStore) or an S3WarcStore.
 
     Files are opened lazily: a writer that writes nothing creates no file. Use as a context
-    manager or call ``close()``; if the ``with`` block raises, the current file is closed but left
-    under its ``.open`` name (exactly what a hard crash leaves), since the task's results that
-    would point into it are not committed.
+    manager or call ``close()``; if the ``with`` block raises, the current file is aborted, since
+    the task's results that would point into it are not committed: a local file is closed but left
+    under its ``.open`` name (exactly what a hard crash leaves), an S3 upload is aborted.
     """
 
-    def __init__(self, directory: str, prefix: str, max_file_bytes: int, info: dict[str, str],
+    def __init__(self, store: str | WarcStore, prefix: str, max_file_bytes: int, info: dict[str, str],
                  gzip_level: int = 6):
         if not prefix or "/" in prefix or os.sep in prefix:
             raise ValueError(f"bad WARC file prefix: {prefix!r}")
         if int(max_file_bytes) <= 0:
             raise ValueError(f"max_file_bytes must be > 0, got {max_file_bytes!r}")
-        self.directory = directory
+        self.store = LocalWarcStore(store) if isinstance(store, str) else store
         self.prefix = prefix
         self.max_file_bytes = int(max_file_bytes)
         self.info = dict(info or {})
         self.files: list[str] = []
         self._serial = 0
-        self._fh: io.BufferedWriter | None = None
+        self._sink: Any = None  # the current file's (see "stores" above)
         self._name: str | None = None
         self._warcinfo_id: str | None = None
         self._closed = False
         self._warc = _WARCWriter(None, gzip=True, warc_version=WARC_VERSION)
         self._warc.gzip_level = int(gzip_level)
-        os.makedirs(directory, exist_ok=True)
 
     # -- files
     def _open_new(self) -> None:
         stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
         self._name = f"{self.prefix}-{stamp}-{self._serial:05d}{FILE_SUFFIX}"
         self._serial += 1
-        self._fh = open(os.path.join(self.directory, self._name + OPEN_SUFFIX), "wb")
-        self._warc.out = self._fh
+        self._sink = self.store.open(self._name)
+        self._warc.out = self._sink
         fields: dict[str, str] = {
             "software": _software(),
             "format": WARC_FORMAT,
@@ -353,52 +590,48 @@ class WarcWriter:
         self._warcinfo_id = record.rec_headers.get_header("WARC-Record-ID")
         self._write(record)
 
-    def _finish_current(self, rename: bool = True) -> None:
-        if self._fh is None:
+    def _finish_current(self, complete: bool = True) -> None:
+        """Make the current file appear under its final name (``complete``), or abort it."""
+        if self._sink is None:
             return
-        fh, name = self._fh, self._name
-        self._fh = self._name = self._warcinfo_id = None
+        sink, name = self._sink, self._name
+        self._sink = self._name = self._warcinfo_id = None
         self._warc.out = None
+        if not complete:
+            sink.abort()
+            return
         try:
-            fh.flush()
-            if rename:
-                try:
-                    os.fsync(fh.fileno())
-                except OSError:
-                    pass
-        finally:
-            fh.close()
-        if rename:
-            os.replace(os.path.join(self.directory, name + OPEN_SUFFIX),
-                       os.path.join(self.directory, name))
-            self.files.append(name)
+            sink.finish()
+        except BaseException:
+            sink.abort()
+            raise
+        self.files.append(name)
 
     def _ensure_room(self) -> None:
         if self._closed:
             raise ValueError("WarcWriter is closed")
-        if self._fh is not None and self._fh.tell() >= self.max_file_bytes:
+        if self._sink is not None and self._sink.tell() >= self.max_file_bytes:
             self._finish_current()
-        if self._fh is None:
+        if self._sink is None:
             self._open_new()
 
     def _write(self, record) -> tuple[int, int]:
         """Write one warcio record as one gzip member; (offset, compressed length)."""
         start = self._append(lambda: self._warc.write_record(record))
-        return start, self._fh.tell() - start
+        return start, self._sink.tell() - start
 
     def _append(self, write: Any) -> int:
         """Call ``write()`` to append to the current file, flush, and return the offset it
         started at. On an I/O error the partial write is cut off again so the file stays valid,
         then the error is raised."""
-        fh = self._fh
-        start = fh.tell()
+        sink = self._sink
+        start = sink.tell()
         try:
             write()
-            fh.flush()
+            sink.flush()
         except BaseException:
             try:
-                fh.seek(start)
-                fh.truncate(start)
+                sink.cut(start)
             except Exception:
                 pass
             raise
@@ -467,7 +700,7 @@ class WarcWriter:
                                _http_head(f"GET {path} HTTP/1.1", headers), b"")
 
         data = request + response
-        start = self._append(lambda: self._fh.write(data))
+        start = self._append(lambda: self._sink.write(data))
         return WarcLocation(self._name, start + len(request), len(response), resp_id, payload_digest)
 
     def _member(self, warc_headers: dict[str, str], content_type: str, http_head: bytes, payload: bytes) -> bytes:
@@ -522,17 +755,18 @@ class WarcWriter:
         return WarcLocation(self._name, offset, length, rev_id, digest or None)
 
     def close(self) -> list[str]:
-        """Finish the current file (rename it to its final name); return all final names."""
+        """Finish the current file (it appears under its final name); return all final names."""
         if not self._closed:
             self._closed = True
             self._finish_current()
         return list(self.files)
 
     def abort(self) -> None:
-        """Close without finalising: the current file stays under its ``.open`` name."""
+        """Close without finalising: a local file stays under its ``.open`` name, an S3 upload is
+        aborted (best effort: if that fails too, sweep_unfinished aborts it later)."""
         if not self._closed:
             self._closed = True
-            self._finish_current(rename=False)
+            self._finish_current(complete=False)
 
     def __enter__(self) -> "WarcWriter":
         return self
@@ -546,41 +780,97 @@ class WarcWriter:
 
 # --------------------------------------------------------------------------- reading
 def read_record(path: str, offset: int) -> dict:
-    """Seek to ``offset`` in a WARC file and read ONE record.
+    """Seek to ``offset`` in a local WARC file and read ONE record (see ``parse_record``)."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        return parse_record(fh, path, offset)
+
+
+def read_record_at(location: str, offset: int, length: int | None = None, settings: S3Settings | None = None,
+                   client: Any = None) -> dict:
+    """ONE record of a WARC file that is a local path or an S3 object (s3://, s3a://, s3n://
+    URI). An object is read with a ranged GET: exactly ``length`` bytes when the length is known
+    (warc_index has it), else from ``offset`` on, as far as the record goes. ``settings`` (or a
+    ready ``client``) say how to reach the object store.
+
+    Raises ValueError if no record starts at ``offset``; FileNotFoundError, PermissionError or
+    ConnectionError (one-line messages) if the file or object cannot be read."""
+    if not is_s3_uri(location):
+        return read_record(_local_path(location), offset)
+    if client is None:
+        if settings is None:
+            raise ValueError(f"reading {location} needs S3 settings or a client")
+        client = make_client(settings)
+    bucket, key = split_s3_uri(location)
+    last = f"{offset + int(length) - 1}" if length else ""
+    endpoint = settings.endpoint_url if settings is not None else client.meta.endpoint_url
+    from botocore.exceptions import ClientError
+    with s3_errors(f"reading {s3_uri(bucket, key)}", endpoint):
+        try:
+            body = client.get_object(Bucket=bucket, Key=key, Range=f"bytes={offset}-{last}")["Body"]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "InvalidRange":
+                raise
+            body = io.BytesIO()  # the offset lies past the object's end
+        try:
+            # a known length is read whole here, so that a network error is reported as one
+            stream = io.BytesIO(body.read()) if length else body
+            return parse_record(stream, location, offset)
+        finally:
+            body.close()
+
+
+class _Rejoined:
+    """A stream whose first bytes were read already (to check them), then the rest of it."""
+
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self._head, self._rest = head, rest
+
+    def read(self, size: int = -1) -> bytes:
+        if not self._head:
+            return self._rest.read(size)
+        if size is None or size < 0:
+            data, self._head = self._head + self._rest.read(), b""
+            return data
+        data, self._head = self._head[:size], self._head[size:]
+        return data if len(data) == size else data + self._rest.read(size - len(data))
+
+
+def parse_record(stream: BinaryIO, where: str, offset: int) -> dict:
+    """Parse ONE record from ``stream``, positioned at ``offset`` of the file ``where`` (both only
+    for messages; a ``.gz`` name means the record must be a gzip member).
 
     Returns {"warc_type", "target_uri", "warc_date", "record_id", "http_status" (int or None),
     "http_headers" (list of (name, value)), "payload" (bytes as stored; for records written here
-    that is the decoded body)}. Raises ValueError if no record starts at ``offset``.
+    that is the decoded body)}. Raises ValueError if no record starts there.
     """
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        # every record we write is its own gzip member: anything else is a wrong offset (without
-        # this check, warcio may decode compressed noise as some record by chance)
-        if path.endswith(".gz") and fh.read(2) != b"\x1f\x8b":
-            raise ValueError(f"no WARC record at offset {offset} in {path}")
-        fh.seek(offset)
-        try:
-            record = next(iter(ArchiveIterator(fh)))
-        except StopIteration:
-            raise ValueError(f"no WARC record at offset {offset} in {path}") from None
-        except Exception as exc:
-            raise ValueError(f"no WARC record at offset {offset} in {path}: {exc}") from exc
-        rec = record.rec_headers
-        status = None
-        headers: list[tuple[str, str]] = []
-        if record.http_headers is not None:
-            headers = list(record.http_headers.headers)
-            if record.rec_type in ("response", "revisit"):
-                try:
-                    status = int(record.http_headers.get_statuscode())
-                except (TypeError, ValueError):
-                    status = None
-        return {
-            "warc_type": record.rec_type,
-            "target_uri": rec.get_header("WARC-Target-URI"),
-            "warc_date": rec.get_header("WARC-Date"),
-            "record_id": rec.get_header("WARC-Record-ID"),
-            "http_status": status,
-            "http_headers": headers,
-            "payload": record.raw_stream.read(),
-        }
+    head = stream.read(2)
+    # every record we write is its own gzip member: anything else is a wrong offset (without
+    # this check, warcio may decode compressed noise as some record by chance)
+    if where.endswith(".gz") and head != b"\x1f\x8b":
+        raise ValueError(f"no WARC record at offset {offset} in {where}")
+    try:
+        record = next(iter(ArchiveIterator(_Rejoined(head, stream))))
+    except StopIteration:
+        raise ValueError(f"no WARC record at offset {offset} in {where}") from None
+    except Exception as exc:
+        raise ValueError(f"no WARC record at offset {offset} in {where}: {exc}") from exc
+    rec = record.rec_headers
+    status = None
+    headers: list[tuple[str, str]] = []
+    if record.http_headers is not None:
+        headers = list(record.http_headers.headers)
+        if record.rec_type in ("response", "revisit"):
+            try:
+                status = int(record.http_headers.get_statuscode())
+            except (TypeError, ValueError):
+                status = None
+    return {
+        "warc_type": record.rec_type,
+        "target_uri": rec.get_header("WARC-Target-URI"),
+        "warc_date": rec.get_header("WARC-Date"),
+        "record_id": rec.get_header("WARC-Record-ID"),
+        "http_status": status,
+        "http_headers": headers,
+        "payload": record.raw_stream.read(),
+    }

@@ -55,3 +55,11 @@ def devweb():
 def write_seeds(path, lines):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def moto_s3():
+    """The endpoint URL of a moto S3 server on 127.0.0.1, for the whole run (tests/s3server.py)."""
+    from tests.s3server import moto_server
+    with moto_server() as endpoint:
+        yield endpoint

@@ -333,7 +333,7 @@ def test_an_io_error_mid_exchange_leaves_a_valid_file(tmp_path):
     before it, takes the next ones, and passes `warcio check`."""
     w = _writer(tmp_path)
     first = w.write_exchange("http://example.com/1", REQ, 200, "OK", [], b"one", T0)
-    real = w._fh
+    real = w._sink
 
     class HalfThenFail:
         def __init__(self, fh):
@@ -346,10 +346,10 @@ def test_an_io_error_mid_exchange_leaves_a_valid_file(tmp_path):
         def __getattr__(self, name):
             return getattr(self.fh, name)
 
-    w._fh = HalfThenFail(real)
+    w._sink = HalfThenFail(real)
     with pytest.raises(OSError):
         w.write_exchange("http://example.com/2", REQ, 200, "OK", [], os.urandom(20_000), T0)
-    w._fh = real
+    w._sink = real
     third = w.write_exchange("http://example.com/3", REQ, 200, "OK", [], b"three", T0)
     w.close()
     path = str(tmp_path / first.warc_file)
