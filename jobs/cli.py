@@ -4,7 +4,8 @@
     deltacrawl inject SEEDS_FILE      deltacrawl fetch SEGMENT      deltacrawl dedup SEGMENT
     deltacrawl generate               deltacrawl update SEGMENT     deltacrawl stats
     deltacrawl crawl --seeds FILE --cycles N
-    deltacrawl warc-get URL           deltacrawl devweb             deltacrawl jars
+    deltacrawl warc-get URL           deltacrawl devweb             deltacrawl jars [--s3]
+    deltacrawl package [--code]       (what a cluster's executors need: see README)
 
 Global options (before or after the subcommand): --crawl-root PATH, --conf key=value (repeatable),
 --conf-file FILE. Every config key is documented in conf/defaults.toml.
@@ -44,12 +45,19 @@ def devweb_main(argv: list[str] | None) -> int:
 
 def jars_main(argv: list[str] | None) -> int:
     def configure(parser) -> None:
-        parser.description = "Fetch (once) and print the Delta jars, comma-separated, for spark-submit --jars."
+        parser.description = ("Fetch (once) and print the Delta jars (with --s3 also hadoop-aws and its "
+                              "dependencies), comma-separated, for spark-submit --jars.")
+        parser.add_argument("--s3", action="store_true", help="add the jars of Spark's s3a file system")
 
     def body(args, cfg) -> int:
-        from jobs.jars import default_jars_dir, delta_coordinates, ensure_delta_jars
-        paths = ensure_delta_jars(default_jars_dir(cfg["spark.jars_dir"]))
-        report(",".join(str(p) for p in paths) if paths else ",".join(delta_coordinates()))
+        from jobs.jars import JAR_SETS, default_jars_dir, ensure_jars
+        jars_dir = default_jars_dir(cfg["spark.jars_dir"])
+        found = []
+        for name in ["delta", "s3"] if args.s3 else ["delta"]:
+            paths = ensure_jars(jars_dir, name)
+            # without Maven, print the coordinates for spark-submit --packages instead
+            found += [str(p) for p in paths] if paths else JAR_SETS[name]()
+        report(",".join(found))
         return EXIT_OK
     return run_main("deltacrawl jars", argv, configure, body, needs_root=False)
 
@@ -95,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         return devweb_main(rest)
     if command == "jars":
         return jars_main(rest)
-    print(f"deltacrawl: error: unknown command '{command}' (one of: {', '.join(STEPS)}, warc-get, devweb, jars)",
+    if command == "package":
+        from jobs import package
+        return package.main(rest)
+    print(f"deltacrawl: error: unknown command '{command}' (one of: {', '.join(STEPS)}, warc-get, devweb, jars, "
+          f"package)",
           file=sys.stderr)
     return 2
 

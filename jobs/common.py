@@ -93,7 +93,7 @@ def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argpa
             precheck(args)
         from jobs.session import build_spark
         from jobs.tables import CrawlRoot
-        return step(build_spark(cfg), cfg, CrawlRoot(args.crawl_root), args)
+        return step(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), args)
     return run_main(prog, argv, configure, body)
 
 

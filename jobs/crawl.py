@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         with ExitStack() as stack:  # the test web (if any) lives as long as the crawl
             seeds = args.seeds or start_devweb(cfg, args.crawl_root, stack)
             inject.load_seeds(seeds)  # fail fast, before a JVM is started
-            run(build_spark(cfg), cfg, CrawlRoot(args.crawl_root), seeds, args.cycles)
+            run(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), seeds, args.cycles)
         return EXIT_OK
     return run_main("deltacrawl crawl", argv, configure, body)
 

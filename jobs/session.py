@@ -1,9 +1,19 @@
 """The one place a SparkSession is built.
 
-Local runs (``deltacrawl ...``) start their own JVM with the configured master, the cached
-Delta jars and the Delta SQL extension. Under ``spark-submit`` the JVM already exists: master,
-memory and jars come from spark-submit (``--jars "$(deltacrawl jars)"``), and only SQL settings
-are applied here.
+Runs started by deltacrawl (``deltacrawl ...``) start their own JVM with the configured master,
+the cached jars and the Delta SQL extension, and on a cluster master (anything but ``local``)
+ship what the executors need (``spark.python_env``): by default the packed Python environment
+with deltacrawl installed in it (jobs/package.py), unpacked on each executor and used as its
+Python. Under ``spark-submit`` the JVM already exists: master, memory, jars and archives come from
+spark-submit (README, "Running on a cluster"), and only SQL and storage settings are applied here.
+
+A crawl root on object storage (``s3a://``) adds the hadoop-aws jars and the s3a settings
+(endpoint, region, path-style access, credentials) resolved by ``crawl.s3.s3_settings`` from
+``conf/`` and the standard AWS variables, so that Spark's s3a and the fetch tasks' boto3 see the
+same store.
+
+Speculative execution is always off: a speculative copy of a fetch task would send a second
+request for every URL of its hosts (jobs/fetch.py refuses to run when it is on).
 """
 from __future__ import annotations
 
@@ -15,17 +25,74 @@ from typing import Any, Mapping
 
 from pyspark.sql import SparkSession
 
-from jobs.jars import default_jars_dir, delta_coordinates, ensure_delta_jars
+from jobs.jars import JAR_SETS, default_jars_dir, ensure_jars
 
 
 def _under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def build_spark(cfg: Mapping[str, Any]) -> SparkSession:
+def is_object_store(crawl_root: str | None) -> bool:
+    from crawl.s3 import is_s3_uri
+    return bool(crawl_root) and is_s3_uri(crawl_root)
+
+
+def s3a_hadoop_conf(cfg: Mapping[str, Any]) -> dict[str, str]:
+    """Hadoop s3a settings for the object store that ``crawl.s3.s3_settings`` resolves."""
+    from crawl.s3 import s3_settings
+    s3 = s3_settings(cfg)
+    conf = {"fs.s3a.endpoint.region": s3.region,
+            "fs.s3a.path.style.access": str(bool(s3.path_style)).lower()}
+    if s3.endpoint_url:
+        conf["fs.s3a.endpoint"] = s3.endpoint_url
+        conf["fs.s3a.connection.ssl.enabled"] = str(s3.endpoint_url.lower().startswith("https:")).lower()
+    if s3.access_key_id and s3.secret_access_key:
+        conf["fs.s3a.access.key"] = s3.access_key_id
+        conf["fs.s3a.secret.key"] = s3.secret_access_key
+        if s3.session_token:
+            conf["fs.s3a.session.token"] = s3.session_token
+            conf["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        else:
+            conf["fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+    return conf
+
+
+def _jar_conf(builder: SparkSession.Builder, cfg: Mapping[str, Any], sets: list[str]) -> SparkSession.Builder:
+    jars_dir = default_jars_dir(cfg["spark.jars_dir"])
+    paths, packages = [], []
+    for name in sets:
+        found = ensure_jars(jars_dir, name)
+        if found is None:  # no Maven here: Spark's own resolution
+            packages += JAR_SETS[name]()
+        else:
+            paths += [str(p) for p in found]
+    if paths:
+        builder = builder.config("spark.jars", ",".join(paths))
+    if packages:
+        builder = (builder.config("spark.jars.packages", ",".join(packages))
+                   .config("spark.jars.ivy", str(jars_dir / "ivy")))
+    return builder
+
+
+def _ship_python(builder: SparkSession.Builder, cfg: Mapping[str, Any]) -> tuple[SparkSession.Builder, str | None]:
+    """Make the executors run our code: returns the builder and a code zip to add after start (if any)."""
+    from jobs.package import ENV_ALIAS, EXECUTOR_PYTHON, build_code_zip, build_env_archive
+    mode = str(cfg["spark.python_env"]).strip()
+    if mode == "code":
+        return builder, str(build_code_zip())
+    archive = str(build_env_archive()) if mode == "auto" else mode
+    # Python workers are started with the driver's PYSPARK_PYTHON, resolved in the executor's
+    # working directory, where spark.archives unpacks the environment under ENV_ALIAS.
+    os.environ["PYSPARK_PYTHON"] = EXECUTOR_PYTHON
+    return (builder.config("spark.archives", f"{archive}#{ENV_ALIAS}")
+            .config("spark.pyspark.python", EXECUTOR_PYTHON)), None
+
+
+def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    object_store = is_object_store(crawl_root)
     builder = (SparkSession.builder.appName(cfg["spark.app_name"])
                .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
                .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
@@ -37,12 +104,17 @@ def build_spark(cfg: Mapping[str, Any]) -> SparkSession:
                .config("spark.sql.warehouse.dir", os.path.join(tempfile.gettempdir(), "deltacrawl-spark-warehouse"))
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.adaptive.enabled", "true"))
+    hadoop = s3a_hadoop_conf(cfg) if object_store else {}
+    for key, value in hadoop.items():
+        builder = builder.config(f"spark.hadoop.{key}", value)
+    code_zip = None
     if not _under_spark_submit():
         master = cfg["spark.master"]
         log_conf = resources.files("conf").joinpath("log4j2.properties")
         builder = (builder.master(master)
                    .config("spark.driver.memory", cfg["spark.driver_memory"])
                    .config("spark.ui.enabled", str(cfg["spark.ui_enabled"]).lower())
+                   .config("spark.speculation", "false")
                    .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log_conf}"))
         if master.startswith("local"):
             # Keep the driver on loopback (this machine's host name may resolve elsewhere), and run
@@ -50,13 +122,15 @@ def build_spark(cfg: Mapping[str, Any]) -> SparkSession:
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        jars_dir = default_jars_dir(cfg["spark.jars_dir"])
-        jars = ensure_delta_jars(jars_dir)
-        if jars is not None:
-            builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
         else:
-            builder = (builder.config("spark.jars.packages", ",".join(delta_coordinates()))
-                       .config("spark.jars.ivy", str(jars_dir / "ivy")))
+            builder, code_zip = _ship_python(builder, cfg)
+        builder = _jar_conf(builder, cfg, ["delta", "s3"] if object_store else ["delta"])
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(cfg["spark.log_level"])
+    if code_zip:
+        spark.sparkContext.addPyFile(code_zip)
+    if hadoop:  # under spark-submit the context existed before the builder's settings
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        for key, value in hadoop.items():
+            conf.set(key, value)
     return spark
