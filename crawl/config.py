@@ -66,6 +66,27 @@ def _coerce(key: str, default: Any, value: Any) -> Any:
     return value
 
 
+# Keys under this prefix are Spark's own settings, passed to the SparkSession as they are
+# (``spark.conf.spark.executor.memory=4g`` sets ``spark.executor.memory``); see conf/defaults.toml.
+SPARK_PASSTHROUGH = "spark.conf."
+
+
+def _spark_setting(key: str, value: Any) -> str:
+    name = key[len(SPARK_PASSTHROUGH):]
+    if not name.startswith("spark."):
+        raise ConfigError(f"config key '{key}': Spark settings start with 'spark.' (e.g. spark.conf.spark.executor.memory)")
+    if isinstance(value, bool):
+        return str(value).lower()
+    if not isinstance(value, (str, int, float)):
+        raise ConfigError(f"config key '{key}' expects a string or number, got {value!r}")
+    return str(value)
+
+
+def spark_settings(cfg: Mapping[str, Any]) -> dict[str, str]:
+    """The pass-through Spark settings of a config: {spark key: value}."""
+    return {k[len(SPARK_PASSTHROUGH):]: v for k, v in cfg.items() if k.startswith(SPARK_PASSTHROUGH)}
+
+
 def parse_pairs(pairs: Iterable[str]) -> dict[str, str]:
     """Parse ``key=value`` strings (from ``--conf``)."""
     out: dict[str, str] = {}
@@ -96,6 +117,9 @@ def build_config(conf_file: str | None = None, overrides: Mapping[str, Any] | No
         layers.append(overrides)
     for layer in layers:
         for key, value in layer.items():
+            if key.startswith(SPARK_PASSTHROUGH) and key not in defaults:
+                merged[key] = _spark_setting(key, value)
+                continue
             if key not in defaults:
                 raise ConfigError(f"unknown config key '{key}' (every key is listed in conf/defaults.toml)")
             merged[key] = _coerce(key, defaults[key], value)

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 
 from pyspark.sql import SparkSession
 
+from crawl.config import spark_settings
 from jobs.jars import JAR_SETS, default_jars_dir, ensure_jars
 
 
@@ -125,6 +126,8 @@ def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkS
         else:
             builder, code_zip = _ship_python(builder, cfg)
         builder = _jar_conf(builder, cfg, ["delta", "s3"] if object_store else ["delta"])
+        for key, value in spark_settings(cfg).items():  # the user's own Spark settings win
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(cfg["spark.log_level"])
     if code_zip:
