@@ -36,10 +36,32 @@ def config_from_args(args: argparse.Namespace) -> Mapping[str, Any]:
     return build_config(args.conf_file, parse_pairs(args.conf))
 
 
-def check_crawl_root(root: str) -> str:
-    """Make sure a local crawl root exists and is writable; return it as given."""
+def check_object_store_root(root: str, cfg: Mapping[str, Any]) -> None:
+    """Before a JVM starts: the bucket of an s3a:// crawl root exists and our credentials may
+    use it (one HeadBucket request), so a typo or a bad key is one clear line, not a Java trace."""
+    from crawl.s3 import make_client, s3_errors, s3_settings, split_s3_uri
+    bucket, _key = split_s3_uri(root)
+    settings = s3_settings(cfg)
+    try:
+        with s3_errors(f"crawl root {root}", settings.endpoint_url):
+            make_client(settings, max_attempts=2).head_bucket(Bucket=bucket)
+    except FileNotFoundError:
+        raise UserError(f"crawl root {root}: no such bucket '{bucket}' at "
+                        f"{settings.endpoint_url or 'AWS S3'} (create it first)") from None
+    except OSError as exc:
+        raise UserError(str(exc)) from None
+
+
+def check_crawl_root(root: str, cfg: Mapping[str, Any] | None = None) -> str:
+    """Make sure a local crawl root exists and is writable, or an object store's bucket is
+    there for us; return the root as given."""
+    from crawl.s3 import is_s3_uri
+    if is_s3_uri(root):
+        if cfg is not None:
+            check_object_store_root(root, cfg)
+        return root
     if "://" in root and not root.startswith("file://"):
-        return root  # object stores and HDFS are checked by Spark itself on first write
+        return root  # HDFS and other Hadoop file systems are checked by Spark itself on first write
     path = root[len("file://"):] if root.startswith("file://") else root
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError(f"crawl root {root} exists and is not a directory")
@@ -66,7 +88,7 @@ def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.Ar
     try:
         cfg = config_from_args(args)
         if needs_root:
-            args.crawl_root = check_crawl_root(args.crawl_root)
+            args.crawl_root = check_crawl_root(args.crawl_root, cfg)
         return body(args, cfg)
     except (UserError, ConfigError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr, flush=True)

@@ -16,6 +16,7 @@ if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our p
 
 import os
 import sys
+import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -68,8 +69,6 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
 def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> str:
     """Start the bundled test web for this run and write its seeds file; return the file's path."""
     from crawl.devweb import DevWeb
-    if "://" in crawl_root and not crawl_root.startswith("file://"):
-        raise UserError("--with-devweb needs a local crawl root")
     web = DevWeb(hosts=int(cfg["devweb.hosts"]), pages_per_host=int(cfg["devweb.pages_per_host"]),
                  port=int(cfg["devweb.port"]), seed=int(cfg["devweb.seed"]),
                  crawl_delay_s=float(cfg["devweb.crawl_delay_s"]))
@@ -79,7 +78,12 @@ def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> s
         raise UserError(f"cannot start the test web on port {cfg['devweb.port']}: {exc.strerror or exc} "
                         f"(try --conf devweb.port=0)") from None
     stack.callback(web.stop)
-    path = os.path.join(crawl_root.removeprefix("file://"), "devweb-seeds.txt")
+    if "://" in crawl_root and not crawl_root.startswith("file://"):
+        # the seeds file is read on this machine: beside the crawl root only when that is local
+        folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="deltacrawl-devweb-"))
+    else:
+        folder = crawl_root.removeprefix("file://")
+    path = os.path.join(folder, "devweb-seeds.txt")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("# seeds of the bundled local test web (written by deltacrawl crawl --with-devweb)\n")
         fh.writelines(url + "\n" for url in web.seed_urls())
