@@ -4,13 +4,14 @@
 #   make test   set up, run the whole test suite
 #
 # Both are idempotent: the virtual environment (.venv) is rebuilt only when setup.py changes,
-# and Delta's jars are fetched from Maven Central once into ~/.cache/deltacrawl/jars.
+# and the jars (Delta's, and hadoop-aws with the AWS SDK for s3a:// crawl roots) are fetched from
+# Maven Central once into ~/.cache/deltacrawl/jars.
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-JARS   := $(VENV)/.jars
+JARS   := $(VENV)/.jars-s3
 CRAWL_ROOT ?= ./crawl-data
 
 .PHONY: demo test setup clean-data
@@ -32,7 +33,7 @@ $(STAMP): setup.py crawl/_fasturl.c crawl/_fasthash.c
 	touch $(STAMP)
 
 $(JARS): $(STAMP)
-	$(BIN)/deltacrawl jars
+	$(BIN)/deltacrawl jars --s3 > /dev/null
 	touch $(JARS)
 
 clean-data:
