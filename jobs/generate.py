@@ -26,9 +26,10 @@ Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's
           when its sitemaps were last read if within sitemaps.ttl_s); then one MERGE writes the lease
           (lease_until = now + generate.lease_s, segment_id) onto the selected crawldb rows.
 Re-run:   safe: leased URLs are not selected again, so a second run makes a disjoint segment
-          (or exits 1). If the job dies between the two writes, the orphan fetchlist is
+          (or exits 99). If the job dies between the two writes, the orphan fetchlist is
           harmless: its URLs are not leased, and update ignores results for unleased URLs.
-Exit:     0 segment written · 1 nothing due (like Nutch's generator) · 2 bad input · 3 failure.
+Exit:     0 segment written · 99 nothing due (Airflow's skip code; jobs/common.py says why not Nutch's 1)
+          · 2 bad input · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/generate.py --crawl-root /data/crawl
 """
 from __future__ import annotations
@@ -49,7 +50,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from crawl.status import GENERATABLE_STATUSES
-from jobs.common import EXIT_NOTHING_TO_DO, EXIT_OK, UserError, report, run_spark_step
+from jobs.common import EXIT_NOTHING_DUE, EXIT_OK, UserError, report, run_spark_step
 from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, delete_path, ensure_tables, from_epoch_col,
                          read_host_state, read_url_state, table_exists)
 
@@ -227,13 +228,13 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
 
 
 def configure(parser) -> None:
-    parser.description = "Select due URLs into a new segment and lease them (exit 1 if nothing is due)."
+    parser.description = "Select due URLs into a new segment and lease them (exit 99 if nothing is due)."
 
 
 def step(spark, cfg, root, args) -> int:
     result = run(spark, cfg, root)
     if result.segment_id is None:
-        return EXIT_NOTHING_TO_DO
+        return EXIT_NOTHING_DUE
     print(result.segment_id)
     return EXIT_OK
 

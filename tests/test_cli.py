@@ -84,7 +84,7 @@ def test_generate_exit_codes(spark, seeded_root, capsys):
     assert cli.main(["generate", "--crawl-root", seeded_root, *CONF]) == 0
     segment = capsys.readouterr().out.strip().splitlines()[-1]
     assert os.path.isdir(f"{seeded_root}/segments/{segment}/fetchlist")
-    assert cli.main(["generate", "--crawl-root", seeded_root, *CONF]) == 1  # everything is leased
+    assert cli.main(["generate", "--crawl-root", seeded_root, *CONF]) == 99  # everything is leased: nothing due
 
 
 def test_unknown_segment_and_command(spark, seeded_root, capsys):
