@@ -35,6 +35,15 @@ setup(
         "datasketch>=2.0",
         # WARC files straight to S3-compatible object storage from the fetch tasks (crawl/s3.py)
         "boto3>=1.28",
+        # Run tracking (jobs/tracking.py): mlflow-skinny is the client without the UI server and
+        # its ML dependencies (~40 MB instead of ~110 MB plus scikit-learn, scipy and a pyarrow
+        # pin), and this environment is packed and shipped to every executor. The SQLite
+        # tracking store needs sqlalchemy and alembic; the PNG charts need matplotlib.
+        # `mlflow ui` (full mlflow) is for whoever reads the runs, not for the crawler.
+        "mlflow-skinny>=3.1,<4",
+        "sqlalchemy>=2.0",
+        "alembic>=1.13",
+        "matplotlib>=3.8",
     ],
     extras_require={"test": ["pytest>=8", "hypothesis>=6.100",
                              # an S3 endpoint on loopback for the object-storage tests (tests/s3server.py)
