@@ -3,6 +3,9 @@
 #   make demo   set up, start the bundled local test web, crawl it for 3 cycles, print stats
 #   make test   set up, run the whole test suite
 #
+# (make airflow: Airflow's own virtual environment, .venv-airflow, from airflow_dags/requirements-lock.txt;
+#  make test sets it up too, for the tests of airflow_dags/.)
+#
 # Both are idempotent: the virtual environment (.venv) is rebuilt only when setup.py changes,
 # and the jars (Delta's, and hadoop-aws with the AWS SDK for s3a:// crawl roots) are fetched from
 # Maven Central once into ~/.cache/deltacrawl/jars.
@@ -13,13 +16,16 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars-s3
 CRAWL_ROOT ?= ./crawl-data
+AIRFLOW_VENV  := .venv-airflow
+AIRFLOW_LOCK  := airflow_dags/requirements-lock.txt
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 
-.PHONY: demo test setup clean-data
+.PHONY: demo test setup airflow clean-data
 
 demo: setup
 	$(BIN)/deltacrawl crawl --with-devweb --cycles 3 --crawl-root $(CRAWL_ROOT)
 
-test: setup
+test: setup airflow
 	$(BIN)/python -m pytest -q tests
 
 setup: $(STAMP) $(JARS)
@@ -31,6 +37,18 @@ $(STAMP): setup.py crawl/_fasturl.c crawl/_fasthash.c
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $(STAMP)
+
+# Airflow lives in its own venv so its pins never fight the crawler's; it is rebuilt from the lock
+# file (exact versions, see its header) only when the lock file changes.
+airflow: $(AIRFLOW_STAMP)
+
+$(AIRFLOW_STAMP): $(AIRFLOW_LOCK)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Airflow's venv needs Python >= 3.11"; exit 1; }
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/python -m pip install -q --upgrade pip
+	$(AIRFLOW_VENV)/bin/python -m pip install -q -r $(AIRFLOW_LOCK)
+	$(AIRFLOW_VENV)/bin/python -m pip check
+	touch $(AIRFLOW_STAMP)
 
 $(JARS): $(STAMP)
 	$(BIN)/deltacrawl jars --s3 > /dev/null
