@@ -1,0 +1,200 @@
+"""# deltacrawl_cycle — crawl cycles of one crawl root, one task per step
+
+```
+inject ─▶ cycle_1: generate ─▶ fetch ─▶ dedup ─▶ update ─▶ cycle_2: generate ─▶ … ─▶ update ─▶ … ─▶ stats
+```
+
+Every task runs one `deltacrawl` command, exactly what a person types (README, "Command line"):
+`deltacrawl inject SEEDS`, then per cycle `generate`, `fetch SEGMENT`, `dedup SEGMENT`,
+`update SEGMENT`, and `stats` at the end. Each command is its own Spark application (one JVM
+per task), run by a BashOperator; the task's "Rendered template" shows the exact command line.
+
+Why the CLI and not SparkSubmitOperator (whose provider is installed too): deltacrawl starts its
+own driver with the Delta jars and ships its code to a cluster master by itself (README,
+"Running on a cluster"), so spark-submit adds nothing; and SparkSubmitOperator fails on every
+non-zero exit, so "nothing due" could not skip.
+
+## Params (trigger with config to change them for one run)
+
+| param | meaning |
+|---|---|
+| `crawl_root` | where the tables live: an absolute path or a URI (`s3a://bucket/prefix`); a task runs in a temporary working directory, so a relative path is refused when the run is triggered. Required unless the DAG was given a default (`DELTACRAWL_CRAWL_ROOT` when this file is parsed). |
+| `spark_master` | Spark master URL (`local[2]`, `spark://host:7077`, ...); empty: `spark.master` of the crawl's config (`local[*]` by default). |
+| `conf` | list of `key=value` config overrides, each passed as `--conf key=value` (keys: `conf/defaults.toml`). |
+| `conf_file` | a TOML file with the layout of `conf/defaults.toml` (`--conf-file`); empty: none. |
+| `seeds` | a seeds file to inject before the first cycle; empty: the `inject` task is skipped. Injecting is idempotent, so a scheduled DAG may keep the same file. |
+| `cycles` | how many generate → fetch → dedup → update cycles this run makes (1 … the number of `cycle_N` groups). |
+| `deltacrawl_bin` | the `deltacrawl` executable; empty: `$DELTACRAWL_BIN` of the worker, else `deltacrawl` on its PATH. Airflow runs in its own virtual environment, so this is usually the crawler's, e.g. `/opt/deltacrawl/.venv/bin/deltacrawl`. |
+
+## Cycles
+
+The graph is static: it holds a fixed number of `cycle_N` groups (3 unless the DAG was built
+with another `max_cycles`), chained one after the other, and `cycles` says how many of them
+run. The generate task of a group beyond `cycles` exits 99 without starting Spark, which skips
+it and everything after it. A scheduled DAG makes `cycles` cycles per run (1 by default); a
+manual run may ask for more.
+
+## "Nothing due" skips, it does not fail
+
+`deltacrawl generate` exits **99** when no URL is due (everything fetched recently, or leased
+by another generate). 99 is the BashOperator's `skip_on_exit_code`: the generate task ends
+*skipped*, and so does everything downstream of it (fetch, dedup, update of that cycle, the
+later cycles) through the default `all_success` trigger rule. The run itself succeeds.
+`stats` runs when at least one cycle of the run updated the crawldb and none failed
+(`none_failed_min_one_success`); with nothing due at all it is skipped too. `inject` without a
+seeds file is skipped the same way, and the first generate runs after it either way
+(`none_failed`). Every other non-zero exit fails the task (2 bad input, 3 unexpected failure,
+127 `deltacrawl` not found, ...).
+
+## Segment id (XCom)
+
+generate prints the new segment id as the last line of its stdout; the task prints it last
+(after the JVM is gone, so no log line can follow it) and the BashOperator pushes that last
+line as the task's XCom `return_value`. fetch, dedup and update of the same cycle read it with
+`ti.xcom_pull(task_ids="cycle_N.generate")`.
+
+## Retries
+
+Each task is retried (2 times unless the DAG was built otherwise) with exponential backoff:
+1 min, then 2, 4, ... at most 30 min. Retrying is safe for every step: a generate that died
+leaves leases that simply expire, fetch rewrites its segment's results, dedup and update change
+nothing when run again (README, "Command line"). A bad-input exit (2) is retried too, and fails
+the same way again within seconds, before a JVM starts.
+
+## One DAG per crawl root
+
+`max_active_runs=1`: two runs of this DAG never overlap, so two cycles never work on one crawl
+root at once. That guarantee holds per DAG, so give every crawl root its own DAG: the
+default DAG here is `deltacrawl_cycle`; for another crawl, call
+`crawl_cycle_dag("news_crawl", crawl_root="s3a://bucket/news", schedule="@hourly")` at the top
+level of a file of your own in the dags folder (`from deltacrawl_cycle import crawl_cycle_dag`),
+and do not point a run of one DAG at another DAG's crawl root.
+
+## Configuring the default DAG (environment of the DAG processor)
+
+`DELTACRAWL_CRAWL_ROOT` (default of `crawl_root`), `DELTACRAWL_DAG_SCHEDULE` (a cron
+expression or preset such as `@hourly`; unset: manual runs only), `DELTACRAWL_DAG_RETRIES`
+(retries per task, default 2). `DELTACRAWL_BIN` is read by the workers when a task runs.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping
+
+from airflow.providers.standard.operators.bash import BashOperator
+from airflow.sdk import DAG, Param, TaskGroup
+
+NOTHING_DUE = 99  # deltacrawl generate's exit code for "nothing due" (jobs/common.py), Airflow's skip code
+STEPS_AFTER_GENERATE = ("fetch", "dedup", "update")
+
+
+def deltacrawl_argv(params: Mapping[str, Any], step: str, *args: str) -> list[str]:
+    """The command line of one deltacrawl step for a run's params (not yet quoted)."""
+    binary = params.get("deltacrawl_bin") or os.environ.get("DELTACRAWL_BIN") or "deltacrawl"
+    argv = [binary, step, *args, "--crawl-root", params["crawl_root"]]
+    if params.get("conf_file"):
+        argv += ["--conf-file", params["conf_file"]]
+    if params.get("spark_master"):
+        argv += ["--conf", f"spark.master={params['spark_master']}"]
+    for pair in params.get("conf") or []:
+        argv += ["--conf", pair]
+    return argv
+
+
+def shell(argv: list[str]) -> str:
+    return " ".join(shlex.quote(arg) for arg in argv)
+
+
+def inject_script(params: Mapping[str, Any]) -> str:
+    if not params.get("seeds"):
+        return f"echo 'no seeds file given: nothing to inject'; exit {NOTHING_DUE}"
+    return "exec " + shell(deltacrawl_argv(params, "inject", params["seeds"]))
+
+
+def generate_script(params: Mapping[str, Any], cycle: int) -> str:
+    """generate's stdout is captured and printed once the process has exited, so its last line
+    (the segment id) is the task's last line of output and becomes the XCom; exit 99 skips."""
+    if cycle > int(params["cycles"]):
+        return f"echo 'cycle {cycle} not requested (cycles={int(params['cycles'])})'; exit {NOTHING_DUE}"
+    return "\n".join([
+        f"out=$({shell(deltacrawl_argv(params, 'generate'))})",
+        "rc=$?",
+        'printf "%s\\n" "$out"',
+        'exit "$rc"',
+    ])
+
+
+def segment_step_script(params: Mapping[str, Any], step: str, segment: str | None) -> str:
+    if not segment:
+        raise ValueError(f"{step}: no segment id from this cycle's generate task (XCom return_value)")
+    return "exec " + shell(deltacrawl_argv(params, step, segment))
+
+
+def stats_script(params: Mapping[str, Any]) -> str:
+    return "exec " + shell(deltacrawl_argv(params, "stats"))
+
+
+def crawl_cycle_dag(dag_id: str, *, crawl_root: str | None = None, schedule: str | None = None,
+                    max_cycles: int = 3, retries: int = 2, spark_master: str = "",
+                    conf: list[str] | None = None) -> DAG:
+    """The DAG of one crawl: inject, ``max_cycles`` cycle groups (the ``cycles`` param says how many
+    run), stats. ``crawl_root`` is the default of the param of that name (None: given per run)."""
+    root_schema: dict[str, Any] = {"type": "string", "pattern": r"^(/|[A-Za-z][A-Za-z0-9+.-]*://)",
+                                   "description": "absolute path or URI of the crawl root"}
+    params = {
+        "crawl_root": Param(crawl_root, **root_schema) if crawl_root else Param(**root_schema),
+        "spark_master": Param(spark_master, type="string", description="Spark master; empty: the crawl's config"),
+        "conf": Param(list(conf or []), type="array", items={"type": "string", "pattern": r"^[A-Za-z0-9_.]+=.*$"},
+                      description="config overrides, key=value, each passed as --conf"),
+        "conf_file": Param(None, type=["null", "string"], description="a TOML config file (--conf-file)"),
+        "seeds": Param(None, type=["null", "string"], description="seeds file to inject first; empty: no inject"),
+        "cycles": Param(1, type="integer", minimum=1, maximum=max_cycles,
+                        description=f"cycles in this run (at most {max_cycles})"),
+        "deltacrawl_bin": Param(None, type=["null", "string"],
+                                description="deltacrawl executable; empty: $DELTACRAWL_BIN, else deltacrawl on PATH"),
+    }
+    default_args = {
+        "retries": retries,
+        "retry_delay": timedelta(minutes=1),
+        "retry_exponential_backoff": 2.0,
+        "max_retry_delay": timedelta(minutes=30),
+    }
+    macros = {"inject_script": inject_script, "generate_script": generate_script,
+              "segment_step_script": segment_step_script, "stats_script": stats_script}
+    # auto_register=False: a file that imports this module to build its own crawl's DAG must not
+    # pick up the default DAG as well (it is found through this file's module globals instead)
+    with DAG(dag_id, schedule=schedule, start_date=datetime(2025, 1, 1, tzinfo=timezone.utc), catchup=False,
+             max_active_runs=1, params=params, default_args=default_args, user_defined_macros=macros,
+             doc_md=__doc__, tags=["deltacrawl"], auto_register=False) as dag:
+        inject = BashOperator(task_id="inject", bash_command="{{ inject_script(params) }}",
+                              skip_on_exit_code=NOTHING_DUE)
+        previous = inject
+        updates = []
+        for cycle in range(1, max_cycles + 1):
+            with TaskGroup(f"cycle_{cycle}", tooltip=f"crawl cycle {cycle}: generate, fetch, dedup, update"):
+                generate = BashOperator(
+                    task_id="generate", bash_command=f"{{{{ generate_script(params, {cycle}) }}}}",
+                    skip_on_exit_code=NOTHING_DUE,
+                    # the first generate runs whether inject ran or was skipped (no seeds given)
+                    trigger_rule="none_failed" if cycle == 1 else "all_success")
+                segment = f"ti.xcom_pull(task_ids='cycle_{cycle}.generate')"
+                steps = [BashOperator(task_id=step, skip_on_exit_code=None,
+                                      bash_command=f"{{{{ segment_step_script(params, '{step}', {segment}) }}}}")
+                         for step in STEPS_AFTER_GENERATE]
+                previous >> generate >> steps[0] >> steps[1] >> steps[2]
+            previous = steps[-1]
+            updates.append(steps[-1])
+        stats = BashOperator(task_id="stats", bash_command="{{ stats_script(params) }}", skip_on_exit_code=None,
+                             trigger_rule="none_failed_min_one_success")
+        updates >> stats
+    return dag
+
+
+dag = crawl_cycle_dag(
+    "deltacrawl_cycle",
+    crawl_root=os.environ.get("DELTACRAWL_CRAWL_ROOT") or None,
+    schedule=os.environ.get("DELTACRAWL_DAG_SCHEDULE") or None,
+    retries=int(os.environ.get("DELTACRAWL_DAG_RETRIES", "2")),
+)
