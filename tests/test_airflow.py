@@ -1,0 +1,296 @@
+"""airflow_dags/deltacrawl_cycle.py with real Airflow, in its own virtual environment
+(.venv-airflow, `make airflow`): driven by subprocess from here, with a throw-away AIRFLOW_HOME
+and SQLite metadata database per test module.
+
+- the DagBag loads without import errors and the graph, retries and params are as designed;
+- a DAG run with a stand-in `deltacrawl` that records its arguments: the exact command lines
+  (quoting included), the segment id handed on by XCom, and "nothing due" (exit 99) skipping the
+  rest of the run while stats still reports the cycle that ran;
+- a DAG run with the real `deltacrawl` that crawls the bundled test web for two cycles, checked
+  in the crawldb; then a run with nothing due, whose tasks all end skipped, not failed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAST, make_config, write_seeds
+from tests.test_e2e import reachable
+
+REPO = Path(__file__).resolve().parent.parent
+DAGS = REPO / "airflow_dags"
+AIRFLOW_PY = REPO / ".venv-airflow" / "bin" / "python"
+DAG_ID = "deltacrawl_cycle"
+MAX_CYCLES = 3
+DELTACRAWL = str(Path(sys.executable).parent / "deltacrawl")  # the crawler's venv, not Airflow's
+MARK = "DELTACRAWL_AIRFLOW_TEST_MARK"  # in the environment of every process a DAG run starts
+
+# Runs inside .venv-airflow: "graph DAGS_FOLDER" prints the DagBag as JSON; "run DAGS_FOLDER DAG_ID
+# CONF_JSON" runs one DAG run with dag.test() and prints its outcome as JSON on a line "RESULT ...".
+HARNESS = textwrap.dedent(r'''
+    import copy, json, sys
+    from pathlib import Path
+    from airflow.dag_processing.dagbag import BundleDagBag
+
+    mode, folder = sys.argv[1], Path(sys.argv[2])
+    bag = BundleDagBag(dag_folder=folder, bundle_path=folder)
+    if mode == "graph":
+        def task(t):
+            return {"upstream": sorted(t.upstream_task_ids), "trigger_rule": str(t.trigger_rule.value),
+                    "retries": t.retries, "retry_delay_s": t.retry_delay.total_seconds(),
+                    "backoff": t.retry_exponential_backoff, "max_retry_delay_s": t.max_retry_delay.total_seconds(),
+                    "skip_on_exit_code": sorted(t.skip_on_exit_code), "operator": type(t).__name__}
+        def accepts(dag, name, value):
+            try:
+                copy.deepcopy(dag.params.get_param(name)).resolve(value)
+                return True
+            except Exception:
+                return False
+        roots = ["/data/crawl", "s3a://bucket/crawl", "relative/crawl", ""]
+        print(json.dumps({
+            "import_errors": {str(k): str(v) for k, v in bag.import_errors.items()},
+            "dags": {d.dag_id: {"max_active_runs": d.max_active_runs, "schedule": str(d.schedule),
+                                "doc_md": d.doc_md or "", "params": d.params.dump(),
+                                "param_schemas": {k: d.params.get_param(k).schema for k in d.params},
+                                "accepts_root": {r: accepts(d, "crawl_root", r) for r in roots},
+                                "accepts_conf": {c: accepts(d, "conf", [c]) for c in ("a.b=1", "no-equals")},
+                                "tasks": {t.task_id: task(t) for t in d.tasks}}
+                     for d in bag.dags.values()}}))
+        sys.exit(0)
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    dag = bag.dags[sys.argv[3]]
+    assert not bag.import_errors, bag.import_errors
+    dr = dag.test(run_conf=json.loads(sys.argv[4]))
+    with create_session() as session:
+        xcoms = session.scalars(XComModel.get_many(run_id=dr.run_id, dag_ids=dag.dag_id,
+                                                   key="return_value")).all()
+        xcom = {x.task_id: XComModel.deserialize_value(x) for x in xcoms}
+        tasks = {ti.task_id: getattr(ti.state, "value", ti.state) for ti in dr.get_task_instances(session=session)}
+    print("RESULT " + json.dumps({"state": getattr(dr.state, "value", dr.state), "tasks": tasks, "xcom": xcom}),
+          flush=True)
+''')
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """The test's environment without the user's Airflow or DAG settings, plus a fresh Airflow home."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AIRFLOW", "DELTACRAWL_DAG_", "DELTACRAWL_BIN", "DELTACRAWL_CRAWL_ROOT"))}
+    env.update(AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False",
+               AIRFLOW__CORE__DAGS_FOLDER=str(DAGS),
+               AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home}/airflow.db")
+    env.update(extra)
+    return env
+
+
+def stop_marked(mark: str) -> None:
+    """Kill every process whose environment carries this run's mark: the harness, and what its
+    tasks started in sessions of their own (bash, deltacrawl, Spark's JVM and Python workers)."""
+    needle = f"{MARK}={mark}".encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                marked = needle in fh.read().split(b"\0")
+        except OSError:
+            continue
+        if marked:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def airflow_python(args: list[str], env: dict[str, str], log: Path, timeout: float) -> str:
+    """Run python in Airflow's venv with output to ``log``; whatever it started is stopped
+    afterwards, even on a timeout or a failure. Returns the output."""
+    mark = uuid.uuid4().hex
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(AIRFLOW_PY), *args], env={**env, MARK: mark}, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=log.parent,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            stop_marked(mark)
+            proc.wait()
+    text = log.read_text(errors="replace")
+    assert rc == 0, f"{args[:3]} ended with {rc} (timeout {timeout} s); log {log}:\n{text[-6000:]}"
+    return text
+
+
+@pytest.fixture(scope="module")
+def airflow_home(tmp_path_factory):
+    if not AIRFLOW_PY.exists():
+        pytest.fail("Airflow's virtual environment is missing: run `make airflow` (make test does)")
+    home = tmp_path_factory.mktemp("airflow_home")
+    env = clean_env(home)
+    with open(home / "migrate.log", "wb") as out:
+        subprocess.run([str(AIRFLOW_PY.parent / "airflow"), "db", "migrate"], env=env, stdout=out,
+                       stderr=subprocess.STDOUT, check=True, timeout=600, cwd=home)
+    return home
+
+
+def dag_run(home: Path, conf: dict, log: Path, timeout: float, **env: str) -> dict:
+    """One run of the DAG with ``conf``; its final state, task states and XComs."""
+    text = airflow_python(["-c", HARNESS, "run", str(DAGS), DAG_ID, json.dumps(conf)],
+                          clean_env(home, DELTACRAWL_DAG_RETRIES="0", **env), log, timeout)
+    lines = [line for line in text.splitlines() if line.startswith("RESULT ")]
+    assert lines, f"no result in {log}:\n{text[-6000:]}"
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def cycle_tasks(cycle: int) -> list[str]:
+    return [f"cycle_{cycle}.{step}" for step in ("generate", "fetch", "dedup", "update")]
+
+
+def test_dagbag_loads_and_the_graph_is_as_designed(tmp_path):
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    shutil.copy(DAGS / "deltacrawl_cycle.py", folder)
+    # a second crawl is a second DAG, built with the same factory in a file of its own
+    (folder / "news_crawl.py").write_text(
+        "# an Airflow DAG file\nfrom deltacrawl_cycle import crawl_cycle_dag\n"
+        "news = crawl_cycle_dag('news_crawl', crawl_root='/data/news', schedule='@hourly', max_cycles=2)\n")
+    text = airflow_python(["-c", HARNESS, "graph", str(folder)], clean_env(tmp_path), tmp_path / "graph.log", 300)
+    bag = json.loads(text.strip().splitlines()[-1])
+    assert bag["import_errors"] == {}
+    assert set(bag["dags"]) == {DAG_ID, "news_crawl"}
+    dag = bag["dags"][DAG_ID]
+    tasks = dag["tasks"]
+
+    expected = {("inject", "cycle_1.generate"), ("cycle_3.update", "stats")}
+    for c in range(1, MAX_CYCLES + 1):
+        steps = cycle_tasks(c)
+        expected |= set(zip(steps, steps[1:])) | {(steps[-1], "stats")}
+        if c < MAX_CYCLES:
+            expected.add((steps[-1], f"cycle_{c + 1}.generate"))
+    assert {(up, t) for t, spec in tasks.items() for up in spec["upstream"]} == expected
+    assert set(tasks) == {"inject", "stats"} | {t for c in range(1, MAX_CYCLES + 1) for t in cycle_tasks(c)}
+
+    assert dag["max_active_runs"] == 1 and dag["schedule"] == "None"
+    for task_id, spec in tasks.items():
+        assert spec["operator"] == "BashOperator"
+        assert (spec["retries"], spec["retry_delay_s"], spec["backoff"], spec["max_retry_delay_s"]) == (2, 60, 2.0, 1800)
+        skips = task_id == "inject" or task_id.endswith(".generate")
+        assert spec["skip_on_exit_code"] == ([99] if skips else []), task_id
+    assert tasks["cycle_1.generate"]["trigger_rule"] == "none_failed"  # runs after a skipped inject
+    assert tasks["cycle_2.generate"]["trigger_rule"] == "all_success"   # a skip upstream skips it
+    assert tasks["stats"]["trigger_rule"] == "none_failed_min_one_success"
+
+    assert dag["params"] == {"crawl_root": None, "spark_master": "", "conf": [], "conf_file": None, "seeds": None,
+                             "cycles": 1, "deltacrawl_bin": None}
+    assert dag["param_schemas"]["cycles"]["maximum"] == MAX_CYCLES
+    # a relative root would be relative to the task's temporary working directory: refused at trigger time
+    assert dag["accepts_root"] == {"/data/crawl": True, "s3a://bucket/crawl": True, "relative/crawl": False, "": False}
+    assert dag["accepts_conf"] == {"a.b=1": True, "no-equals": False}
+    for words in ("exits **99**", "skip_on_exit_code", "max_active_runs=1", "XCom", "exponential backoff",
+                  "DELTACRAWL_BIN"):
+        assert words in dag["doc_md"], words
+
+    news = bag["dags"]["news_crawl"]
+    assert news["params"]["crawl_root"] == "/data/news" and news["schedule"] != "None"
+    assert news["param_schemas"]["cycles"]["maximum"] == 2 and "cycle_3.generate" not in news["tasks"]
+
+
+STAND_IN = '''#!{python}
+"""A stand-in for deltacrawl: records its argv; generate hands out a segment, then finds nothing due."""
+import json, os, sys
+calls = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.jsonl")
+with open(calls, "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1] == "generate":
+    n = sum(1 for line in open(calls) if json.loads(line)[0] == "generate")
+    if n > 1:
+        print("generate: nothing due")
+        sys.exit(99)
+    print("some progress on stderr", file=sys.stderr)
+    print("generate: segment 20260101000000-abcdef: 3 URLs from 1 hosts")
+    print("20260101000000-abcdef")
+'''
+
+
+def test_dag_run_passes_arguments_and_segment_and_skips_when_nothing_due(airflow_home, tmp_path):
+    bin_dir = tmp_path / "stand in"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "deltacrawl"
+    stand_in.write_text(STAND_IN.format(python=sys.executable))
+    stand_in.chmod(0o755)
+    root = "/crawls/it's here"
+    conf = ["fetch.delay_s=0.5", "fetch.user_agent=a b 'c' $HOME"]
+    run = dag_run(airflow_home, {"crawl_root": root, "cycles": 3, "conf": conf, "spark_master": "local[2]"},
+                  tmp_path / "run.log", 300, DELTACRAWL_BIN=str(stand_in))
+
+    tasks = run["tasks"]
+    assert run["state"] == "success", tasks
+    assert tasks["inject"] == "skipped"                        # no seeds file given
+    assert all(tasks[t] == "success" for t in cycle_tasks(1))
+    assert all(tasks[t] == "skipped" for t in cycle_tasks(2) + cycle_tasks(3))  # nothing due in cycle 2
+    assert tasks["stats"] == "success"                         # cycle 1 did update the crawldb
+    assert run["xcom"]["cycle_1.generate"] == "20260101000000-abcdef"
+
+    opts = ["--crawl-root", root, "--conf", "spark.master=local[2]", "--conf", conf[0], "--conf", conf[1]]
+    calls = [json.loads(line) for line in (bin_dir / "calls.jsonl").read_text().splitlines()]
+    seg = "20260101000000-abcdef"
+    assert calls == [["generate", *opts], ["fetch", seg, *opts], ["dedup", seg, *opts], ["update", seg, *opts],
+                     ["generate", *opts], ["stats", *opts]]
+
+
+def test_dag_crawls_the_test_web_for_two_cycles_then_skips_when_nothing_is_due(spark, airflow_home, tmp_path):
+    from delta.tables import DeltaTable
+
+    from crawl.devweb import DevWeb
+    from jobs import generate
+    from jobs.tables import CrawlRoot
+
+    web = DevWeb(hosts=3, pages_per_host=4, port=0, seed=7, crawl_delay_s=0.4)
+    web.start()
+    try:
+        root = str(tmp_path / "crawl")
+        seeds = write_seeds(tmp_path / "seeds.txt", web.seed_urls())
+        params = {"crawl_root": root, "spark_master": FAST["spark.master"], "deltacrawl_bin": DELTACRAWL,
+                  "conf": [f"{k}={v}" for k, v in FAST.items() if k != "spark.master"]}
+        run = dag_run(airflow_home, {**params, "seeds": seeds, "cycles": 2}, tmp_path / "run1.log", 1800)
+        tasks = run["tasks"]
+        assert run["state"] == "success", tasks
+        ran = ["inject", *cycle_tasks(1), *cycle_tasks(2), "stats"]
+        assert {t: tasks[t] for t in ran} == {t: "success" for t in ran}
+        assert all(tasks[t] == "skipped" for t in cycle_tasks(3))  # cycles=2: the third is not requested
+
+        # the segment ids went from generate to the other steps through XCom, one per cycle
+        segments = [run["xcom"][f"cycle_{c}.generate"] for c in (1, 2)]
+        assert sorted(os.listdir(f"{root}/segments")) == sorted(set(segments)) and len(set(segments)) == 2
+
+        rows = {r["url"]: r for r in spark.read.format("delta").load(f"{root}/crawldb").collect()}
+        expected = reachable(web, web.seed_urls(), 2)
+        fetched = {u for u, r in rows.items() if r["status"] == "fetched"}
+        assert fetched == {u for u in expected if not web.is_disallowed(u)}
+        assert {u for u, r in rows.items() if r["status"] == "robots_denied"} == {u for u in expected
+                                                                                  if web.is_disallowed(u)}
+        assert {rows[u]["segment_id"] for u in fetched} == set(segments)
+        assert {rows[u]["segment_id"] for u in web.seed_urls()} == {segments[0]}
+        assert {u for u, r in rows.items() if r["status"] == "unfetched"} == reachable(web, web.seed_urls(), 3) - expected
+
+        # everything still due gets leased by another generate: the next DAG run has nothing due
+        cfg = make_config()
+        generate.run(spark, cfg, CrawlRoot(root))
+        assert generate.run(spark, cfg, CrawlRoot(root)).segment_id is None
+        version = DeltaTable.forPath(spark, f"{root}/crawldb").history(1).collect()[0]["version"]
+        run = dag_run(airflow_home, {**params, "cycles": 1}, tmp_path / "run2.log", 600)
+        assert run["state"] == "success", run["tasks"]
+        assert set(run["tasks"].values()) == {"skipped"}, run["tasks"]  # skipped, none failed
+        assert DeltaTable.forPath(spark, f"{root}/crawldb").history(1).collect()[0]["version"] == version
+    finally:
+        web.stop()
