@@ -67,8 +67,9 @@ the same way again within seconds, before a JVM starts.
 root at once. That guarantee holds per DAG, so give every crawl root its own DAG: the
 default DAG here is `deltacrawl_cycle`; for another crawl, call
 `crawl_cycle_dag("news_crawl", crawl_root="s3a://bucket/news", schedule="@hourly")` at the top
-level of a file of your own in the dags folder (`from deltacrawl_cycle import crawl_cycle_dag`),
-and do not point a run of one DAG at another DAG's crawl root.
+level of a file of your own in the dags folder (`from deltacrawl_cycle import crawl_cycle_dag`;
+Airflow parses only files that contain the word "airflow": a comment will do), and do not point
+a run of one DAG at another DAG's crawl root.
 
 ## Configuring the default DAG (environment of the DAG processor)
 
