@@ -370,7 +370,7 @@ class LocalWarcStore:
         try:
             os.remove(leftover.handle)
             return True
-        except FileNotFoundError:
+        except OSError:  # removed meanwhile, or not ours to remove: nothing indexes it either way
             return False
 
 
@@ -508,10 +508,12 @@ def warc_store(location: str, cfg: Mapping[str, Any], environ: Mapping[str, str]
 
 def warc_location_uri(location: str) -> str:
     """How files under a WARC location are named in warc_index.warc_uri (``{this}/{name}``):
-    ``s3://bucket/key`` (AWS's notation, whichever S3 scheme the crawl root uses) or an absolute path."""
+    ``s3://bucket/key`` (AWS's notation, whichever S3 scheme the crawl root uses) or an absolute
+    path (any other URI as it is)."""
     if is_s3_uri(location):
         return s3_uri(*split_s3_uri(location))
-    return os.path.abspath(_local_path(location))
+    path = _local_path(location)
+    return path.rstrip("/") if "://" in path else os.path.abspath(path)
 
 
 def sweep_unfinished(store: WarcStore, segment_id: str | None = None, older_than_s: float | None = None,
@@ -551,19 +553,19 @@ class WarcWriter:
     under its ``.open`` name (exactly what a hard crash leaves), an S3 upload is aborted.
     """
 
-    def __init__(self, store: str | WarcStore, prefix: str, max_file_bytes: int, info: dict[str, str],
+    def __init__(self, store: str | os.PathLike | WarcStore, prefix: str, max_file_bytes: int, info: dict[str, str],
                  gzip_level: int = 6):
         if not prefix or "/" in prefix or os.sep in prefix:
             raise ValueError(f"bad WARC file prefix: {prefix!r}")
         if int(max_file_bytes) <= 0:
             raise ValueError(f"max_file_bytes must be > 0, got {max_file_bytes!r}")
-        self.store = LocalWarcStore(store) if isinstance(store, str) else store
+        self.store = LocalWarcStore(os.fspath(store)) if isinstance(store, (str, os.PathLike)) else store
         self.prefix = prefix
         self.max_file_bytes = int(max_file_bytes)
         self.info = dict(info or {})
         self.files: list[str] = []
         self._serial = 0
-        self._sink: Any = None  # the current file's (see "stores" above)
+        self._sink: Any = None  # the current file's sink (see "stores" above)
         self._name: str | None = None
         self._warcinfo_id: str | None = None
         self._closed = False

@@ -12,7 +12,13 @@ How:      every host is assigned to exactly one of fetch.tasks tasks, balancing 
 Outputs:  <crawl_root>/segments/<id>/fetched (Parquet, partitioned by kind: one "url" row per
           URL of the fetchlist, one "host" row per host), committed atomically by Spark
           (_SUCCESS); <crawl_root>/warc/*.warc.gz (named after segment, task and attempt, so a
-          retried task never overwrites another's file; a task that dies leaves a *.open file).
+          retried task never overwrites another's file), written by the tasks themselves: on
+          local disk as *.open files renamed when complete, or, with the crawl root on S3
+          (s3a://), uploaded as they fill (multipart, endpoint and credentials from [s3] or the
+          standard AWS configuration, resolved here and handed to the tasks); a file appears
+          under its final name only when complete. What task attempts that died left (*.open
+          files, in-progress uploads) is removed: this segment's after the fetch succeeded, any
+          segment's older than generate.lease_s when a fetch starts.
 Re-run:   allowed until the segment is updated (it fetches again and replaces the results);
           refused afterwards.
 Exit:     0 done · 2 unknown segment / already updated · 3 failure.
@@ -24,9 +30,7 @@ if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our p
     import os as _os, sys as _sys
     _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 
-import glob
 import heapq
-import os
 import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -36,6 +40,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawl.fetcher import FETCHLIST_FIELDS, fetch_partition
+from crawl.s3 import is_s3_uri
+from crawl.warc import WarcStore, sweep_unfinished, warc_store
 from jobs.common import UserError, report, run_segment_step
 from jobs.tables import FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, path_exists, read_url_state, to_epoch
 
@@ -123,10 +129,11 @@ def build_seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Mapping[str, An
     return SeenFilter(data, n, bloom.nbytes, bloom.expected_fpr(n))
 
 
-def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], warc_dir: str | None,
+def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], store: str | WarcStore | None,
                seen: Any = None) -> Iterator[tuple]:
-    """The body of one Spark task: (host, Row) pairs in, FETCHED_SCHEMA tuples out. ``seen`` is
-    the broadcast seen-URL filter (bytes of crawl.bloom.BloomFilter), or None."""
+    """The body of one Spark task: (host, Row) pairs in, FETCHED_SCHEMA tuples out. ``store`` is
+    where WARC files go (a local directory, a crawl.warc store; None: no WARC); ``seen`` is the
+    broadcast seen-URL filter (bytes of crawl.bloom.BloomFilter), or None."""
     from pyspark import TaskContext
     dicts = [row.asDict() for _host, row in rows]
     if not dicts:
@@ -136,13 +143,12 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], warc_dir
     segment_id = dicts[0]["segment_id"]
     with ExitStack() as stack:
         archive = None
-        if warc_dir:
+        if store is not None:
             from crawl.warc import WarcWriter
-            os.makedirs(warc_dir, exist_ok=True)
             info = {"operator": cfg["warc.operator"], "http-header-user-agent": cfg["fetch.user_agent"],
                     "robots": "obey", "isPartOf": segment_id}
             archive = stack.enter_context(WarcWriter(
-                warc_dir, f"{cfg['warc.prefix']}-{segment_id}-{index:05d}-{attempt}",
+                store, f"{cfg['warc.prefix']}-{segment_id}-{index:05d}-{attempt}",
                 int(cfg["warc.max_file_bytes"]), {k: v for k, v in info.items() if v},
                 gzip_level=int(cfg["warc.gzip_level"])))
         parser = None
@@ -161,8 +167,8 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], warc_dir
         yield tuple(map(out.get, _FETCHED_FIELDS))
 
 
-def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, Any], warc_dir: str | None,
-                  seen: SeenFilter | None = None) -> DataFrame:
+def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, Any],
+                  store: str | WarcStore | None, seen: SeenFilter | None = None) -> DataFrame:
     tasks = int(cfg["fetch.tasks"]) or spark.sparkContext.defaultParallelism
     plain_cfg = dict(cfg)  # a plain dict pickles into the task closure
     rows = to_epoch(fetchlist, FETCHLIST_TIMES).select(*FETCHLIST_FIELDS)
@@ -174,23 +180,28 @@ def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, A
     else:  # too many hosts to plan on the driver: hashing still keeps each host in one task
         pairs = pairs.partitionBy(tasks)
     seen_bc = spark.sparkContext.broadcast(seen.data) if seen is not None else None
-    fetched = pairs.mapPartitionsWithIndex(lambda index, it: fetch_task(index, it, plain_cfg, warc_dir, seen_bc))
+    # the store travels in the closure (with its S3 settings, not a client: a task makes its own)
+    fetched = pairs.mapPartitionsWithIndex(lambda index, it: fetch_task(index, it, plain_cfg, store, seen_bc))
     # rows are built in schema order by fetch_task: no per-row type verification
     return spark.createDataFrame(fetched, FETCHED_SCHEMA, verifySchema=False)
 
 
-def remove_unfinished_warcs(warc_dir: str, prefix: str, segment_id: str) -> int:
-    """Delete this segment's *.open WARC files: left by task attempts that died (the attempt that
-    succeeded closed and renamed its own). Nothing indexes them, so nothing is lost."""
-    pattern = os.path.join(glob.escape(warc_dir), f"{glob.escape(prefix)}-{segment_id}-*.open")
-    removed = 0
-    for path in glob.glob(pattern):
-        try:
-            os.remove(path)
-            removed += 1
-        except OSError:
-            pass
-    return removed
+def open_warc_store(root: CrawlRoot, cfg: Mapping[str, Any]) -> WarcStore:
+    """Where the fetch tasks write WARC files, <crawl_root>/warc: a local directory or S3 objects.
+    Opening it removes what task attempts left there more than generate.lease_s ago (their
+    segment's lease has expired, so nothing can still be writing them); that first request to an
+    object store also finds a missing bucket or refused credentials before anything is fetched."""
+    if not (root.is_local or is_s3_uri(root.root)):
+        raise UserError(f"warc.enabled needs a local or S3 (s3a://) crawl root, not {root.root} "
+                        f"(or set --conf warc.enabled=false)")
+    store = warc_store(root.warc_dir, cfg)
+    try:
+        removed = sweep_unfinished(store, older_than_s=float(cfg["generate.lease_s"]))
+    except (FileNotFoundError, PermissionError) as exc:
+        raise UserError(f"cannot write WARC files: {exc}") from None
+    if removed:
+        report(f"fetch: removed {removed} unfinished WARC files of task attempts older than generate.lease_s")
+    return store
 
 
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str) -> FetchResult:
@@ -199,19 +210,17 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         raise UserError(f"no segment {segment_id} in {root.root} (no {fetchlist_path})")
     if path_exists(spark, root.updated_marker(segment_id)):
         raise UserError(f"segment {segment_id} is already updated into the crawldb; generate a new one")
-    warc_dir = None
-    if cfg["warc.enabled"]:
-        if not root.is_local:
-            raise UserError("warc.enabled needs a local crawl root for now (set --conf warc.enabled=false)")
-        warc_dir = root.local_path(root.warc_dir)
+    store = open_warc_store(root, cfg) if cfg["warc.enabled"] else None
     seen = build_seen_filter(spark, root, cfg)
     if seen is not None:
         report(f"fetch: seen-URL filter of {seen.urls} URLs, {seen.nbytes / 2**20:.1f} MiB, "
                f"expected false-positive rate {seen.expected_fpr:.4f}")
-    fetched = fetch_segment(spark, spark.read.parquet(fetchlist_path), cfg, warc_dir, seen)
+    fetched = fetch_segment(spark, spark.read.parquet(fetchlist_path), cfg, store, seen)
     fetched.write.mode("overwrite").partitionBy("kind").parquet(root.fetched(segment_id))
-    if warc_dir:
-        remove_unfinished_warcs(warc_dir, cfg["warc.prefix"], segment_id)
+    if store is not None:
+        # the attempts that succeeded closed their files: whatever is still open died (nothing
+        # indexes it, so nothing is lost)
+        sweep_unfinished(store, segment_id=segment_id)
     counts = (spark.read.parquet(root.fetched(segment_id)).groupBy("kind", "fetch_status")
               .agg(F.count("*").alias("n")).collect())
     by_status = {r["fetch_status"]: r["n"] for r in counts if r["kind"] == "url"}

@@ -212,6 +212,8 @@ WARC_INDEX_SCHEMA = StructType([
     StructField("warc_offset", LongType(), False),
     StructField("warc_length", LongType(), False),
     StructField("segment_id", StringType(), False),
+    # last, where _ensure adds it to an index made before it existed (its old rows have null)
+    StructField("warc_uri", StringType(), True),
 ])
 
 

@@ -10,7 +10,7 @@ Outputs:  ONE Delta MERGE into crawldb: each attempted URL gets its new state fr
           URLs with a newer sitemap lastmod become due now.
           Then one MERGE into hostdb (robots cache, sitemaps, crawl-delay, deferral, backoff,
           counters, link rejections by reason, URLs per host, the trap budget), one insert-only
-          MERGE into warc_index (url -> WARC file and offset), then the marker
+          MERGE into warc_index (url -> WARC file, its URI, offset), then the marker
           segments/<id>/_updated.
 Re-run:   safe, changes nothing. With the marker present the job stops at once. Without it (the
           job died before writing it), the MERGE conditions make each write apply once: a URL
@@ -35,6 +35,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawl.status import DUPLICATE, FetchStatus, apply_fetch, mark_duplicate, schedule_policy
+from crawl.warc import warc_location_uri
 from jobs import discover
 from jobs.common import UserError, report, run_segment_step
 from jobs.discover import HOST_TOTAL_CAP
@@ -247,11 +248,14 @@ def merge_hostdb(spark: SparkSession, root: CrawlRoot, source: DataFrame, cfg: M
 
 
 def merge_warc_index(spark: SparkSession, root: CrawlRoot, outcomes: DataFrame) -> int:
-    """Index every archived record of the segment (insert-only, keyed by file and offset)."""
+    """Index every archived record of the segment (insert-only, keyed by file and offset), with
+    the full URI of its file (fetch wrote the segment's files under <crawl_root>/warc)."""
+    warc_dir = warc_location_uri(root.warc_dir)
     rows = outcomes.filter(F.col("warc_file").isNotNull()).select(
         "url", "url_hash", "host", from_epoch_col(F.col("fetched_at")).alias("fetched_at"), "http_status",
         F.trim(F.split(F.coalesce("content_type", F.lit("")), ";").getItem(0)).alias("mime"),
-        "payload_digest", "warc_file", "warc_offset", "warc_length", "segment_id")
+        "payload_digest", "warc_file", "warc_offset", "warc_length", "segment_id",
+        F.concat(F.lit(warc_dir + "/"), F.col("warc_file")).alias("warc_uri"))
     index = DeltaTable.forPath(spark, root.warc_index)
     before = table_version(index)
     (index.alias("t").merge(rows.alias("s"), "t.warc_file = s.warc_file AND t.warc_offset = s.warc_offset")

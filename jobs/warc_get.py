@@ -1,6 +1,8 @@
-"""warc-get — print the archived record of a URL, by seeking to its offset in the WARC file.
+"""warc-get — print the archived record of a URL, reading only that record of its WARC file.
 
-Inputs:   <crawl_root>/warc_index (Delta) and <crawl_root>/warc/*.warc.gz.
+Inputs:   <crawl_root>/warc_index (Delta) and the WARC file it names (warc_uri: a local path, or
+          an S3 object read with one ranged GET — endpoint and credentials from [s3] or the
+          standard AWS configuration; index rows older than warc_uri: <crawl_root>/warc/<warc_file>).
 Outputs:  on stdout, the record's WARC headers and HTTP headers, then a blank line and the
           payload (as stored: decoded body); --headers-only stops before the payload. The
           newest record of the URL is shown unless --all lists every capture.
@@ -14,15 +16,15 @@ if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our p
     import os as _os, sys as _sys
     _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 
-import os
 import sys
 from typing import Any, Mapping
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from crawl.s3 import is_s3_uri, s3_settings
 from crawl.urls import InvalidUrl, normalize_url, url_hash
-from crawl.warc import read_record
+from crawl.warc import read_record_at
 from jobs.common import EXIT_NOTHING_TO_DO, EXIT_OK, UserError, run_spark_step
 from jobs.tables import CrawlRoot, table_exists
 
@@ -64,20 +66,31 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, url: str, 
     if list_all:
         for c in found:
             out.write((f"{c['fetched_at']}  {c['http_status']}  {c['mime'] or '-'}  "
-                       f"{c['warc_file']}  {c['warc_offset']}  {c['warc_length']}\n").encode("utf-8"))
+                       f"{record_location(root, c)}  {c['warc_offset']}  {c['warc_length']}\n").encode("utf-8"))
         out.flush()
         return EXIT_OK
     newest = found[0]
-    path = os.path.join(root.local_path(root.warc_dir), newest["warc_file"])
-    try:
-        record = read_record(path, int(newest["warc_offset"]))
-    except FileNotFoundError:
-        raise UserError(f"WARC file {path} is missing (the index says {canonical} is there)") from None
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    out.write(render(record, headers_only))
+    out.write(render(read_capture(cfg, root, newest, canonical), headers_only))
     out.flush()
     return EXIT_OK
+
+
+def record_location(root: CrawlRoot, capture: Mapping[str, Any]) -> str:
+    """The file (path or S3 URI) of an index row; rows from before warc_uri name only the file."""
+    return capture.get("warc_uri") or f"{root.warc_dir}/{capture['warc_file']}"
+
+
+def read_capture(cfg: Mapping[str, Any], root: CrawlRoot, capture: Mapping[str, Any], url: str) -> dict[str, Any]:
+    """The record an index row points at; a file or object that cannot be read is a UserError."""
+    location = record_location(root, capture)
+    settings = s3_settings(cfg) if is_s3_uri(location) else None
+    try:
+        return read_record_at(location, int(capture["warc_offset"]), capture.get("warc_length"), settings=settings)
+    except FileNotFoundError as exc:
+        detail = f" ({exc})" if is_s3_uri(location) else ""
+        raise UserError(f"WARC file {location} is missing{detail}; the index says {url} is there") from None
+    except (OSError, ValueError) as exc:  # access denied, endpoint unreachable, no record at the offset
+        raise UserError(" ".join(str(exc).split())) from None
 
 
 def configure(parser) -> None:

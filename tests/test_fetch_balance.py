@@ -23,15 +23,3 @@ def test_every_host_in_exactly_one_task_and_deterministic():
 
 def test_more_tasks_than_hosts():
     assert sorted(balance_hosts({"a": 1.0, "b": 2.0}, 8).values()) == [0, 1]
-
-
-def test_unfinished_warcs_of_the_segment_are_removed(tmp_path):
-    from jobs.fetch import remove_unfinished_warcs
-    seg = "20261130000000-abcdef"
-    names = [f"DELTACRAWL-{seg}-00000-0-20261130000001-00000.warc.gz.open",
-             f"DELTACRAWL-{seg}-00000-1-20261130000002-00000.warc.gz",
-             "DELTACRAWL-20261130000000-ffffff-00000-0-20261130000001-00000.warc.gz.open"]
-    for n in names:
-        (tmp_path / n).write_bytes(b"x")
-    assert remove_unfinished_warcs(str(tmp_path), "DELTACRAWL", seg) == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])

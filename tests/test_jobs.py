@@ -1,6 +1,7 @@
 """The Spark jobs one by one, on real Spark and Delta (one shared session)."""
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -127,7 +128,6 @@ def test_fetch_update_cycle_and_update_idempotence(spark, cfg, root, tmp_path, d
     # even if the marker is lost (job died after the MERGEs), a re-run changes no row
     import shutil
     shutil.rmtree(root.updated_marker(seg), ignore_errors=True)
-    import os
     if os.path.exists(root.updated_marker(seg)):
         os.remove(root.updated_marker(seg))
     hosts_before = spark.read.format("delta").load(root.hostdb).collect()
@@ -147,13 +147,53 @@ def test_fetch_update_cycle_and_update_idempotence(spark, cfg, root, tmp_path, d
     assert warc_get.run(spark, cfg, root, devweb.seed_urls()[0], out=buf) == 0
     assert b"WARC-Type: response" in buf.getvalue() and b"<html" in buf.getvalue().lower()
     assert rows[devweb.seed_urls()[0]]["warc_file"] == [r for r in index if r["url"] == devweb.seed_urls()[0]][0]["warc_file"]
+    assert all(r["warc_uri"] == os.path.join(root.warc_dir, r["warc_file"]) for r in index)
     assert warc_get.run(spark, cfg, root, devweb.seed_urls()[0] + "never-fetched", out=io.BytesIO()) == 1
+    # rows indexed before warc_uri existed are found under <crawl_root>/warc
+    DeltaTable.forPath(spark, root.warc_index).update(set={"warc_uri": F.lit(None).cast("string")})
+    old_row = io.BytesIO()
+    assert warc_get.run(spark, cfg, root, devweb.seed_urls()[0], out=old_row) == 0
+    assert old_row.getvalue() == buf.getvalue()
+    # a file that is gone is a one-line user error
+    os.rename(os.path.join(root.warc_dir, index[0]["warc_file"]), os.path.join(root.warc_dir, "moved-away"))
+    with pytest.raises(UserError, match=r"WARC file .* is missing; the index says"):
+        warc_get.run(spark, cfg, root, index[0]["url"], out=io.BytesIO())
 
     summary = stats.collect_stats(spark, cfg, root)
     assert summary["total_urls"] == len(rows)
     assert dict(summary["by_status"])["fetched"] == 4
     assert dict(summary["by_http_status"])[200] == 4
     assert summary["due_now"] == len(rows) - 4
+
+
+def test_fetch_tasks_write_warc_files_to_s3(spark, cfg, devweb, moto_s3):
+    """The fetch tasks get the S3 store in their closure (settings, no client: each makes its
+    own) and upload their WARC files; every fetched row points at a complete object, read back by
+    a ranged GET as warc-get reads it."""
+    from crawl.urls import host_bucket, host_of, url_hash
+    from crawl.warc import S3WarcStore, read_record_at, sweep_unfinished, warc_store
+    from jobs.tables import FETCHLIST_SCHEMA
+    from tests.s3server import aws_environ, new_bucket
+    seg = "20261201000000-5e5e5e"
+    fetchlist = spark.createDataFrame(  # what generate would write, without the Delta jobs
+        [{"url": u, "url_hash": url_hash(u), "host": host_of(u), "host_bucket": host_bucket(host_of(u), 16),
+          "depth": 0, "score": 1.0, "segment_id": seg} for u in devweb.seed_urls()[:4]], FETCHLIST_SCHEMA)
+    bucket = new_bucket(moto_s3)
+    # the AWS variables only here, on the driver: the executors know the store by its settings
+    store = warc_store(f"s3a://{bucket}/crawl/warc", cfg, aws_environ(moto_s3))
+    assert isinstance(store, S3WarcStore)
+    fetched = fetch.fetch_segment(spark, fetchlist, cfg, store).collect()
+    pages = [r for r in fetched if r["kind"] == "url"]
+    assert len(pages) == 4 and all(r["fetch_status"] == "ok" and r["warc_file"] for r in pages)
+    listing = store.client.list_objects_v2(Bucket=bucket, Prefix="crawl/warc/")
+    objects = {o["Key"].rsplit("/", 1)[1] for o in listing.get("Contents", [])}
+    assert objects == {r["warc_file"] for r in pages} and all(f"-{seg}-" in name for name in objects)
+    assert "Uploads" not in store.client.list_multipart_uploads(Bucket=bucket, Prefix="crawl/warc/")
+    assert sweep_unfinished(store, segment_id=seg) == 0
+    for r in pages:
+        record = read_record_at(store.uri(r["warc_file"]), r["warc_offset"], r["warc_length"], settings=store.settings)
+        assert record["target_uri"] == r["url"] and record["http_status"] == 200
+        assert b"<html" in record["payload"].lower()
 
 
 def test_second_cycle_uses_robots_cache(spark, cfg, root, tmp_path, devweb):
