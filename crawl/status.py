@@ -81,9 +81,11 @@ def classify_http_status(code: int, has_location: bool = False) -> str:
 
 
 def new_url_state(url: str, host: str, bucket: int, url_key: int, depth: int, score: float,
-                  now: float, redirect_hops: int = 0, inlinks: int = 0) -> dict[str, Any]:
+                  now: float, redirect_hops: int = 0, inlinks: int = 0,
+                  discovered_segment: str | None = None) -> dict[str, Any]:
     """The row of a URL the crawldb has never seen: unfetched and due now. ``inlinks``: how many
-    pages of the segment that discovered it link to it."""
+    pages of the segment that discovered it link to it; ``discovered_segment``: that segment
+    (None for a seed)."""
     return {
         "url": url, "url_hash": url_key, "host": host, "host_bucket": bucket,
         "status": UNFETCHED, "depth": depth, "score": score,
@@ -96,7 +98,7 @@ def new_url_state(url: str, host: str, bucket: int, url_key: int, depth: int, sc
         "redirect_to": None, "error": None, "parse_error": None, "redirect_hops": redirect_hops,
         "inlinks": inlinks, "canonical_url": None, "noindex": None, "text_hash": None,
         "observed_count": 0, "first_observed_at": None, "last_observed_at": None, "last_changed_at": None,
-        "gone_checks": 0,
+        "gone_checks": 0, "discovered_segment": discovered_segment,
     }
 
 

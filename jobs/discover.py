@@ -100,16 +100,16 @@ def within_host_budget(unknown: DataFrame, host_state: DataFrame, cfg: Mapping[s
             .drop("url_count"))
 
 
-def _new_rows(rows: Iterator[Any], now: float) -> Iterator[tuple]:
+def _new_rows(rows: Iterator[Any], now: float, segment_id: str | None) -> Iterator[tuple]:
     for row in rows:
         state = new_url_state(row["url"], row["host"], row["host_bucket"], row["url_hash"], row["depth"],
-                              row["score"], now, row["redirect_hops"], row["inlinks"])
+                              row["score"], now, row["redirect_hops"], row["inlinks"], segment_id)
         yield tuple(state[name] for name in _URL_FIELDS)
 
 
-def new_url_rows(spark: SparkSession, kept: DataFrame, now: float) -> DataFrame:
-    """crawldb rows (unfetched, due now) for the kept unknown candidates."""
-    rdd = kept.rdd.mapPartitions(lambda it: _new_rows(it, now))
+def new_url_rows(spark: SparkSession, kept: DataFrame, now: float, segment_id: str) -> DataFrame:
+    """crawldb rows (unfetched, due now) for the kept unknown candidates, discovered in ``segment_id``."""
+    rdd = kept.rdd.mapPartitions(lambda it: _new_rows(it, now, segment_id))
     # rows come from crawl.status.new_url_state in schema order: no per-row type verification
     return from_epoch(spark.createDataFrame(rdd, epoch_schema(URL_STATE_SCHEMA), verifySchema=False), URL_STATE_TIMES)
 

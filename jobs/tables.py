@@ -66,6 +66,8 @@ URL_STATE_SCHEMA = StructType([
     StructField("last_observed_at", TimestampType(), True),
     StructField("last_changed_at", TimestampType(), True),
     StructField("gone_checks", IntegerType(), True),
+    # last, where _ensure adds it to a crawldb made before it existed (its old rows have null)
+    StructField("discovered_segment", StringType(), True),
 ])
 URL_STATE_TIMES = ("discovered_at", "last_fetched_at", "next_fetch_at", "lease_until", "first_observed_at",
                    "last_observed_at", "last_changed_at")

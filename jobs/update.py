@@ -284,7 +284,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     unknown, known = discover.split_known(discover.candidates(spark, outcomes, hosts, cfg), url_state)
     budgeted = discover.within_host_budget(unknown, read_host_state(spark, root, pinned=True), cfg).cache()
     try:
-        new_rows = discover.new_url_rows(spark, budgeted.filter("_keep"), now)
+        new_rows = discover.new_url_rows(spark, budgeted.filter("_keep"), now, segment_id)
         hints = due_now_hints(discover.lastmod_hints(known, now), orphaned_duplicates(url_state, outcomes, now))
         counts = merge_crawldb(spark, root, updates, new_rows, hints)
         host_rows = _host_source(hosts, discover.per_host_counts(budgeted), cfg, segment_id, now)
