@@ -31,6 +31,9 @@ if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our p
     _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 
 import heapq
+import os
+import re
+import socket
 import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -129,6 +132,20 @@ def build_seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Mapping[str, An
     return SeenFilter(data, n, bloom.nbytes, bloom.expected_fpr(n))
 
 
+def executor_identity() -> str:
+    """"<machine>/<executor id>" of the Spark executor whose Python worker runs this code, or
+    "driver" in local mode. Spark tells a Python worker its executor id only indirectly: Kubernetes
+    sets SPARK_EXECUTOR_ID; standalone and YARN name it in the executor's log URLs."""
+    env = os.environ
+    executor = env.get("SPARK_EXECUTOR_ID")
+    if not executor:
+        match = re.search(r"[?&]executorId=([^&]+)", env.get("SPARK_LOG_URL_STDERR", ""))
+        executor = match.group(1) if match else None
+    if not executor:
+        return "driver"
+    return f"{socket.gethostname()}/{executor}"
+
+
 def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], store: str | WarcStore | None,
                seen: Any = None) -> Iterator[tuple]:
     """The body of one Spark task: (host, Row) pairs in, FETCHED_SCHEMA tuples out. ``store`` is
@@ -163,7 +180,9 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], store: s
             from crawl.bloom import BloomFilter
             bloom = BloomFilter.from_bytes(seen.value)
         results = fetch_partition(dicts, cfg, archive, parser, bloom)
+    where = {"fetch_task": f"{index}.{attempt}", "fetch_executor": executor_identity()}
     for out in results:
+        out.update(where)
         yield tuple(map(out.get, _FETCHED_FIELDS))
 
 
@@ -205,6 +224,10 @@ def open_warc_store(root: CrawlRoot, cfg: Mapping[str, Any]) -> WarcStore:
 
 
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str) -> FetchResult:
+    if spark.sparkContext.getConf().get("spark.speculation", "false").strip().lower() == "true":
+        # a speculative copy of a slow fetch task would request every URL of its hosts again
+        raise UserError("fetch refuses to run with spark.speculation=true: a speculative copy of a fetch "
+                        "task would fetch its hosts' URLs a second time (turn speculation off)")
     fetchlist_path = root.fetchlist(segment_id)
     if not path_exists(spark, fetchlist_path):
         raise UserError(f"no segment {segment_id} in {root.root} (no {fetchlist_path})")
