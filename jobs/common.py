@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 import traceback
@@ -84,6 +85,33 @@ def report(line: str) -> None:
     print(line, flush=True)
 
 
+_PYTHON_ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
+
+
+def describe_failure(exc: BaseException) -> str:
+    """"Type: message" of what really failed. An error raised in a Spark task reaches the driver
+    wrapped: its first line says only that "an exception was thrown from the Python worker", and
+    the error itself is the last "SomethingError: message" line of the Python traceback inside; a
+    JVM failure (Py4JJavaError) says "An error occurred while calling o123.parquet", and the
+    reason is its innermost cause."""
+    text = str(exc).strip()
+    if "Traceback (most recent call last)" in text:
+        python_part = text.split("JVM stacktrace")[0]
+        found = [m for m in (_PYTHON_ERROR_LINE.match(line.strip()) for line in python_part.splitlines()) if m]
+        if found:
+            return f"{found[-1].group(1).rsplit('.', 1)[-1]}: {found[-1].group(2)}"
+    cause = getattr(exc, "java_exception", None)
+    if cause is not None:
+        try:  # the JVM may be gone: then the Python side's text is all there is
+            while cause.getCause() is not None and not cause.getCause().equals(cause):
+                cause = cause.getCause()
+            return " ".join(str(cause.toString()).split())
+        except Exception:
+            pass
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}"
+
+
 def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.ArgumentParser], None],
              body: Callable[[argparse.Namespace, Mapping[str, Any]], int], needs_root: bool = True) -> int:
     """Parse arguments, load config, check the crawl root and run ``body``; map errors to exit codes."""
@@ -103,8 +131,7 @@ def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.Ar
         print(f"{prog}: interrupted; the crawl root is consistent (leases expire on their own)", file=sys.stderr)
         return 130
     except Exception as exc:  # the last line of defence: one line, full trace only on request
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(f"{prog}: failed: {type(exc).__name__}: {first[:500]}", file=sys.stderr, flush=True)
+        print(f"{prog}: failed: {describe_failure(exc)[:500]}", file=sys.stderr, flush=True)
         if os.environ.get("DELTACRAWL_DEBUG"):
             traceback.print_exc()
         else:
