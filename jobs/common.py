@@ -154,13 +154,15 @@ def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argpa
 
 def run_segment_step(prog: str, argv: list[str] | None, description: str,
                      run: Callable[..., Any]) -> int:
-    """main() of a step that works on one segment (fetch, update): ``run(spark, cfg, root, segment_id)``."""
+    """main() of a step that works on one segment (fetch, dedup, update): ``run(spark, cfg, root,
+    segment_id)``; the run is appended to the cycles table (jobs/tracking.py)."""
     def configure(parser: argparse.ArgumentParser) -> None:
         parser.description = description
         parser.add_argument("segment", metavar="SEGMENT", help="segment id printed by generate")
 
     def step(spark, cfg, root, args) -> int:
-        run(spark, cfg, root, args.segment)
+        from jobs.tracking import record_step  # (jobs.tracking imports this module)
+        record_step(spark, root, prog.split()[-1], lambda: run(spark, cfg, root, args.segment), prog)
         return EXIT_OK
 
     def precheck(args: argparse.Namespace) -> None:

@@ -2,9 +2,15 @@
 
 Inputs:   a seeds file (--seeds), or --with-devweb: start the bundled local test web on
           loopback (devweb.* options) and seed from it.
-Outputs:  everything the individual steps write; the stats table at the end.
-Re-run:   safe: inject is idempotent, each cycle makes a new segment. Stops early (exit 0) when
-          nothing is due any more.
+Outputs:  everything the individual steps write; the stats table at the end; after each cycle,
+          one row per step in <crawl_root>/cycles (Delta: counts and seconds; inject is cycle 0);
+          an MLflow run (params = the effective config, metrics per cycle with step = cycle
+          number, stats/figures/config JSON and PNG charts as artifacts) in the store
+          --mlflow-uri / mlflow.tracking_uri names, by default <crawl_root>/mlflow.db (see
+          jobs/tracking.py; "off" disables it, and a tracking failure never fails the crawl).
+Re-run:   safe: inject is idempotent, each cycle makes a new segment, each run has a new crawl id
+          (its cycles rows are appended, earlier ones stay). Stops early (exit 0) when nothing
+          is due any more.
 Exit:     0 done · 2 bad input · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/crawl.py --seeds seeds.txt --cycles 3 --crawl-root /data/crawl
 """
@@ -17,52 +23,74 @@ if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our p
 import os
 import sys
 import tempfile
-import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from pyspark.sql import SparkSession
 
+from crawl.tracking import INJECT_CYCLE
 from jobs import dedup, fetch, generate, inject, stats, update
 from jobs.common import EXIT_OK, UserError, report, run_main
 from jobs.tables import CrawlRoot
+from jobs.tracking import CrawlRecorder, CrawlTracker, OneLineWarnings, new_crawl_id
 
 
 @dataclass
 class CrawlResult:
     cycles_run: int
+    crawl_id: str = ""
     segments: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     step_seconds: list[dict[str, float]] = field(default_factory=list)
+    mlflow_run_id: str | None = None
 
 
-def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path: str, cycles: int) -> CrawlResult:
-    result = CrawlResult(cycles_run=0)
-    inject.run(spark, cfg, root, seeds_path)
-    for cycle in range(1, cycles + 1):
-        timings: dict[str, float] = {}
-        started = time.monotonic()
-        gen = generate.run(spark, cfg, root)
-        timings["generate"] = time.monotonic() - started
-        if gen.segment_id is None:
-            report(f"crawl: cycle {cycle}: nothing due, stopping")
-            break
-        started = time.monotonic()
-        fetch.run(spark, cfg, root, gen.segment_id)
-        timings["fetch"] = time.monotonic() - started
-        started = time.monotonic()
-        dedup.run(spark, cfg, root, gen.segment_id)
-        timings["dedup"] = time.monotonic() - started
-        started = time.monotonic()
-        update.run(spark, cfg, root, gen.segment_id)
-        timings["update"] = time.monotonic() - started
-        result.cycles_run = cycle
-        result.segments.append(gen.segment_id)
-        result.step_seconds.append(timings)
-        report(f"crawl: cycle {cycle}/{cycles} done in {sum(timings.values()):.1f}s "
-               f"({', '.join(f'{k} {v:.1f}s' for k, v in timings.items())})")
-    result.stats = stats.run(spark, cfg, root)
+def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path: str, cycles: int,
+        tracker: CrawlTracker | None = None) -> CrawlResult:
+    """Inject, ``cycles`` cycles, stats. Each step's figures go to the cycles table after each
+    cycle and, with a ``tracker`` (what main() opens from --mlflow-uri / mlflow.*), to MLflow."""
+    result = CrawlResult(cycles_run=0, crawl_id=new_crawl_id())
+    recorder = CrawlRecorder(spark, root, result.crawl_id, tracker, OneLineWarnings("deltacrawl crawl"))
+    if tracker is not None:
+        tracker.start(result.crawl_id, cfg, {"deltacrawl.crawl_root": root.root, "deltacrawl.seeds": seeds_path,
+                                             "deltacrawl.cycles_requested": str(cycles)})
+        result.mlflow_run_id = tracker.run_id
+    status = "FAILED"
+    try:
+        recorder.run_step(INJECT_CYCLE, "inject", lambda: inject.run(spark, cfg, root, seeds_path))
+        recorder.end_cycle()
+        for cycle in range(1, cycles + 1):
+            gen = recorder.run_step(cycle, "generate", lambda: generate.run(spark, cfg, root))
+            if gen.segment_id is None:
+                recorder.end_cycle()
+                report(f"crawl: cycle {cycle}: nothing due, stopping")
+                break
+            segment = gen.segment_id
+            recorder.run_step(cycle, "fetch", lambda: fetch.run(spark, cfg, root, segment))
+            recorder.run_step(cycle, "dedup", lambda: dedup.run(spark, cfg, root, segment))
+            recorder.run_step(cycle, "update", lambda: update.run(spark, cfg, root, segment))
+            timings = {f.step: f.seconds for f in recorder.end_cycle()}
+            result.cycles_run = cycle
+            result.segments.append(segment)
+            result.step_seconds.append(timings)
+            report(f"crawl: cycle {cycle}/{cycles} done in {sum(timings.values()):.1f}s "
+                   f"({', '.join(f'{k} {v:.1f}s' for k, v in timings.items())})")
+        result.stats = stats.run(spark, cfg, root)
+        status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    except Exception:
+        recorder.end_cycle()  # the steps of the failed cycle that did finish (no-op if none)
+        raise
+    finally:
+        if tracker is not None:
+            if status == "FINISHED":
+                tracker.finish(recorder.cycles, result.stats, {"deltacrawl.cycles_run": str(result.cycles_run),
+                                                               "deltacrawl.segments": ",".join(result.segments)})
+            else:
+                tracker.abort(status)
     return result
 
 
@@ -98,6 +126,9 @@ def configure(parser) -> None:
     parser.add_argument("--cycles", type=int, default=3, help="number of cycles (default: 3)")
     parser.add_argument("--with-devweb", action="store_true",
                         help="start the bundled local test web and crawl it (seeds default to its hosts)")
+    parser.add_argument("--mlflow-uri", metavar="URI",
+                        help="MLflow tracking URI for this crawl's run, or 'off' (default: mlflow.tracking_uri, "
+                             "else <crawl_root>/mlflow.db; see conf/defaults.toml [mlflow])")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         with ExitStack() as stack:  # the test web (if any) lives as long as the crawl
             seeds = args.seeds or start_devweb(cfg, args.crawl_root, stack)
             inject.load_seeds(seeds)  # fail fast, before a JVM is started
-            run(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), seeds, args.cycles)
+            tracker = CrawlTracker.open(cfg, args.crawl_root, args.mlflow_uri, "deltacrawl crawl")
+            run(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), seeds, args.cycles, tracker)
         return EXIT_OK
     return run_main("deltacrawl crawl", argv, configure, body)
 

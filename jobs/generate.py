@@ -25,6 +25,7 @@ Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's
           robots.txt when fresher than fetch.robots_ttl_s, its sitemap list, and
           when its sitemaps were last read if within sitemaps.ttl_s); then one MERGE writes the lease
           (lease_until = now + generate.lease_s, segment_id) onto the selected crawldb rows.
+          Run on its own, a row in <crawl_root>/cycles (jobs/tracking.py), nothing due included.
 Re-run:   safe: leased URLs are not selected again, so a second run makes a disjoint segment
           (or exits 99). If the job dies between the two writes, the orphan fetchlist is
           harmless: its URLs are not leased, and update ignores results for unleased URLs.
@@ -53,6 +54,7 @@ from crawl.status import GENERATABLE_STATUSES
 from jobs.common import EXIT_NOTHING_DUE, EXIT_OK, UserError, report, run_spark_step
 from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, delete_path, ensure_tables, from_epoch_col,
                          read_host_state, read_url_state, table_exists)
+from jobs.tracking import record_step
 
 LEASE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 
@@ -232,7 +234,7 @@ def configure(parser) -> None:
 
 
 def step(spark, cfg, root, args) -> int:
-    result = run(spark, cfg, root)
+    result = record_step(spark, root, "generate", lambda: run(spark, cfg, root), "deltacrawl generate")
     if result.segment_id is None:
         return EXIT_NOTHING_DUE
     print(result.segment_id)

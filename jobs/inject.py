@@ -2,7 +2,8 @@
 
 Inputs:   a local seeds file (one URL per line, # comments; see crawl/seeds.py).
 Outputs:  new rows in <crawl_root>/crawldb (status unfetched, depth 0, due now); creates the
-          crawldb and hostdb if they do not exist.
+          crawldb and hostdb if they do not exist. Run on its own, a row in <crawl_root>/cycles
+          (jobs/tracking.py).
 Re-run:   safe. A URL already in the crawldb is left untouched (MERGE ... WHEN NOT MATCHED).
 Exit:     0 done · 2 seeds file missing/unreadable or without a single valid URL (nothing
           written) · 3 unexpected failure.
@@ -28,6 +29,7 @@ from crawl.urls import host_bucket, host_of, url_hash
 from jobs.common import EXIT_OK, UserError, report, run_spark_step
 from jobs.tables import (URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch,
                          merge_metrics, table_version)
+from jobs.tracking import record_step
 
 MERGE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 SHOWN_REJECTS = 5
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parsed: list[SeedParse] = []
 
     def step(spark, cfg, root, args) -> int:
-        run(spark, cfg, root, args.seeds, parsed=parsed[0])
+        record_step(spark, root, "inject", lambda: run(spark, cfg, root, args.seeds, parsed=parsed[0]),
+                    "deltacrawl inject")
         return EXIT_OK
     # the seeds are read and checked before a JVM is started
     return run_spark_step("deltacrawl inject", argv, configure, step, lambda args: parsed.append(load_seeds(args.seeds)))

@@ -246,6 +246,26 @@ DEDUP_BANDS_SCHEMA = StructType([
 ])
 
 
+# cycles: one row per step run (jobs/tracking.py, crawl/tracking.py), appended; see docs/crawldb.md
+CYCLES_SCHEMA = StructType([
+    StructField("crawl_id", StringType(), True),
+    StructField("mlflow_run_id", StringType(), True),
+    StructField("cycle", IntegerType(), True),
+    StructField("step", StringType(), False),
+    StructField("segment_id", StringType(), True),
+    StructField("started_at", TimestampType(), False),
+    StructField("seconds", DoubleType(), False),
+    StructField("urls", LongType(), True),
+    StructField("hosts", LongType(), True),
+    StructField("by_outcome", MapType(StringType(), LongType()), True),
+    StructField("bytes", LongType(), True),
+    StructField("new_urls", LongType(), True),
+    StructField("duplicates", LongType(), True),
+    StructField("crawldb_urls", LongType(), True),
+    StructField("crawldb_by_status", MapType(StringType(), LongType()), True),
+])
+
+
 class CrawlRoot:
     """Paths inside a crawl root (local path or any Hadoop-compatible URI)."""
 
@@ -285,6 +305,10 @@ class CrawlRoot:
 
     def dedup_result(self, segment_id: str) -> str:
         return f"{self.segment(segment_id)}/dedup"
+
+    @property
+    def cycles(self) -> str:
+        return f"{self.root}/cycles"
 
     @property
     def dedup_pages(self) -> str:
@@ -342,6 +366,11 @@ def ensure_tables(spark: SparkSession, root: CrawlRoot) -> None:
     _ensure(spark, root.crawldb, URL_STATE_SCHEMA, "deltacrawl url_state: one row per known URL", "host_bucket")
     _ensure(spark, root.hostdb, HOST_STATE_SCHEMA, "deltacrawl host_state: one row per host", "host_bucket")
     _ensure(spark, root.warc_index, WARC_INDEX_SCHEMA, "deltacrawl warc_index: where each response is archived", None)
+
+
+def ensure_cycles_table(spark: SparkSession, root: CrawlRoot) -> None:
+    _ensure(spark, root.cycles, CYCLES_SCHEMA, "deltacrawl cycles: one row per step run, with counts and seconds",
+            None)
 
 
 def ensure_dedup_tables(spark: SparkSession, root: CrawlRoot) -> None:

@@ -1,0 +1,305 @@
+"""What a crawl records about itself: per-step figures, the ``cycles`` Delta table, the MLflow run.
+
+Every step run gives a crawl.tracking.StepFigures: the step's own result (the dataclass its
+``run`` returns) plus, for fetch, one aggregation over the segment's fetched rows (bytes, fetch
+latency, the politeness bound) and, for update, the crawldb's URLs per status. Those figures are
+the one source of both records:
+
+- the ``cycles`` table (<crawl_root>/cycles, docs/crawldb.md): one row per step run, appended —
+  by ``deltacrawl crawl`` after each cycle (cycle number, crawl id, MLflow run id) and by each
+  step run on its own (cycle and crawl id null);
+- the MLflow run of a ``deltacrawl crawl`` (CrawlTracker): params = the effective config,
+  metrics per cycle with step = cycle number, and at the end the stats summary, the per-step
+  figures and the config as JSON, and PNG charts (crawl/charts.py).
+
+Bookkeeping never fails a crawl: if the table append, a figure query or the tracking store
+fails, one line goes to stderr (once per kind) and the crawl goes on without it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping, Sequence
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from crawl.tracking import (StepFigures, TrackingStore, config_document, config_params,
+                            cycle_metrics, cycle_row, figures_document, tracking_store)
+from jobs.tables import CYCLES_SCHEMA, CrawlRoot, ensure_cycles_table, read_url_state
+
+# MLflow limits per log_batch request (mlflow.utils.validation): 1000 metrics, 100 params.
+_METRICS_PER_BATCH, _PARAMS_PER_BATCH = 1000, 100
+_MAX_TAG_CHARS = 5000
+
+
+def new_crawl_id(now: float | None = None) -> str:
+    """Like a segment id (sortable by time, unique): names one `deltacrawl crawl` run."""
+    now = time.time() if now is None else now
+    return time.strftime("%Y%m%d%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(3)
+
+
+class OneLineWarnings:
+    """Bookkeeping failures: one stderr line per kind, however often it fails."""
+
+    def __init__(self, prog: str):
+        self.prog = prog
+        self.seen: set[str] = set()
+
+    def __call__(self, kind: str, exc: BaseException, consequence: str) -> None:
+        if kind in self.seen:
+            return
+        self.seen.add(kind)
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        print(f"{self.prog}: {kind} failed ({type(exc).__name__}: {first}); {consequence}",
+              file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+
+
+def fetch_figures(spark: SparkSession, root: CrawlRoot, segment_id: str) -> dict[str, Any]:
+    """One pass over segments/<id>/fetched: bytes read, requests per log2 latency bucket, and the
+    politeness bound (max over hosts of (requests - 1) x the host's minimum gap)."""
+    fetched = spark.read.parquet(root.fetched(segment_id))
+    is_url = F.col("kind") == "url"
+    bucket = F.when(is_url & F.col("elapsed_ms").isNotNull(),
+                    F.floor(F.log2(F.greatest(F.col("elapsed_ms"), F.lit(1)))).cast("int"))
+    bound = F.when(~is_url & (F.col("requests") > 1), (F.col("requests") - 1) * F.col("min_delay_s"))
+    rows = (fetched.groupBy(is_url.alias("is_url"), bucket.alias("bucket"))
+            .agg(F.sum(F.when(is_url, F.col("content_length"))).alias("bytes"), F.count("*").alias("n"),
+                 F.max(bound).alias("bound")).collect())
+    return {"bytes": sum(r["bytes"] or 0 for r in rows if r["is_url"]),
+            "latency_ms": {r["bucket"]: r["n"] for r in rows if r["is_url"] and r["bucket"] is not None},
+            "politeness_bound_s": max((r["bound"] for r in rows if r["bound"] is not None), default=None)}
+
+
+def crawldb_by_status(spark: SparkSession, root: CrawlRoot) -> dict[str, int]:
+    return {r["status"]: r["n"] for r in
+            read_url_state(spark, root).groupBy("status").agg(F.count("*").alias("n")).collect()}
+
+
+def step_figures(spark: SparkSession, root: CrawlRoot, step: str, result: Any, started_at: float,
+                 seconds: float) -> StepFigures:
+    """The figures of one step run from what its ``run`` returned (InjectResult, GenerateResult,
+    FetchResult, DedupResult or UpdateResult), plus fetch's and update's extra queries."""
+    fig = StepFigures(step, started_at, seconds, segment_id=getattr(result, "segment_id", None))
+    if step == "inject":
+        fig.urls, fig.new_urls = result.valid, result.inserted
+    elif step == "generate":
+        fig.urls, fig.hosts = result.urls, result.hosts
+    elif step == "fetch":
+        fig.urls, fig.hosts, fig.by_outcome = result.urls, result.hosts, dict(result.by_fetch_status)
+        extra = fetch_figures(spark, root, result.segment_id)
+        fig.bytes, fig.latency_ms, fig.politeness_bound_s = extra["bytes"], extra["latency_ms"], extra["politeness_bound_s"]
+    elif step == "dedup":
+        fig.urls, fig.duplicates = result.pages, result.exact + result.near
+    elif step == "update":
+        fig.urls, fig.new_urls, fig.hosts = result.updated, result.new_urls, result.hosts
+        fig.crawldb_by_status = crawldb_by_status(spark, root)
+        fig.crawldb_urls = sum(fig.crawldb_by_status.values())
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# the cycles table
+
+
+def append_cycle_rows(spark: SparkSession, root: CrawlRoot, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Append rows (crawl.tracking.cycle_row) to <crawl_root>/cycles: one Delta commit."""
+    if not rows:
+        return
+    ensure_cycles_table(spark, root)
+    names = CYCLES_SCHEMA.fieldNames()
+    data = [tuple(datetime.fromtimestamp(r[n], timezone.utc) if n == "started_at" else r[n] for n in names)
+            for r in rows]
+    spark.createDataFrame(data, CYCLES_SCHEMA).write.format("delta").mode("append").save(root.cycles)
+
+
+def record_step(spark: SparkSession, root: CrawlRoot, step: str, run: Callable[[], Any], prog: str) -> Any:
+    """Run one step on its own (``deltacrawl fetch SEG`` ...) and append its row to the cycles
+    table (cycle and crawl id null); returns what the step returned."""
+    started_at, started = time.time(), time.monotonic()
+    result = run()
+    seconds = time.monotonic() - started
+    try:
+        fig = step_figures(spark, root, step, result, started_at, seconds)
+        append_cycle_rows(spark, root, [cycle_row(fig, None, None, None)])
+    except Exception as exc:  # the step's own work is done and committed: never fail it now
+        OneLineWarnings(prog)("recording the step in the cycles table", exc, "the step itself succeeded")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# MLflow
+
+
+def _quiet_mlflow_logs() -> None:
+    # MLflow and alembic log at INFO to stderr while creating a store ("Creating initial MLflow
+    # database tables..."); our stderr carries our progress and errors only. (After importing
+    # mlflow: its import sets up its logger.)
+    import mlflow  # noqa: F401
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+class CrawlTracker:
+    """The MLflow run of one crawl, through MlflowClient (no fluent API: no active-run global, no
+    ./mlruns default, nothing printed). Every call is guarded: the first failure prints one line
+    and turns tracking off for the rest of the crawl."""
+
+    def __init__(self, store: TrackingStore, experiment: str, warn: OneLineWarnings):
+        self.store = store
+        self.experiment = experiment
+        self.warn = warn
+        self.client = None
+        self.run_id: str | None = None
+
+    @classmethod
+    def open(cls, cfg: Mapping[str, Any], crawl_root: str, cli_uri: str | None, prog: str) -> "CrawlTracker | None":
+        """None when tracking is off (--mlflow-uri off, mlflow.tracking_uri = "off")."""
+        store = tracking_store(crawl_root, cli_uri, str(cfg["mlflow.tracking_uri"]), os.environ)
+        return None if store is None else cls(store, str(cfg["mlflow.experiment"]), OneLineWarnings(prog))
+
+    @property
+    def active(self) -> bool:
+        return self.run_id is not None
+
+    def _guard(self, what: Callable[[], Any]) -> Any:
+        try:
+            return what()
+        except Exception as exc:
+            self.warn(f"MLflow tracking ({self.store.tracking_uri})", exc,
+                      "the crawl goes on without tracking")
+            client, run_id = self.client, self.run_id
+            self.client, self.run_id = None, None
+            if client is not None and run_id is not None:
+                try:  # best effort: a run that stopped being tracked says so
+                    client.set_tag(run_id, "deltacrawl.tracking_error", f"{type(exc).__name__}: {exc}"[:_MAX_TAG_CHARS])
+                    client.set_terminated(run_id, "FAILED")
+                except Exception:
+                    pass
+            return None
+
+    def start(self, crawl_id: str, cfg: Mapping[str, Any], tags: Mapping[str, str]) -> None:
+        self._guard(lambda: self._start(crawl_id, cfg, tags))
+
+    def _start(self, crawl_id: str, cfg: Mapping[str, Any], tags: Mapping[str, str]) -> None:
+        _quiet_mlflow_logs()
+        from mlflow.entities import Param
+        from mlflow.tracking import MlflowClient
+        uri = self.store.tracking_uri
+        if uri.startswith("sqlite:///"):
+            # SQLite creates the file, not its folder (the crawl root may not exist yet)
+            os.makedirs(os.path.dirname(os.path.abspath(uri[len("sqlite:///"):])), exist_ok=True)
+        client = MlflowClient(tracking_uri=uri)
+        experiment = client.get_experiment_by_name(self.experiment)
+        if experiment is None:
+            experiment_id = client.create_experiment(self.experiment, artifact_location=self.store.artifact_location)
+        else:
+            experiment_id = experiment.experiment_id
+        all_tags = {"deltacrawl.crawl_id": crawl_id, "deltacrawl.tracking_store": self.store.why, **tags}
+        run = client.create_run(experiment_id, run_name=crawl_id,
+                                tags={k: str(v)[:_MAX_TAG_CHARS] for k, v in all_tags.items()})
+        self.client, self.run_id = client, run.info.run_id  # from here on a failure marks the run
+        params = [Param(k, v) for k, v in config_params(cfg).items()]
+        for i in range(0, len(params), _PARAMS_PER_BATCH):
+            client.log_batch(self.run_id, params=params[i:i + _PARAMS_PER_BATCH])
+        client.log_text(self.run_id, json.dumps(config_document(cfg), indent=2, default=str), "config.json")
+
+    def log_cycle(self, cycle: int, steps: Sequence[StepFigures]) -> None:
+        if self.active:
+            self._guard(lambda: self._log_metrics(cycle, cycle_metrics(steps)))
+
+    def _log_metrics(self, cycle: int, values: Mapping[str, float]) -> None:
+        from mlflow.entities import Metric
+        now_ms = int(time.time() * 1000)
+        metrics = [Metric(k, v, now_ms, cycle) for k, v in values.items()]
+        for i in range(0, len(metrics), _METRICS_PER_BATCH):
+            self.client.log_batch(self.run_id, metrics=metrics[i:i + _METRICS_PER_BATCH])
+
+    def finish(self, cycles: Sequence[tuple[int, Sequence[StepFigures]]], stats: Mapping[str, Any] | None,
+               tags: Mapping[str, str]) -> None:
+        """The crawl is done: artifacts (stats.json, cycles.json, charts/*.png), final tags, FINISHED."""
+        if self.active:
+            self._guard(lambda: self._finish(cycles, stats, tags))
+
+    def _finish(self, cycles, stats, tags) -> None:
+        from crawl.charts import render_all
+        client, run_id = self.client, self.run_id
+        for key, value in tags.items():
+            client.set_tag(run_id, key, str(value)[:_MAX_TAG_CHARS])
+        if stats is not None:
+            client.log_text(run_id, json.dumps(stats, indent=2, default=str), "stats.json")
+        client.log_text(run_id, json.dumps(figures_document(cycles), indent=2, default=str), "cycles.json")
+        try:
+            with tempfile.TemporaryDirectory(prefix="deltacrawl-charts-") as folder:
+                render_all(cycles, (stats or {}).get("top_hosts", []), folder)
+                client.log_artifacts(run_id, folder, "charts")
+        finally:
+            client.set_terminated(run_id, "FINISHED")
+
+    def abort(self, status: str) -> None:
+        """The crawl failed before finish(): mark the run so (best effort, silent)."""
+        if self.active:
+            client, run_id = self.client, self.run_id
+            self.client, self.run_id = None, None
+            try:
+                client.set_terminated(run_id, status)
+            except Exception:
+                pass
+
+
+# ---------------------------------------------------------------------------------------------
+# a crawl's recorder
+
+
+@dataclass
+class CrawlRecorder:
+    """Times each step of a crawl, collects its figures (the one place they are kept), and at the
+    end of each cycle appends the cycle's rows to the cycles table and logs its MLflow metrics."""
+    spark: SparkSession
+    root: CrawlRoot
+    crawl_id: str
+    tracker: CrawlTracker | None
+    warn: OneLineWarnings
+    cycles: list[tuple[int, list[StepFigures]]] = field(default_factory=list)
+    open_steps: list[StepFigures] = field(default_factory=list)  # the current cycle's, until recorded
+
+    def run_step(self, cycle: int, step: str, run: Callable[[], Any]) -> Any:
+        if not self.cycles or self.cycles[-1][0] != cycle:
+            self.cycles.append((cycle, []))
+            self.open_steps = self.cycles[-1][1]
+        started_at, started = time.time(), time.monotonic()
+        result = run()
+        seconds = time.monotonic() - started
+        try:
+            fig = step_figures(self.spark, self.root, step, result, started_at, seconds)
+        except Exception as exc:
+            self.warn("collecting step figures", exc, "the crawl goes on with the step's own counts missing")
+            fig = StepFigures(step, started_at, seconds, segment_id=getattr(result, "segment_id", None))
+        self.cycles[-1][1].append(fig)
+        return result
+
+    def end_cycle(self) -> list[StepFigures]:
+        """The current cycle is complete (or the crawl stops in it): record it, once."""
+        if not self.open_steps:
+            return []
+        cycle, steps = self.cycles[-1]
+        self.open_steps = []
+        run_id = self.tracker.run_id if self.tracker is not None else None
+        try:
+            append_cycle_rows(self.spark, self.root, [cycle_row(f, self.crawl_id, run_id, cycle) for f in steps])
+        except Exception as exc:
+            self.warn("appending to the cycles table", exc, "the crawl goes on without it")
+        if self.tracker is not None:
+            self.tracker.log_cycle(cycle, steps)
+        return steps
