@@ -132,17 +132,33 @@ def build_seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Mapping[str, An
     return SeenFilter(data, n, bloom.nbytes, bloom.expected_fpr(n))
 
 
+def _jvm_pid() -> int | None:
+    """The pid of the JVM (executor, or the driver in local mode) that started this Python
+    worker: its parent, or its grandparent when workers are forked from pyspark's daemon (Linux)."""
+    pid = os.getppid()
+    for _ in range(2):
+        try:
+            if os.path.basename(os.readlink(f"/proc/{pid}/exe")).startswith("java"):
+                return pid
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+                pid = int(fh.read().rsplit(")", 1)[1].split()[1])  # "pid (comm) state ppid ..."
+        except (OSError, ValueError, IndexError):
+            return None
+    return None
+
+
 def executor_identity() -> str:
-    """"<machine>/<executor id>" of the Spark executor whose Python worker runs this code, or
-    "driver" in local mode. Spark tells a Python worker its executor id only indirectly: Kubernetes
-    sets SPARK_EXECUTOR_ID; standalone and YARN name it in the executor's log URLs."""
+    """"<machine>/<executor>" of the JVM whose Python worker runs this code: the executor id where
+    Spark tells it (Kubernetes sets SPARK_EXECUTOR_ID; standalone with a UI and YARN name it in the
+    log URLs), else the JVM's pid ("jvm-1234": an executor process, or the driver in local mode)."""
     env = os.environ
     executor = env.get("SPARK_EXECUTOR_ID")
     if not executor:
         match = re.search(r"[?&]executorId=([^&]+)", env.get("SPARK_LOG_URL_STDERR", ""))
         executor = match.group(1) if match else None
     if not executor:
-        return "driver"
+        pid = _jvm_pid()
+        executor = f"jvm-{pid}" if pid else f"pid-{os.getppid()}"
     return f"{socket.gethostname()}/{executor}"
 
 

@@ -187,8 +187,9 @@ FETCHED_SCHEMA = StructType([
     StructField("sitemaps_fetched_at", DoubleType(), True),
     StructField("sitemap_entries", ArrayType(StructType([StructField("url", StringType(), False),
                                                          StructField("lastmod", DoubleType(), True)])), True),
-    # both kinds: which task ("<partition>.<attempt>") and executor ("<machine>/<executor id>",
-    # "driver" in local mode) fetched the row; one host is always one task of its segment
+    # both kinds: which task ("<partition>.<attempt>") and executor ("<machine>/<executor id>", or
+    # "<machine>/jvm-<pid>" where Spark does not tell the id) fetched the row; one host is always
+    # one task of its segment
     StructField("fetch_task", StringType(), True),
     StructField("fetch_executor", StringType(), True),
 ])
