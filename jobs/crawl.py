@@ -31,6 +31,7 @@ from pyspark.sql import SparkSession
 
 from crawl.tracking import INJECT_CYCLE
 from jobs import dedup, fetch, generate, inject, stats, update
+from jobs.commit_info import set_crawl_cycle
 from jobs.common import EXIT_OK, UserError, report, run_main
 from jobs.tables import CrawlRoot
 from jobs.tracking import CrawlRecorder, CrawlTracker, OneLineWarnings, new_crawl_id
@@ -58,9 +59,11 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
         result.mlflow_run_id = tracker.run_id
     status = "FAILED"
     try:
+        set_crawl_cycle(spark, result.crawl_id, INJECT_CYCLE)  # every Delta commit says its cycle
         recorder.run_step(INJECT_CYCLE, "inject", lambda: inject.run(spark, cfg, root, seeds_path))
         recorder.end_cycle()
         for cycle in range(1, cycles + 1):
+            set_crawl_cycle(spark, result.crawl_id, cycle)
             gen = recorder.run_step(cycle, "generate", lambda: generate.run(spark, cfg, root))
             if gen.segment_id is None:
                 recorder.end_cycle()
@@ -85,6 +88,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
         recorder.end_cycle()  # the steps of the failed cycle that did finish (no-op if none)
         raise
     finally:
+        set_crawl_cycle(spark, None, None)
         if tracker is not None:
             if status == "FINISHED":
                 tracker.finish(recorder.cycles, result.stats, {"deltacrawl.cycles_run": str(result.cycles_run),

@@ -44,6 +44,7 @@ from pyspark.sql import functions as F
 
 from crawl.dedup import SIMHASH_BANDS, band_rows, is_near_duplicate
 from crawl.status import FetchStatus
+from jobs.commit_info import writes_commits
 from jobs.common import UserError, report, run_segment_step
 from jobs.tables import (CrawlRoot, ensure_dedup_tables, from_epoch_col, path_exists,
                          table_version, to_epoch)
@@ -302,6 +303,7 @@ def merge_dedup_tables(spark: SparkSession, root: CrawlRoot, pages: DataFrame, d
      .execute())
 
 
+@writes_commits("dedup")
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str) -> DedupResult:
     if not path_exists(spark, root.segment(segment_id)):
         raise UserError(f"no segment {segment_id} in {root.root}")

@@ -51,6 +51,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from crawl.status import GENERATABLE_STATUSES
+from jobs.commit_info import note_segment, writes_commits
 from jobs.common import EXIT_NOTHING_DUE, EXIT_OK, UserError, report, run_spark_step
 from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, delete_path, ensure_tables, from_epoch_col,
                          read_host_state, read_url_state, table_exists)
@@ -199,12 +200,14 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
     return rows.repartition("host").sortWithinPartitions("host", "_rank").drop("_rank")
 
 
+@writes_commits("generate")
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> GenerateResult:
     now = time.time() if now is None else now
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
     ensure_tables(spark, root)  # crawl roots of older versions get the new columns
     segment_id = new_segment_id(now)
+    note_segment(spark, segment_id)  # the lease MERGE's commit names the segment
     host_state = read_host_state(spark, root)
     due = select_due(read_url_state(spark, root), host_state, now)
     fetchlist = select_fetchlist(due, host_state, cfg, segment_id, now)

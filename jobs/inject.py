@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from crawl.seeds import SeedParse, read_seed_file
 from crawl.status import new_url_state
 from crawl.urls import host_bucket, host_of, url_hash
+from jobs.commit_info import writes_commits
 from jobs.common import EXIT_OK, UserError, report, run_spark_step
 from jobs.tables import (URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch,
                          merge_metrics, table_version)
@@ -78,6 +79,7 @@ def load_seeds(path: str) -> SeedParse:
     return parsed
 
 
+@writes_commits("inject")
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path: str,
         now: float | None = None, parsed: SeedParse | None = None) -> InjectResult:
     if parsed is None:

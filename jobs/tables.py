@@ -345,7 +345,8 @@ def from_epoch(df: DataFrame, columns: Iterable[str]) -> DataFrame:
     return df.withColumns({c: from_epoch_col(F.col(c)) for c in columns})
 
 
-def _ensure(spark: SparkSession, path: str, schema: StructType, comment: str, partition: str | None) -> None:
+def _ensure(spark: SparkSession, path: str, schema: StructType, comment: str, partition: str | None,
+            change_feed: bool = False) -> None:
     if DeltaTable.isDeltaTable(spark, path):
         # a crawl root made by an older deltacrawl: add the columns it lacks (all nullable)
         have = set(spark.read.format("delta").load(path).columns)
@@ -353,8 +354,13 @@ def _ensure(spark: SparkSession, path: str, schema: StructType, comment: str, pa
         if missing:
             cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
             spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+        if change_feed and not change_feed_enabled(spark, path):
+            # the feed starts with this commit: readChangeFeed from an older version fails (README)
+            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({CHANGE_FEED_PROPERTY} = true)")
         return
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).comment(comment)
+    if change_feed:
+        builder = builder.property(CHANGE_FEED_PROPERTY, "true")
     if partition:
         # MERGE marks changed rows in deletion vectors instead of copying every untouched row
         # of each file it touches (docs/layout.md: 8.5x fewer bytes written per update)
@@ -362,10 +368,22 @@ def _ensure(spark: SparkSession, path: str, schema: StructType, comment: str, pa
     builder.execute()
 
 
+# Change Data Feed on the crawldb and hostdb: a downstream indexer reads the rows each commit
+# changed (table_changes / readChangeFeed, README) instead of diffing whole versions.
+CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"
+
+
+def change_feed_enabled(spark: SparkSession, path: str) -> bool:
+    properties = DeltaTable.forPath(spark, path).detail().select("properties").collect()[0]["properties"] or {}
+    return str(properties.get(CHANGE_FEED_PROPERTY, "false")).lower() == "true"
+
+
 def ensure_tables(spark: SparkSession, root: CrawlRoot) -> None:
     """Create the crawl root's tables if missing, or add new columns to old ones (idempotent)."""
-    _ensure(spark, root.crawldb, URL_STATE_SCHEMA, "deltacrawl url_state: one row per known URL", "host_bucket")
-    _ensure(spark, root.hostdb, HOST_STATE_SCHEMA, "deltacrawl host_state: one row per host", "host_bucket")
+    _ensure(spark, root.crawldb, URL_STATE_SCHEMA, "deltacrawl url_state: one row per known URL", "host_bucket",
+            change_feed=True)
+    _ensure(spark, root.hostdb, HOST_STATE_SCHEMA, "deltacrawl host_state: one row per host", "host_bucket",
+            change_feed=True)
     _ensure(spark, root.warc_index, WARC_INDEX_SCHEMA, "deltacrawl warc_index: where each response is archived", None)
 
 

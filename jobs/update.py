@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from crawl.status import DUPLICATE, FetchStatus, apply_fetch, mark_duplicate, schedule_policy
 from crawl.warc import warc_location_uri
 from jobs import discover
+from jobs.commit_info import writes_commits
 from jobs.common import UserError, report, run_segment_step
 from jobs.discover import HOST_TOTAL_CAP
 from jobs.generate import per_host_cap
@@ -263,6 +264,7 @@ def merge_warc_index(spark: SparkSession, root: CrawlRoot, outcomes: DataFrame) 
     return merge_metrics(index, before).get("numTargetRowsInserted", 0)
 
 
+@writes_commits("update")
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
         now: float | None = None) -> UpdateResult:
     now = time.time() if now is None else now
