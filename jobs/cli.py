@@ -6,6 +6,7 @@
     deltacrawl crawl --seeds FILE --cycles N
     deltacrawl warc-get URL           deltacrawl devweb             deltacrawl jars [--s3]
     deltacrawl package [--code]       (what a cluster's executors need: see README)
+    deltacrawl sql "SELECT ..."       deltacrawl shell              deltacrawl history URL
 
 Global options (before or after the subcommand): --crawl-root PATH, --conf key=value (repeatable),
 --conf-file FILE. Every config key is documented in conf/defaults.toml.
@@ -17,6 +18,7 @@ import sys
 from jobs.common import EXIT_OK, UserError, report, run_main
 
 STEPS = ("inject", "generate", "fetch", "dedup", "update", "stats", "crawl")
+SQL_COMMANDS = ("sql", "shell", "history")  # jobs/sql.py
 USAGE = __doc__
 
 
@@ -106,8 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     if command == "package":
         from jobs import package
         return package.main(rest)
+    if command in SQL_COMMANDS:
+        from jobs import sql
+        return getattr(sql, f"{command}_main")(rest)
     print(f"deltacrawl: error: unknown command '{command}' (one of: {', '.join(STEPS)}, warc-get, devweb, jars, "
-          f"package)",
+          f"package, {', '.join(SQL_COMMANDS)})",
           file=sys.stderr)
     return 2
 

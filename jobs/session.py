@@ -89,10 +89,27 @@ def _ship_python(builder: SparkSession.Builder, cfg: Mapping[str, Any]) -> tuple
             .config("spark.pyspark.python", EXECUTOR_PYTHON)), None
 
 
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+
+
+def check_delta_session(spark: SparkSession) -> SparkSession:
+    """A session someone else started (a pyspark shell, a notebook) is used as it is, so it must
+    have Delta's SQL extension: without it every table read fails later, far from the cause."""
+    if DELTA_EXTENSION not in (spark.conf.get("spark.sql.extensions", None) or ""):
+        from jobs.common import UserError
+        raise UserError(
+            "the running SparkSession has no Delta Lake (spark.sql.extensions lacks "
+            f"{DELTA_EXTENSION}), and Spark cannot add it to a session that exists: use "
+            "'deltacrawl shell', or call spark.stop() before build_spark(), or start pyspark with "
+            "--jars \"$(deltacrawl jars)\" --conf spark.sql.extensions=" + DELTA_EXTENSION +
+            " --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog")
+    return spark
+
+
 def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
-        return active
+        return check_delta_session(active)
     object_store = is_object_store(crawl_root)
     builder = (SparkSession.builder.appName(cfg["spark.app_name"])
                .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")

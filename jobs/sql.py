@@ -1,0 +1,357 @@
+"""sql, shell, history — ask the crawl root's tables questions by name, with Spark SQL.
+
+    deltacrawl sql "SELECT status, count(*) FROM crawldb GROUP BY status" [--format table|csv|json]
+    deltacrawl shell [--plain]
+    deltacrawl history URL [--format table|csv|json]
+
+Inputs:   the crawl root's Delta tables, registered under their names for the session:
+          crawldb, hostdb, warc_index, dedup_pages, dedup_bands and cycles (each if it exists);
+          the view ``segments`` (every segment's fetched URL rows, Parquet, with segment_id); the
+          views ``crawldb_history`` / ``hostdb_history`` (DESCRIBE HISTORY as a table, plus
+          step, cycle, segment and crawl_id from each commit's userMetadata: jobs/commit_info.py).
+          The Delta tables are session-only *tables* of Spark's in-memory catalog, not temporary
+          views, because only tables take ``VERSION AS OF`` / ``TIMESTAMP AS OF``, ``DESCRIBE
+          HISTORY`` and ``table_changes()`` by name (a view refuses time travel:
+          UNSUPPORTED_FEATURE.TIME_TRAVEL). They are EXTERNAL (dropping one leaves its files
+          alone) and vanish with the session. In a session with a Hive metastore they are
+          temporary views instead, so nothing is written to a metastore; time travel then needs
+          the path form, delta.`/abs/crawl-data/crawldb`.
+Outputs:  sql: the result of the last statement (several, separated by ';', run in order) on
+          stdout: an aligned table with a row count, CSV with a header, or one JSON object per
+          line. shell: an interactive Python (IPython if installed, else the standard REPL; --plain
+          forces the latter) with ``spark`` ready and the same names registered. history: the
+          URL's states across crawldb versions, newest first, one line per version in which its
+          row changed (from the Change Data Feed where it is on, else by time travel).
+Re-run:   always safe: these commands write nothing (the SQL you type may; Delta commits it as usual).
+Exit:     0 done · 1 history: URL not in the crawldb · 2 bad SQL or input (one line on stderr),
+          no crawldb · 3 failure.
+Example:  deltacrawl sql --crawl-root /data/crawl --format csv "SELECT host, count(*) FROM crawldb GROUP BY host"
+          spark-submit --jars "$(deltacrawl jars)" jobs/sql.py "SELECT ..." --crawl-root /data/crawl
+"""
+from __future__ import annotations
+
+if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our packages, not sibling files
+    import os as _os, sys as _sys
+    _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+
+import logging
+import sys
+from typing import Any, Mapping
+
+from delta.tables import DeltaTable
+from pyspark.errors import (AnalysisException, ArithmeticException, DateTimeException, IllegalArgumentException,
+                            NumberFormatException)
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+from crawl.sqltext import FORMATS, format_rows, split_statements
+from crawl.urls import InvalidUrl, normalize_url, url_hash
+from jobs.common import EXIT_NOTHING_TO_DO, EXIT_OK, UserError, run_main
+from jobs.tables import CrawlRoot, list_segments, path_exists, table_exists
+
+# name -> path of each Delta table in a crawl root
+TABLES = {
+    "crawldb": lambda root: root.crawldb,
+    "hostdb": lambda root: root.hostdb,
+    "warc_index": lambda root: root.warc_index,
+    "dedup_pages": lambda root: root.dedup_pages,
+    "dedup_bands": lambda root: root.dedup_bands,
+    "cycles": lambda root: f"{root.root}/cycles",
+}
+HISTORY_VIEWS = {"crawldb_history": "crawldb", "hostdb_history": "hostdb"}
+# what userMetadata holds (jobs/commit_info.py)
+COMMIT_INFO_SCHEMA = StructType([StructField("step", StringType()), StructField("segment", StringType()),
+                                 StructField("cycle", IntegerType()), StructField("crawl_id", StringType())])
+# Errors in the SQL a user typed (exit 2); anything else is a failure (exit 3).
+SQL_ERRORS = (AnalysisException, ArithmeticException, DateTimeException, IllegalArgumentException,
+              NumberFormatException)
+
+
+def _quoted(path: str) -> str:
+    return "'" + path.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _uses_metastore(spark: SparkSession) -> bool:
+    return spark.conf.get("spark.sql.catalogImplementation") != "in-memory"
+
+
+def _register_table(spark: SparkSession, name: str, path: str) -> None:
+    spark.catalog.dropTempView(name)  # a view of that name would hide the table
+    if spark.catalog.tableExists(f"default.{name}"):
+        kind = spark.catalog.getTable(f"default.{name}").tableType
+        if kind != "EXTERNAL":
+            raise UserError(f"this session's catalog has a {kind.lower()} table named {name}: "
+                            f"drop or rename it first (deltacrawl registers the crawl root's tables by name)")
+        spark.sql(f"DROP TABLE default.{name}")  # an external table: its files stay
+    spark.sql(f"CREATE TABLE default.{name} USING delta LOCATION {_quoted(path)}")
+
+
+def history_frame(spark: SparkSession, path: str) -> DataFrame:
+    """DESCRIBE HISTORY of the table at ``path`` as a DataFrame, with userMetadata's step,
+    cycle, segment and crawl_id as columns (null for commits made without them)."""
+    info = F.from_json(F.col("userMetadata"), COMMIT_INFO_SCHEMA)
+    return (DeltaTable.forPath(spark, path).history()
+            .withColumns({"step": info["step"], "cycle": info["cycle"], "segment": info["segment"],
+                          "crawl_id": info["crawl_id"]}))
+
+
+def segments_frame(spark: SparkSession, root: CrawlRoot) -> DataFrame | None:
+    """Every segment's fetched URL rows (one row per attempted URL, with segment_id), or None."""
+    # each segment's kind=url folder (several fetched/ roots with partition folders in one read
+    # are refused: CONFLICTING_DIRECTORY_STRUCTURES)
+    fetched = [f"{root.fetched(s)}/kind=url" for s in list_segments(spark, root) if _is_segment_id(s)]
+    fetched = [p for p in fetched if path_exists(spark, p)]
+    if not fetched:
+        return None
+    # mergeSchema: segments fetched by older versions lack the newer columns
+    return spark.read.option("mergeSchema", "true").parquet(*fetched)
+
+
+def _is_segment_id(name: str) -> bool:
+    from jobs.tables import check_segment_id
+    try:
+        check_segment_id(name)
+        return True
+    except UserError:
+        return False
+
+
+def register_tables(spark: SparkSession, root: CrawlRoot) -> list[str]:
+    """Register the crawl root's tables and views under their names (see the module docstring)
+    and return the names. Call it again to see commits made since (the history views are
+    snapshots) or another crawl root."""
+    if not table_exists(spark, root.crawldb):
+        raise UserError(f"no crawldb in {root.root} (wrong --crawl-root? 'deltacrawl inject' makes one)")
+    names = []
+    metastore = _uses_metastore(spark)
+    for name, path_of in TABLES.items():
+        path = path_of(root)
+        if not table_exists(spark, path):
+            continue
+        if metastore:
+            spark.read.format("delta").load(path).createOrReplaceTempView(name)
+        else:
+            _register_table(spark, name, path)
+        names.append(name)
+    for view, table in HISTORY_VIEWS.items():
+        if table in names:
+            history_frame(spark, TABLES[table](root)).createOrReplaceTempView(view)
+            names.append(view)
+    segments = segments_frame(spark, root)
+    if segments is not None:
+        segments.createOrReplaceTempView("segments")
+        names.append("segments")
+    return names
+
+
+def run_statements(spark: SparkSession, text: str) -> tuple[list[str], list[list[Any]]]:
+    """Run every statement of ``text`` in order; the last one's columns and rows."""
+    statements = split_statements(text)
+    if not statements:
+        raise UserError("no SQL statement given")
+    frame = None
+    try:
+        for statement in statements:
+            frame = spark.sql(statement)
+        assert frame is not None
+        rows = frame.collect()
+    except SQL_ERRORS as exc:
+        raise UserError(_one_line(exc)) from None
+    return list(frame.columns), [list(r.asDict(recursive=True).values()) if frame.columns else [] for r in rows]
+
+
+def _one_line(exc: Exception) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    text = " ".join(lines[0].split()) if lines else ""
+    return text[:500] if text else type(exc).__name__
+
+
+def _quiet_sql_errors() -> None:
+    """PySpark logs every failed query (with a traceback) on stderr; we print one line instead."""
+    from pyspark.logger import PySparkLogger
+    PySparkLogger.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+
+
+# ---------------------------------------------------------------------------------------------
+# history
+
+
+HISTORY_COLUMNS = ("status", "http_status", "next_fetch_at", "lease_until", "segment_id", "last_fetched_at",
+                   "fetch_interval_s", "fetch_count", "change_count", "retries", "content_hash", "dup_of",
+                   "redirect_to", "error")
+
+
+def _change_feed_start(history: list[dict[str, Any]]) -> int | None:
+    """The first version from which the Change Data Feed covers every commit, or None."""
+    start = None
+    for entry in sorted(history, key=lambda h: h["version"]):
+        props = (entry.get("operationParameters") or {}).get("properties") or ""
+        if '"delta.enableChangeDataFeed":"true"' in props.replace(" ", ""):
+            start = entry["version"] if start is None else start
+        elif '"delta.enableChangeDataFeed":"false"' in props.replace(" ", ""):
+            start = None
+    return start
+
+
+def url_history(spark: SparkSession, root: CrawlRoot, url: str) -> list[dict[str, Any]]:
+    """The URL's crawldb row after each commit that changed it, newest first: version,
+    timestamp, operation, step/cycle/segment of the commit, and the row's state (or
+    status '(deleted)')."""
+    if not table_exists(spark, root.crawldb):
+        raise UserError(f"no crawldb in {root.root}")
+    try:
+        canonical = normalize_url(url)
+    except InvalidUrl as exc:
+        raise UserError(f"not a URL: {url} ({exc})") from None
+    urls = sorted({url, canonical})
+    match = F.col("url_hash").isin([url_hash(u) for u in urls]) & F.col("url").isin(urls)
+    path = root.crawldb
+    history = [r.asDict(recursive=True) for r in history_frame(spark, path).collect()]
+    versions = sorted(h["version"] for h in history)
+    columns = ["url", *HISTORY_COLUMNS]
+    cdf_start = _change_feed_start(history)
+    states: dict[int, dict[str, Any]] = {}
+    # before the feed (or without it): the row in each version, by time travel
+    travel_until = versions[-1] if cdf_start is None else cdf_start
+    frames = [spark.read.format("delta").option("versionAsOf", v).load(path).filter(match)
+              .select(*columns).withColumn("_version", F.lit(v)) for v in versions if v <= travel_until]
+    if frames:
+        union = frames[0]
+        for frame in frames[1:]:
+            union = union.unionByName(frame)
+        for row in union.collect():
+            states[row["_version"]] = {c: row[c] for c in columns}
+    if cdf_start is not None and cdf_start < versions[-1]:
+        changes = (spark.read.format("delta").option("readChangeFeed", "true")
+                   .option("startingVersion", cdf_start + 1).load(path).filter(match)
+                   .filter(F.col("_change_type") != "update_preimage").collect())
+        for row in changes:
+            states[row["_commit_version"]] = (None if row["_change_type"] == "delete"
+                                              else {c: row[c] for c in columns})
+    meta = {h["version"]: h for h in history}
+    out, previous = [], None
+    for version in versions:
+        if version in states:
+            state = states[version]
+        elif version <= travel_until:
+            state = None  # time travel found no row: not (yet) in the crawldb
+        else:
+            state = previous  # the feed has no change for the URL in this commit
+        if state != previous:
+            h = meta[version]
+            entry = {"version": version, "timestamp": h["timestamp"], "operation": h["operation"],
+                     "step": h["step"], "cycle": h["cycle"], "commit_segment": h["segment"]}
+            entry.update(state if state is not None else {"url": canonical, "status": "(deleted)"})
+            out.append(entry)
+        previous = state
+    return list(reversed(out))
+
+
+# ---------------------------------------------------------------------------------------------
+# the commands
+
+
+def _add_format(parser) -> None:
+    parser.add_argument("--format", choices=sorted(FORMATS), default="table",
+                        help="table (default: aligned, with a row count), csv (with a header) or json (one "
+                             "object per line)")
+
+
+def _session(cfg: Mapping[str, Any], crawl_root: str) -> tuple[SparkSession, CrawlRoot]:
+    from jobs.session import build_spark
+    root = CrawlRoot(crawl_root)
+    if root.is_local and not path_exists_local(root):
+        raise UserError(f"no crawl root at {root.root}")
+    return build_spark(cfg, crawl_root), root
+
+
+def path_exists_local(root: CrawlRoot) -> bool:
+    import os
+    return os.path.isdir(root.local_path(root.root))
+
+
+def sql_main(argv: list[str] | None = None) -> int:
+    def configure(parser) -> None:
+        parser.description = ("Run Spark SQL on the crawl root's tables, registered by name (crawldb, hostdb, "
+                              "warc_index, dedup_pages, dedup_bands, cycles, segments, crawldb_history, "
+                              "hostdb_history); prints the last statement's result.")
+        parser.add_argument("statements", metavar="SQL", help="one or more statements separated by ';' "
+                                                                "('-' reads them from stdin)")
+        _add_format(parser)
+
+    def body(args, cfg) -> int:
+        text = sys.stdin.read() if args.statements == "-" else args.statements
+        if not split_statements(text):
+            raise UserError("no SQL statement given")
+        spark, root = _session(cfg, args.crawl_root)
+        _quiet_sql_errors()
+        register_tables(spark, root)
+        columns, rows = run_statements(spark, text)
+        if columns:
+            sys.stdout.write(format_rows(args.format, columns, rows))
+        sys.stdout.flush()
+        return EXIT_OK
+    return run_main("deltacrawl sql", argv, configure, body, needs_root=False)
+
+
+SHELL_BANNER = """deltacrawl shell: crawl root {root}
+  spark      a SparkSession with Delta Lake
+  tables     {names}
+  e.g.       spark.sql("SELECT status, count(*) AS urls FROM crawldb GROUP BY status").show()
+             spark.sql("DESCRIBE HISTORY crawldb").select("version", "operation", "userMetadata").show()
+  register_tables(spark, root) again to see commits made since the shell started."""
+
+
+def shell_main(argv: list[str] | None = None) -> int:
+    def configure(parser) -> None:
+        parser.description = ("An interactive Python with a ready SparkSession `spark` and the crawl root's "
+                              "tables registered by name (IPython if installed).")
+        parser.add_argument("--plain", action="store_true", help="the standard Python REPL even if IPython is "
+                                                                 "installed")
+
+    def body(args, cfg) -> int:
+        spark, root = _session(cfg, args.crawl_root)
+        names = register_tables(spark, root)
+        namespace = {"spark": spark, "F": F, "DeltaTable": DeltaTable, "root": root,
+                     "register_tables": register_tables, "sql": lambda q: spark.sql(q)}
+        banner = SHELL_BANNER.format(root=root.root, names=", ".join(names))
+        try:
+            if args.plain:
+                raise ImportError
+            import IPython
+        except ImportError:
+            import code
+            code.interact(banner=banner, local=namespace, exitmsg="")
+        else:
+            print(banner, flush=True)
+            IPython.start_ipython(argv=["--no-banner"], user_ns=namespace)
+        return EXIT_OK
+    return run_main("deltacrawl shell", argv, configure, body, needs_root=False)
+
+
+def history_main(argv: list[str] | None = None) -> int:
+    def configure(parser) -> None:
+        parser.description = ("The URL's states across crawldb versions (Delta time travel / Change Data "
+                              "Feed), newest first: one line per commit that changed its row.")
+        parser.add_argument("url", metavar="URL")
+        _add_format(parser)
+
+    def body(args, cfg) -> int:
+        spark, root = _session(cfg, args.crawl_root)
+        entries = url_history(spark, root, args.url)
+        if not entries:
+            print(f"deltacrawl history: {args.url} is not in the crawldb", file=sys.stderr)
+            return EXIT_NOTHING_TO_DO
+        columns = list(entries[0])
+        sys.stdout.write(format_rows(args.format, columns, [[e.get(c) for c in columns] for e in entries]))
+        return EXIT_OK
+    return run_main("deltacrawl history", argv, configure, body, needs_root=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return sql_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
