@@ -8,6 +8,12 @@ FASTURL = Extension("crawl._fasturl", ["crawl/_fasturl.c"], optional=True, extra
 # The MinHash signature of crawl.fingerprint (crawl/_fasthash.c), optional the same way.
 FASTHASH = Extension("crawl._fasthash", ["crawl/_fasthash.c"], optional=True, extra_compile_args=["-O2"])
 
+# Reading the tables without Spark (crawl/readers.py, docs/readers.md). DuckDB's delta extension
+# comes from PyPI, not from extensions.duckdb.org (unreachable here, and a download at run time):
+# duckdb-extension-delta ships DuckDB's signed binary for exactly one DuckDB version, so the two are
+# pinned together. polars reads deletion vectors through deltalake (>= 1.4.2).
+ANALYSIS = ["duckdb==1.5.5", "duckdb-extension-delta==1.5.5", "polars>=2.1", "deltalake>=1.6"]
+
 setup(
     name="deltacrawl",
     version="0.1.0",
@@ -47,6 +53,10 @@ setup(
     ],
     extras_require={"test": ["pytest>=8", "hypothesis>=6.100",
                              # an S3 endpoint on loopback for the object-storage tests (tests/s3server.py)
-                             "moto[server]>=5.0"]},
+                             "moto[server]>=5.0",
+                             *ANALYSIS,
+                             # tests/test_sql.py runs notebooks/crawl_analysis.ipynb top to bottom
+                             "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29"],
+                    "analysis": ANALYSIS},
     entry_points={"console_scripts": ["deltacrawl=jobs.cli:main"]},
 )
