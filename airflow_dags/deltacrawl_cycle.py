@@ -58,8 +58,9 @@ line as the task's XCom `return_value`. fetch, dedup and update of the same cycl
 Each task is retried (2 times unless the DAG was built otherwise) with exponential backoff:
 1 min, then 2, 4, ... at most 30 min. Retrying is safe for every step: a generate that died
 leaves leases that simply expire, fetch rewrites its segment's results, dedup and update change
-nothing when run again (README, "Command line"). A bad-input exit (2) is retried too, and fails
-the same way again within seconds, before a JVM starts.
+nothing when run again (README, "Command line"). A bad-input exit (2) is retried too and fails
+the same way again (BashOperator cannot tell exit codes apart, only skip one); most such checks
+run before a JVM starts, so that costs seconds.
 
 ## One DAG per crawl root
 
@@ -87,7 +88,9 @@ from typing import Any, Mapping
 from airflow.providers.standard.operators.bash import BashOperator
 from airflow.sdk import DAG, Param, TaskGroup
 
-NOTHING_DUE = 99  # deltacrawl generate's exit code for "nothing due" (jobs/common.py), Airflow's skip code
+# BashOperator's skip code, and deltacrawl generate's exit code for "nothing due" (jobs/common.py);
+# the inject and generate scripts below also exit with it to skip (no seeds, cycle not requested)
+SKIP = 99
 STEPS_AFTER_GENERATE = ("fetch", "dedup", "update")
 
 
@@ -110,7 +113,7 @@ def shell(argv: list[str]) -> str:
 
 def inject_script(params: Mapping[str, Any]) -> str:
     if not params.get("seeds"):
-        return f"echo 'no seeds file given: nothing to inject'; exit {NOTHING_DUE}"
+        return f"echo 'no seeds file given: nothing to inject'; exit {SKIP}"
     return "exec " + shell(deltacrawl_argv(params, "inject", params["seeds"]))
 
 
@@ -118,7 +121,7 @@ def generate_script(params: Mapping[str, Any], cycle: int) -> str:
     """generate's stdout is captured and printed once the process has exited, so its last line
     (the segment id) is the task's last line of output and becomes the XCom; exit 99 skips."""
     if cycle > int(params["cycles"]):
-        return f"echo 'cycle {cycle} not requested (cycles={int(params['cycles'])})'; exit {NOTHING_DUE}"
+        return f"echo 'cycle {cycle} not requested (cycles={int(params['cycles'])})'; exit {SKIP}"
     return "\n".join([
         f"out=$({shell(deltacrawl_argv(params, 'generate'))})",
         "rc=$?",
@@ -170,14 +173,14 @@ def crawl_cycle_dag(dag_id: str, *, crawl_root: str | None = None, schedule: str
              max_active_runs=1, params=params, default_args=default_args, user_defined_macros=macros,
              doc_md=__doc__, tags=["deltacrawl"], auto_register=False) as dag:
         inject = BashOperator(task_id="inject", bash_command="{{ inject_script(params) }}",
-                              skip_on_exit_code=NOTHING_DUE)
+                              skip_on_exit_code=SKIP)
         previous = inject
         updates = []
         for cycle in range(1, max_cycles + 1):
             with TaskGroup(f"cycle_{cycle}", tooltip=f"crawl cycle {cycle}: generate, fetch, dedup, update"):
                 generate = BashOperator(
                     task_id="generate", bash_command=f"{{{{ generate_script(params, {cycle}) }}}}",
-                    skip_on_exit_code=NOTHING_DUE,
+                    skip_on_exit_code=SKIP,
                     # the first generate runs whether inject ran or was skipped (no seeds given)
                     trigger_rule="none_failed" if cycle == 1 else "all_success")
                 segment = f"ti.xcom_pull(task_ids='cycle_{cycle}.generate')"
