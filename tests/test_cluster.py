@@ -80,7 +80,8 @@ def cluster_run(web, moto_s3, tmp_path_factory):
     bucket = new_bucket(moto_s3, "cluster")
     root = f"s3a://{bucket}/crawl"
     seeds = write_seeds(base / "seeds.txt", web.seed_urls())
-    env = dict(os.environ, **aws_environ(moto_s3), SPARK_LOCAL_IP="127.0.0.1")
+    # (an s3a root's MLflow store lives on the driver's machine, under XDG_DATA_HOME: a temp dir here)
+    env = dict(os.environ, **aws_environ(moto_s3), SPARK_LOCAL_IP="127.0.0.1", XDG_DATA_HOME=str(base / "data"))
     web.clear_log()
     cluster = StandaloneCluster(base / "spark", workers=2, cores=1, memory="1g")
     with cluster:

@@ -101,7 +101,8 @@ def test_endpoint_down_mid_fetch_leaves_nothing_half_written(spark, tmp_path):
     try:
         bucket = new_bucket(moto.endpoint, "down")
         root = f"s3a://{bucket}/crawl"
-        env = dict(os.environ, **aws_environ(moto.endpoint), SPARK_LOCAL_IP="127.0.0.1")
+        env = dict(os.environ, **aws_environ(moto.endpoint), SPARK_LOCAL_IP="127.0.0.1",
+                   XDG_DATA_HOME=str(tmp_path / "data"))
         seeds = write_seeds(tmp_path / "seeds.txt", web.seed_urls())
         proc = subprocess.Popen([DELTACRAWL, "crawl", "--seeds", seeds, "--cycles", "1", "--crawl-root", root,
                                  *conf_args(FAST), *conf_args(FEW_RETRIES)],
