@@ -1,0 +1,324 @@
+"""SQL on a real crawl: deltacrawl sql / shell / history, commit info (step, cycle, segment) in
+every Delta commit, the Change Data Feed, every SQL and Python example of the README's SQL
+section, the readers without Spark (DuckDB, polars, deltalake), and the analysis notebook.
+
+One two-cycle crawl of the bundled test web serves the whole module (a crawl costs minutes on a
+loaded 2-core machine); the tests only read it, except the CDF upgrade test, which uses its own
+crawl root.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import make_config, write_seeds
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+NOTEBOOK = REPO / "notebooks" / "crawl_analysis.ipynb"
+
+
+@pytest.fixture(scope="module")
+def crawled(spark, tmp_path_factory):
+    """A two-cycle crawl of the test web in <tmp>/crawl-data (the README's relative path works
+    from <tmp>); yields (root, CrawlResult)."""
+    from crawl.devweb import DevWeb
+    from jobs import crawl
+    from jobs.tables import CrawlRoot
+    base = tmp_path_factory.mktemp("sql")
+    web = DevWeb(hosts=10, pages_per_host=8, port=0, seed=7, crawl_delay_s=0.4)
+    web.start()
+    try:
+        seeds = write_seeds(base / "seeds.txt", web.seed_urls())
+        root = CrawlRoot(str(base / "crawl-data"))
+        result = crawl.run(spark, make_config(), root, seeds, 2)
+    finally:
+        web.stop()
+    assert result.cycles_run == 2
+    yield root, result
+
+
+@pytest.fixture
+def registered(spark, crawled):
+    from jobs.sql import register_tables
+    root, result = crawled
+    names = register_tables(spark, root)
+    return root, result, names
+
+
+def _sql(spark, text):
+    from jobs.sql import run_statements
+    return run_statements(spark, text)
+
+
+# ---------------------------------------------------------------------------------------------
+# commit info and history
+
+
+def _commit_info(spark, path):
+    return [(r["version"], r["operation"], json.loads(r["userMetadata"]) if r["userMetadata"] else None)
+            for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()]
+
+
+def test_every_commit_says_step_cycle_and_segment(spark, crawled):
+    root, result = crawled
+    seg1, seg2 = result.segments
+    for path in (root.crawldb, root.hostdb):
+        history = _commit_info(spark, path)
+        assert all(info is not None for _, _, info in history), history
+        for version, operation, info in history:
+            assert set(info) == {"step", "segment", "cycle", "crawl_id"}
+            assert info["crawl_id"] == result.crawl_id, (version, info)
+            if info["step"] == "inject":
+                assert info["cycle"] == 0 and info["segment"] is None
+            else:
+                assert info["step"] in ("generate", "update"), (version, operation, info)
+                assert info["segment"] == {1: seg1, 2: seg2}[info["cycle"]], (version, info)
+    steps = [(i["cycle"], i["step"]) for _, _, i in _commit_info(spark, root.crawldb)]
+    assert steps[0] == (0, "inject") and (1, "generate") in steps and (2, "update") in steps
+    # outside a step, commits carry no label of ours
+    assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None
+
+
+def test_crawldb_as_of_the_end_of_a_cycle_is_one_lookup(spark, registered):
+    root, result, _ = registered
+    end_of_cycle_1 = max(v for v, _, i in _commit_info(spark, root.crawldb) if i["cycle"] == 1)
+    expected = spark.read.format("delta").option("versionAsOf", end_of_cycle_1).load(root.crawldb).count()
+    columns, rows = _sql(spark, f"""
+        SELECT count(*) FROM crawldb TIMESTAMP AS OF (
+            SELECT max(timestamp) FROM crawldb_history WHERE cycle = 1 AND crawl_id = '{result.crawl_id}')""")
+    assert rows == [[expected]]
+    # and the state then is not the state now: cycle 2 discovered and fetched more
+    assert expected < spark.read.format("delta").load(root.crawldb).count()
+
+
+def test_history_of_a_url_newest_first_only_changes(spark, crawled):
+    from jobs.sql import url_history
+    root, result = crawled
+    seg1 = result.segments[0]
+    url = (spark.read.format("delta").load(root.crawldb)
+           .filter("status = 'fetched' AND depth = 1").orderBy("url").first()["url"])
+    entries = url_history(spark, root, url)
+    versions = [e["version"] for e in entries]
+    assert versions == sorted(versions, reverse=True) and len(versions) >= 3
+    assert entries[-1]["status"] == "unfetched" and entries[-1]["step"] == "update"
+    assert entries[-1]["commit_segment"] == seg1  # discovered by cycle 1's update
+    assert entries[0]["status"] == "fetched" and entries[0]["step"] == "update" and entries[0]["cycle"] == 2
+    assert any(e["step"] == "generate" and e["lease_until"] is not None for e in entries)
+    state = [{k: v for k, v in e.items() if k not in ("version", "timestamp", "operation", "step", "cycle",
+                                                       "commit_segment")} for e in entries]
+    assert all(a != b for a, b in zip(state, state[1:]))  # every line is a change
+    assert url_history(spark, root, "http://127.0.0.1:1/not-crawled") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Change Data Feed
+
+
+def test_change_data_feed_gives_a_downstream_indexer_the_changed_rows(spark, registered):
+    root, result, _ = registered
+    seg2 = result.segments[1]
+    for path in (root.crawldb, root.hostdb):
+        props = spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
+        assert {r["key"]: r["value"] for r in props}.get("delta.enableChangeDataFeed") == "true"
+    first_of_cycle_2 = min(v for v, _, i in _commit_info(spark, root.crawldb) if i["cycle"] == 2)
+    columns, rows = _sql(spark, f"""
+        SELECT _change_type, url FROM table_changes('crawldb', {first_of_cycle_2})
+        WHERE _change_type IN ('insert', 'update_postimage', 'delete')""")
+    inserted = {url for kind, url in rows if kind == "insert"}
+    discovered = {r["url"] for r in spark.read.format("delta").load(root.crawldb)
+                  .filter(f"discovered_segment = '{seg2}'").select("url").collect()}
+    assert inserted == discovered and inserted
+    fetched = {r["url"] for r in spark.read.parquet(f"{root.fetched(seg2)}/kind=url").collect()}
+    assert fetched <= {url for kind, url in rows if kind == "update_postimage"}
+    # the DataFrame form gives the same rows
+    frame = (spark.read.format("delta").option("readChangeFeed", "true")
+             .option("startingVersion", first_of_cycle_2).load(root.crawldb)
+             .filter("_change_type != 'update_preimage'"))
+    assert frame.count() == len(rows)
+
+
+def test_change_data_feed_upgrade_of_an_older_crawl_root_is_idempotent(spark, tmp_path):
+    from delta.tables import DeltaTable
+    from jobs.tables import HOST_STATE_SCHEMA, URL_STATE_SCHEMA, CrawlRoot, ensure_tables
+    root = CrawlRoot(str(tmp_path / "old"))
+    for path, schema in ((root.crawldb, URL_STATE_SCHEMA), (root.hostdb, HOST_STATE_SCHEMA)):
+        DeltaTable.create(spark).location(path).addColumns(schema).partitionedBy("host_bucket").execute()
+    ensure_tables(spark, root)
+    ensure_tables(spark, root)
+    for path in (root.crawldb, root.hostdb):
+        history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+        assert [r["operation"] for r in history].count("SET TBLPROPERTIES") == 1
+        props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
+        assert props["delta.enableChangeDataFeed"] == "true"
+
+
+# ---------------------------------------------------------------------------------------------
+# the commands
+
+
+def test_sql_command_prints_table_csv_and_json(spark, crawled, capfd):
+    from jobs.cli import main
+    root, _ = crawled
+    total = spark.read.format("delta").load(root.crawldb).count()
+    query = "SELECT status, count(*) AS urls FROM crawldb GROUP BY status ORDER BY status"
+    assert main(["sql", query, "--crawl-root", root.root]) == 0
+    out = capfd.readouterr().out.splitlines()
+    assert out[0].split() == ["status", "|", "urls"] and out[-1].endswith("rows)")
+    assert main(["--crawl-root", root.root, "sql", "--format", "json", query]) == 0
+    objects = [json.loads(line) for line in capfd.readouterr().out.splitlines()]
+    assert sum(o["urls"] for o in objects) == total and all(set(o) == {"status", "urls"} for o in objects)
+    assert main(["sql", "--format", "csv", "--crawl-root", root.root,
+                 "DECLARE OR REPLACE VARIABLE wanted STRING DEFAULT 'fetched'; "
+                 "SELECT count(*) AS n FROM crawldb WHERE status = wanted"]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    assert lines[0] == "n" and int(lines[1]) == spark.read.format("delta").load(root.crawldb).filter(
+        "status = 'fetched'").count()
+
+
+def test_sql_command_bad_sql_is_one_line_and_exit_2(crawled, capfd):
+    from jobs.cli import main
+    root, _ = crawled
+    for bad in ("SELEC status FROM crawldb", "SELECT nope FROM crawldb", "SELECT * FROM no_such_table"):
+        assert main(["sql", bad, "--crawl-root", root.root]) == 2
+        captured = capfd.readouterr()
+        assert captured.out == ""
+        lines = captured.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("deltacrawl sql: error: ["), captured.err
+    assert main(["sql", "SELECT 1", "--crawl-root", str(Path(root.root).parent / "missing")]) == 2
+
+
+def test_history_command(crawled, capfd):
+    from jobs.cli import main
+    root, _ = crawled
+    assert main(["history", "http://127.0.0.1:1/not-crawled", "--crawl-root", root.root]) == 1
+    capfd.readouterr()
+
+
+def test_shell_has_spark_and_the_tables(crawled, monkeypatch, capfd):
+    from jobs.cli import main
+    root, _ = crawled
+    monkeypatch.setattr("sys.stdin", io.StringIO(
+        "print('urls:', spark.sql('SELECT count(*) FROM crawldb').first()[0])\n"))
+    assert main(["shell", "--plain", "--crawl-root", root.root]) == 0
+    out = capfd.readouterr()
+    assert re.search(r"urls: \d+\n", out.out), out
+    assert "crawldb, hostdb" in out.err  # the banner
+
+
+def test_build_spark_refuses_a_session_without_delta():
+    from jobs.common import UserError
+    from jobs.session import check_delta_session
+
+    class Conf:
+        def get(self, key, default=None):
+            return default
+
+    class NoDelta:
+        conf = Conf()
+    with pytest.raises(UserError, match="no Delta Lake"):
+        check_delta_session(NoDelta())
+
+
+# ---------------------------------------------------------------------------------------------
+# the README's examples
+
+
+def readme_section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end > 0 else len(text)]
+
+
+def code_blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, re.M | re.S)
+
+
+def test_readme_sql_examples_run_as_written(spark, registered, monkeypatch):
+    from crawl.sqltext import split_statements
+    from jobs.sql import run_statements
+    root, _, _ = registered
+    monkeypatch.chdir(Path(root.root).parent)
+    section = readme_section("SQL on the crawl database")
+    statements = [s for block in code_blocks(section, "sql") for s in split_statements(block)]
+    assert len(statements) >= 10
+    for statement in statements:
+        try:
+            run_statements(spark, statement)
+        except Exception as exc:  # noqa: BLE001 - say which example broke
+            pytest.fail(f"README example fails: {statement}\n{exc}")
+    # and the Python ones (Spark, DuckDB, polars, deltalake), in order in one namespace, as a
+    # reader pasting them into one session would
+    blocks = code_blocks(section, "python")
+    assert len(blocks) >= 4
+    namespace: dict = {}
+    for number, block in enumerate(blocks, 1):
+        try:
+            exec(compile(block, f"README.md, SQL section, python example {number}", "exec"),  # noqa: S102
+                 namespace)
+        except Exception as exc:  # noqa: BLE001
+            pytest.fail(f"README example fails:\n{block}\n{type(exc).__name__}: {exc}")
+
+
+# ---------------------------------------------------------------------------------------------
+# without Spark
+
+
+def test_readers_without_spark_see_what_spark_sees(spark, crawled):
+    """Every table, after several MERGEs (deletion vectors in crawldb, hostdb, dedup_bands),
+    through each documented reader: the same rows as Spark."""
+    import polars as pl
+    from crawl.readers import deltalake_query, duckdb_connect, polars_frames, table_paths
+    root, _ = crawled
+    paths = table_paths(root.root)
+    assert {"crawldb", "hostdb", "warc_index", "dedup_pages", "dedup_bands"} <= set(paths)
+    con = duckdb_connect(root.root)
+    frames = polars_frames(root.root)
+    for name, path in paths.items():
+        want = spark.read.format("delta").load(path)
+        key = "url" if "url" in want.columns else "host" if "host" in want.columns else want.columns[0]
+        expected = sorted(str(r[0]) for r in want.select(key).collect())
+        got = {
+            "duckdb": sorted(str(r[0]) for r in con.execute(f"SELECT {key} FROM {name}").fetchall()),
+            "polars": sorted(str(v) for v in frames[name].select(key).collect()[key].to_list()),
+            "polars.read_delta": sorted(str(v) for v in pl.read_delta(path).get_column(key).to_list()),
+            "deltalake": sorted(str(v) for v in deltalake_query(root.root, f"SELECT {key} FROM {name}")
+                                .column(key).to_pylist()),
+        }
+        for reader, values in got.items():
+            assert values == expected, f"{reader} reads {name} differently from Spark"
+    assert len(frames["crawldb"].collect()) == spark.read.format("delta").load(root.crawldb).count()
+    # deltalake's Change Data Feed and history (commit info) need no Spark either
+    from deltalake import DeltaTable
+    table = DeltaTable(root.crawldb)
+    assert table.load_cdf(starting_version=1).read_all().num_rows > 0
+    assert json.loads(table.history(1)[0]["userMetadata"])["step"] == "update"
+
+
+# ---------------------------------------------------------------------------------------------
+# the notebook
+
+
+def test_analysis_notebook_runs_top_to_bottom(crawled, tmp_path, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+    root, _ = crawled
+    conf = tmp_path / "notebook.toml"
+    conf.write_text('[spark]\nmaster = "local[2]"\nshuffle_partitions = 2\n', encoding="utf-8")
+    monkeypatch.setenv("DELTACRAWL_CRAWL_ROOT", root.root)
+    monkeypatch.setenv("DELTACRAWL_CONF_FILE", str(conf))
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    # a cell error raises CellExecutionError naming the cell
+    NotebookClient(notebook, timeout=900, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs), "the chart was not drawn"
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "registered: crawldb, hostdb" in text
