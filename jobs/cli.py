@@ -9,13 +9,14 @@
     deltacrawl sql "SELECT ..."       deltacrawl shell              deltacrawl history URL
 
 Global options (before or after the subcommand): --crawl-root PATH, --conf key=value (repeatable),
---conf-file FILE. Every config key is documented in conf/defaults.toml.
+--conf-file FILE, -v/--verbose (debug lines, and Spark's own log on stderr instead of a file).
+Results go to stdout, progress and errors to stderr (jobs/logs.py). Every config key is documented in conf/defaults.toml.
 """
 from __future__ import annotations
 
 import sys
 
-from jobs.common import EXIT_OK, UserError, report, run_main
+from jobs.common import EXIT_OK, UserError, run_main
 
 STEPS = ("inject", "generate", "fetch", "dedup", "update", "stats", "crawl")
 SQL_COMMANDS = ("sql", "shell", "history")  # jobs/sql.py
@@ -59,12 +60,13 @@ def jars_main(argv: list[str] | None) -> int:
             paths = ensure_jars(jars_dir, name)
             # without Maven, print the coordinates for spark-submit --packages instead
             found += [str(p) for p in paths] if paths else JAR_SETS[name]()
-        report(",".join(found))
+        print(",".join(found), flush=True)  # stdout: read by $(deltacrawl jars)
         return EXIT_OK
     return run_main("deltacrawl jars", argv, configure, body, needs_root=False)
 
 
 _GLOBAL_WITH_VALUE = ("--crawl-root", "--conf", "--conf-file")
+_GLOBAL_FLAGS = ("-v", "--verbose")
 
 
 def _split_command(argv: list[str]) -> tuple[str | None, list[str]]:
@@ -73,7 +75,10 @@ def _split_command(argv: list[str]) -> tuple[str | None, list[str]]:
     i = 0
     while i < len(argv):
         token = argv[i]
-        if token in _GLOBAL_WITH_VALUE and i + 1 < len(argv):
+        if token in _GLOBAL_FLAGS:
+            leading.append(token)
+            i += 1
+        elif token in _GLOBAL_WITH_VALUE and i + 1 < len(argv):
             leading += argv[i:i + 2]
             i += 2
         elif token.split("=", 1)[0] in _GLOBAL_WITH_VALUE and "=" in token:

@@ -37,6 +37,8 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                        help="override one config option (repeatable); see conf/defaults.toml")
     group.add_argument("--conf-file", metavar="FILE", help="a TOML file overriding conf/defaults.toml")
+    group.add_argument("-v", "--verbose", action="store_true",
+                       help="debug lines too, and Spark's own log on stderr instead of its log file")
 
 
 def config_from_args(args: argparse.Namespace) -> Mapping[str, Any]:
@@ -81,10 +83,6 @@ def check_crawl_root(root: str, cfg: Mapping[str, Any] | None = None) -> str:
     return root
 
 
-def report(line: str) -> None:
-    print(line, flush=True)
-
-
 _PYTHON_ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
 
 
@@ -119,6 +117,8 @@ def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.Ar
     configure(parser)
     add_global_options(parser)
     args = parser.parse_args(argv)
+    from jobs import logs
+    logs.setup(prog, args.verbose)
     try:
         cfg = config_from_args(args)
         if needs_root:
@@ -134,8 +134,11 @@ def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.Ar
         print(f"{prog}: failed: {describe_failure(exc)[:500]}", file=sys.stderr, flush=True)
         if os.environ.get("DELTACRAWL_DEBUG"):
             traceback.print_exc()
-        else:
-            print(f"{prog}: set DELTACRAWL_DEBUG=1 for the full traceback", file=sys.stderr)
+        hints = [] if os.environ.get("DELTACRAWL_DEBUG") else ["set DELTACRAWL_DEBUG=1 for the full traceback"]
+        if logs.jvm_log_path():
+            hints.append(f"Spark's own log: {logs.jvm_log_path()}")
+        if hints:
+            print(f"{prog}: {'; '.join(hints)}", file=sys.stderr, flush=True)
         return EXIT_FAILURE
 
 
@@ -162,7 +165,8 @@ def run_segment_step(prog: str, argv: list[str] | None, description: str,
 
     def step(spark, cfg, root, args) -> int:
         from jobs.tracking import record_step  # (jobs.tracking imports this module)
-        record_step(spark, root, prog.split()[-1], lambda: run(spark, cfg, root, args.segment), prog)
+        record_step(spark, root, prog.split()[-1], lambda: run(spark, cfg, root, args.segment), prog,
+                    f"segment {args.segment}")
         return EXIT_OK
 
     def precheck(args: argparse.Namespace) -> None:

@@ -32,7 +32,8 @@ from pyspark.sql import SparkSession
 from crawl.tracking import INJECT_CYCLE
 from jobs import dedup, fetch, generate, inject, stats, update
 from jobs.commit_info import set_crawl_cycle
-from jobs.common import EXIT_OK, UserError, report, run_main
+from jobs.common import EXIT_OK, UserError, run_main
+from jobs.logs import step_logger
 from jobs.tables import CrawlRoot
 from jobs.tracking import CrawlRecorder, CrawlTracker, OneLineWarnings, new_crawl_id
 
@@ -60,25 +61,24 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
     status = "FAILED"
     try:
         set_crawl_cycle(spark, result.crawl_id, INJECT_CYCLE)  # every Delta commit says its cycle
-        recorder.run_step(INJECT_CYCLE, "inject", lambda: inject.run(spark, cfg, root, seeds_path))
+        recorder.run_step(INJECT_CYCLE, "inject", lambda: inject.run(spark, cfg, root, seeds_path), seeds_path)
         recorder.end_cycle()
         for cycle in range(1, cycles + 1):
             set_crawl_cycle(spark, result.crawl_id, cycle)
             gen = recorder.run_step(cycle, "generate", lambda: generate.run(spark, cfg, root))
             if gen.segment_id is None:
                 recorder.end_cycle()
-                report(f"crawl: cycle {cycle}: nothing due, stopping")
+                step_logger("crawl").info("cycle %d: nothing due, stopping", cycle)
                 break
             segment = gen.segment_id
-            recorder.run_step(cycle, "fetch", lambda: fetch.run(spark, cfg, root, segment))
-            recorder.run_step(cycle, "dedup", lambda: dedup.run(spark, cfg, root, segment))
-            recorder.run_step(cycle, "update", lambda: update.run(spark, cfg, root, segment))
+            for name, module in (("fetch", fetch), ("dedup", dedup), ("update", update)):
+                recorder.run_step(cycle, name, lambda: module.run(spark, cfg, root, segment), f"segment {segment}")
             timings = {f.step: f.seconds for f in recorder.end_cycle()}
             result.cycles_run = cycle
             result.segments.append(segment)
             result.step_seconds.append(timings)
-            report(f"crawl: cycle {cycle}/{cycles} done in {sum(timings.values()):.1f}s "
-                   f"({', '.join(f'{k} {v:.1f}s' for k, v in timings.items())})")
+            step_logger("crawl").info("cycle %d/%d done in %.1f s (%s)", cycle, cycles, sum(timings.values()),
+                                      ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
         result.stats = stats.run(spark, cfg, root)
         status = "FINISHED"
     except KeyboardInterrupt:
@@ -119,8 +119,8 @@ def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> s
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("# seeds of the bundled local test web (written by deltacrawl crawl --with-devweb)\n")
         fh.writelines(url + "\n" for url in web.seed_urls())
-    report(f"crawl: test web serving {len(web.seed_urls())} hosts on loopback "
-           f"({web.seed_urls()[0]} ... {web.seed_urls()[-1]})")
+    step_logger("crawl").info("test web serving %d hosts on loopback (%s ... %s)", len(web.seed_urls()),
+                              web.seed_urls()[0], web.seed_urls()[-1])
     return path
 
 

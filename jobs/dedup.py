@@ -45,7 +45,7 @@ from pyspark.sql import functions as F
 from crawl.dedup import SIMHASH_BANDS, band_rows, is_near_duplicate
 from crawl.status import FetchStatus
 from jobs.commit_info import writes_commits
-from jobs.common import UserError, report, run_segment_step
+from jobs.common import UserError, run_segment_step
 from jobs.tables import (CrawlRoot, ensure_dedup_tables, from_epoch_col, path_exists,
                          table_version, to_epoch)
 
@@ -60,6 +60,10 @@ class DedupResult:
     near: int = 0
     candidate_pairs: int = 0   # band collisions: a pair counts once for each band it shares
     hot_bands: int = 0
+
+    def summary(self) -> str:
+        return (f"segment {self.segment_id}: {self.pages} pages with text, {self.exact} exact and {self.near} "
+                f"near duplicates ({self.candidate_pairs} band collisions, {self.hot_bands} hot band values skipped)")
 
 
 def segment_pages(spark: SparkSession, root: CrawlRoot, segment_id: str, known: DataFrame) -> DataFrame:
@@ -332,9 +336,6 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     finally:
         new_bands.unpersist()
         pages.unpersist()
-    report(f"dedup: segment {segment_id}: {result.pages} pages with text, {result.exact} exact and "
-           f"{result.near} near duplicates ({result.candidate_pairs} band collisions, "
-           f"{result.hot_bands} hot band values skipped)")
     return result
 
 

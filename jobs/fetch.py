@@ -45,7 +45,8 @@ from pyspark.sql import functions as F
 from crawl.fetcher import FETCHLIST_FIELDS, fetch_partition
 from crawl.s3 import is_s3_uri
 from crawl.warc import WarcStore, sweep_unfinished, warc_store
-from jobs.common import UserError, report, run_segment_step
+from jobs.common import UserError, run_segment_step
+from jobs.logs import Progress, step_logger
 from jobs.tables import FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, path_exists, read_url_state, to_epoch
 
 _FETCHED_FIELDS = FETCHED_SCHEMA.fieldNames()
@@ -57,6 +58,10 @@ class FetchResult:
     urls: int
     hosts: int
     by_fetch_status: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        outcomes = ", ".join(f"{k} {v}" for k, v in self.by_fetch_status.items()) or "none"
+        return f"segment {self.segment_id}: {self.urls} URLs attempted on {self.hosts} hosts ({outcomes})"
 
 
 # Beyond this many hosts in a segment, hosts are hash-partitioned instead of balanced on the driver.
@@ -235,7 +240,7 @@ def open_warc_store(root: CrawlRoot, cfg: Mapping[str, Any]) -> WarcStore:
     except (FileNotFoundError, PermissionError) as exc:
         raise UserError(f"cannot write WARC files: {exc}") from None
     if removed:
-        report(f"fetch: removed {removed} unfinished WARC files of task attempts older than generate.lease_s")
+        step_logger("fetch").info("removed %d unfinished WARC files of task attempts older than generate.lease_s", removed)
     return store
 
 
@@ -252,10 +257,11 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     store = open_warc_store(root, cfg) if cfg["warc.enabled"] else None
     seen = build_seen_filter(spark, root, cfg)
     if seen is not None:
-        report(f"fetch: seen-URL filter of {seen.urls} URLs, {seen.nbytes / 2**20:.1f} MiB, "
-               f"expected false-positive rate {seen.expected_fpr:.4f}")
+        step_logger("fetch").info("seen-URL filter of %d URLs, %.1f MiB, expected false-positive rate %.4f",
+                                  seen.urls, seen.nbytes / 2**20, seen.expected_fpr)
     fetched = fetch_segment(spark, spark.read.parquet(fetchlist_path), cfg, store, seen)
-    fetched.write.mode("overwrite").partitionBy("kind").parquet(root.fetched(segment_id))
+    with Progress(spark, "fetch", f"segment {segment_id}", float(cfg["log.progress_s"])):
+        fetched.write.mode("overwrite").partitionBy("kind").parquet(root.fetched(segment_id))
     if store is not None:
         # the attempts that succeeded closed their files: whatever is still open died (nothing
         # indexes it, so nothing is lost)
@@ -265,8 +271,6 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     by_status = {r["fetch_status"]: r["n"] for r in counts if r["kind"] == "url"}
     hosts = sum(r["n"] for r in counts if r["kind"] == "host")
     result = FetchResult(segment_id, sum(by_status.values()), hosts, dict(sorted(by_status.items())))
-    summary = ", ".join(f"{k} {v}" for k, v in result.by_fetch_status.items()) or "none"
-    report(f"fetch: segment {segment_id}: {result.urls} URLs attempted on {hosts} hosts ({summary})")
     return result
 
 

@@ -52,7 +52,7 @@ from pyspark.sql import functions as F
 
 from crawl.status import GENERATABLE_STATUSES
 from jobs.commit_info import note_segment, writes_commits
-from jobs.common import EXIT_NOTHING_DUE, EXIT_OK, UserError, report, run_spark_step
+from jobs.common import EXIT_NOTHING_DUE, EXIT_OK, UserError, run_spark_step
 from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, delete_path, ensure_tables, from_epoch_col,
                          read_host_state, read_url_state, table_exists)
 from jobs.tracking import record_step
@@ -65,6 +65,11 @@ class GenerateResult:
     segment_id: str | None
     urls: int
     hosts: int
+
+    def summary(self) -> str:
+        if self.segment_id is None:
+            return "nothing due"
+        return f"segment {self.segment_id}: {self.urls} URLs from {self.hosts} hosts"
 
 
 def new_segment_id(now: float) -> str:
@@ -217,7 +222,6 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
     counts = written.agg(F.count("*").alias("urls"), F.countDistinct("host").alias("hosts")).collect()[0]
     if counts["urls"] == 0:
         delete_path(spark, root.segment(segment_id))
-        report("generate: nothing due")
         return GenerateResult(None, 0, 0)
     lease_until = from_epoch_col(F.lit(now + float(cfg["generate.lease_s"])))
     now_ts = from_epoch_col(F.lit(now))
@@ -228,7 +232,6 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
                         set={"lease_until": lease_until, "segment_id": F.col("s.segment_id")})
      .execute())
     result = GenerateResult(segment_id, int(counts["urls"]), int(counts["hosts"]))
-    report(f"generate: segment {segment_id}: {result.urls} URLs from {result.hosts} hosts")
     return result
 
 

@@ -27,7 +27,8 @@ from crawl.seeds import SeedParse, read_seed_file
 from crawl.status import new_url_state
 from crawl.urls import host_bucket, host_of, url_hash
 from jobs.commit_info import writes_commits
-from jobs.common import EXIT_OK, UserError, report, run_spark_step
+from jobs.common import EXIT_OK, UserError, run_spark_step
+from jobs.logs import step_logger
 from jobs.tables import (URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch,
                          merge_metrics, table_version)
 from jobs.tracking import record_step
@@ -43,6 +44,10 @@ class InjectResult:
     already_known: int
     rejected: int
     duplicates: int
+
+    def summary(self) -> str:
+        return (f"{self.valid} valid seeds, {self.inserted} new, {self.already_known} already known, "
+                f"{self.rejected} bad lines skipped, {self.duplicates} duplicate lines")
 
 
 def seed_rows(urls: list[str], cfg: Mapping[str, Any], now: float) -> list[dict[str, Any]]:
@@ -71,9 +76,9 @@ def load_seeds(path: str) -> SeedParse:
     except OSError as exc:
         raise UserError(f"cannot read seeds file {path}: {exc.strerror}") from None
     for number, text, reason in parsed.rejected[:SHOWN_REJECTS]:
-        report(f"inject: skipped line {number}: {text!r}: {reason}")
+        step_logger("inject").warning("skipped line %d: %r: %s", number, text, reason)
     if len(parsed.rejected) > SHOWN_REJECTS:
-        report(f"inject: ... and {len(parsed.rejected) - SHOWN_REJECTS} more bad lines")
+        step_logger("inject").warning("... and %d more bad lines", len(parsed.rejected) - SHOWN_REJECTS)
     if not parsed.urls:
         raise UserError(f"no valid URL in seeds file {path} ({len(parsed.rejected)} bad lines)")
     return parsed
@@ -93,8 +98,6 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
     inserted = merge_metrics(crawldb, before).get("numTargetRowsInserted", 0)
     result = InjectResult(valid=len(parsed.urls), inserted=inserted, already_known=len(parsed.urls) - inserted,
                           rejected=len(parsed.rejected), duplicates=parsed.duplicates)
-    report(f"inject: {result.valid} valid seeds, {result.inserted} new, {result.already_known} already known, "
-           f"{result.rejected} bad lines skipped, {result.duplicates} duplicate lines")
     return result
 
 
@@ -108,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def step(spark, cfg, root, args) -> int:
         record_step(spark, root, "inject", lambda: run(spark, cfg, root, args.seeds, parsed=parsed[0]),
-                    "deltacrawl inject")
+                    "deltacrawl inject", f"seeds {args.seeds}")
         return EXIT_OK
     # the seeds are read and checked before a JVM is started
     return run_spark_step("deltacrawl inject", argv, configure, step, lambda args: parsed.append(load_seeds(args.seeds)))

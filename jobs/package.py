@@ -170,7 +170,7 @@ def build_code_zip(cache: Path | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.common import run_main, report, EXIT_OK
+    from jobs.common import run_main, EXIT_OK
 
     def configure(parser) -> None:
         parser.description = ("Build (once) what a cluster's executors need: the packed Python environment "
@@ -182,10 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         from jobs.common import UserError
         cache = Path(args.output_dir).expanduser() if args.output_dir else None
         if args.code:
-            report(str(build_code_zip(cache)))
+            print(build_code_zip(cache), flush=True)
             return EXIT_OK
         try:
-            report(str(build_env_archive(cache)))
+            print(build_env_archive(cache), flush=True)
         except RuntimeError as exc:
             raise UserError(str(exc)) from None
         return EXIT_OK

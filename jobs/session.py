@@ -58,7 +58,7 @@ def s3a_hadoop_conf(cfg: Mapping[str, Any]) -> dict[str, str]:
     return conf
 
 
-def _jar_conf(builder: SparkSession.Builder, cfg: Mapping[str, Any], sets: list[str]) -> SparkSession.Builder:
+def _jar_conf(cfg: Mapping[str, Any], sets: list[str]) -> dict[str, str]:
     jars_dir = default_jars_dir(cfg["spark.jars_dir"])
     paths, packages = [], []
     for name in sets:
@@ -67,26 +67,42 @@ def _jar_conf(builder: SparkSession.Builder, cfg: Mapping[str, Any], sets: list[
             packages += JAR_SETS[name]()
         else:
             paths += [str(p) for p in found]
+    conf = {}
     if paths:
-        builder = builder.config("spark.jars", ",".join(paths))
+        conf["spark.jars"] = ",".join(paths)
     if packages:
-        builder = (builder.config("spark.jars.packages", ",".join(packages))
-                   .config("spark.jars.ivy", str(jars_dir / "ivy")))
-    return builder
+        conf.update({"spark.jars.packages": ",".join(packages), "spark.jars.ivy": str(jars_dir / "ivy")})
+    return conf
 
 
-def _ship_python(builder: SparkSession.Builder, cfg: Mapping[str, Any]) -> tuple[SparkSession.Builder, str | None]:
-    """Make the executors run our code: returns the builder and a code zip to add after start (if any)."""
+def _ship_python(cfg: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
+    """Make the executors run our code: returns the settings and a code zip to add after start (if any)."""
     from jobs.package import ENV_ALIAS, EXECUTOR_PYTHON, build_code_zip, build_env_archive
     mode = str(cfg["spark.python_env"]).strip()
     if mode == "code":
-        return builder, str(build_code_zip())
+        return {}, str(build_code_zip())
     archive = str(build_env_archive()) if mode == "auto" else mode
     # Python workers are started with the driver's PYSPARK_PYTHON, resolved in the executor's
     # working directory, where spark.archives unpacks the environment under ENV_ALIAS.
     os.environ["PYSPARK_PYTHON"] = EXECUTOR_PYTHON
-    return (builder.config("spark.archives", f"{archive}#{ENV_ALIAS}")
-            .config("spark.pyspark.python", EXECUTOR_PYTHON)), None
+    return {"spark.archives": f"{archive}#{ENV_ALIAS}", "spark.pyspark.python": EXECUTOR_PYTHON}, None
+
+
+def _start_jvm(settings: Mapping[str, str]) -> None:
+    """Start the driver's JVM with its output in a log file (jobs/logs.py), so stderr carries our
+    lines only; with --verbose (no file) pyspark starts it as usual when the session is built."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from jobs.logs import open_jvm_log
+    handle = open_jvm_log()
+    if handle is None:
+        return
+    conf = SparkConf(loadDefaults=False).setAll(settings.items())
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": handle, "stderr": handle})
+    finally:
+        handle.close()  # the JVM holds its own descriptor
+    SparkContext(conf=conf, gateway=gateway)
 
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -111,29 +127,30 @@ def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkS
     if active is not None:
         return check_delta_session(active)
     object_store = is_object_store(crawl_root)
-    builder = (SparkSession.builder.appName(cfg["spark.app_name"])
-               .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-               .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-               .config("spark.sql.shuffle.partitions", str(cfg["spark.shuffle_partitions"]))
-               # Delta's log replay defaults to 50 partitions: far too many for small tables.
-               .config("spark.databricks.delta.snapshotPartitions", str(cfg["spark.shuffle_partitions"]))
-               .config("spark.sql.session.timeZone", "UTC")
-               # tables are addressed by path; keep Spark from creating ./spark-warehouse in the cwd
-               .config("spark.sql.warehouse.dir", os.path.join(tempfile.gettempdir(), "deltacrawl-spark-warehouse"))
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.adaptive.enabled", "true"))
+    settings = {
+        "spark.app.name": cfg["spark.app_name"],
+        "spark.sql.extensions": DELTA_EXTENSION,
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.shuffle.partitions": str(cfg["spark.shuffle_partitions"]),
+        # Delta's log replay defaults to 50 partitions: far too many for small tables.
+        "spark.databricks.delta.snapshotPartitions": str(cfg["spark.shuffle_partitions"]),
+        "spark.sql.session.timeZone": "UTC",
+        # tables are addressed by path; keep Spark from creating ./spark-warehouse in the cwd
+        "spark.sql.warehouse.dir": os.path.join(tempfile.gettempdir(), "deltacrawl-spark-warehouse"),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.adaptive.enabled": "true",
+    }
     hadoop = s3a_hadoop_conf(cfg) if object_store else {}
-    for key, value in hadoop.items():
-        builder = builder.config(f"spark.hadoop.{key}", value)
+    settings.update({f"spark.hadoop.{key}": value for key, value in hadoop.items()})
     code_zip = None
     if not _under_spark_submit():
         master = cfg["spark.master"]
         log_conf = resources.files("conf").joinpath("log4j2.properties")
-        builder = (builder.master(master)
-                   .config("spark.driver.memory", cfg["spark.driver_memory"])
-                   .config("spark.ui.enabled", str(cfg["spark.ui_enabled"]).lower())
-                   .config("spark.speculation", "false")
-                   .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log_conf}"))
+        settings.update({"spark.master": master,
+                         "spark.driver.memory": cfg["spark.driver_memory"],
+                         "spark.ui.enabled": str(cfg["spark.ui_enabled"]).lower(),
+                         "spark.speculation": "false",
+                         "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{log_conf}"})
         if master.startswith("local"):
             # Keep the driver on loopback (this machine's host name may resolve elsewhere), and run
             # Python workers with the interpreter that runs us, so they see the same packages.
@@ -141,11 +158,14 @@ def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkS
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         else:
-            builder, code_zip = _ship_python(builder, cfg)
-        builder = _jar_conf(builder, cfg, ["delta", "s3"] if object_store else ["delta"])
-        for key, value in spark_settings(cfg).items():  # the user's own Spark settings win
-            builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+            shipped, code_zip = _ship_python(cfg)
+            settings.update(shipped)
+        settings.update(_jar_conf(cfg, ["delta", "s3"] if object_store else ["delta"]))
+        settings.update(spark_settings(cfg))  # the user's own Spark settings win
+        from pyspark import SparkContext
+        if SparkContext._active_spark_context is None:
+            _start_jvm(settings)
+    spark = SparkSession.builder.config(map=settings).getOrCreate()
     spark.sparkContext.setLogLevel(cfg["spark.log_level"])
     if code_zip:
         spark.sparkContext.addPyFile(code_zip)

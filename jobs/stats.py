@@ -1,7 +1,8 @@
 """stats — a readdb-style summary of the crawldb.
 
 Inputs:   <crawl_root>/crawldb (read only).
-Outputs:  a table on stdout: totals, URLs per status, per HTTP status, top hosts, URLs due now.
+Outputs:  on stdout, a table (or with --format json one JSON object): totals, URLs per status,
+          per HTTP status, top hosts, URLs due now.
 Re-run:   always safe (reads only).
 Exit:     0 done · 2 no crawldb · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/stats.py --crawl-root /data/crawl
@@ -12,6 +13,7 @@ if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our p
     import os as _os, sys as _sys
     _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 
+import json
 import sys
 import time
 from typing import Any, Mapping
@@ -23,6 +25,7 @@ from pyspark.sql import functions as F
 from crawl.report import format_stats
 from crawl.status import GENERATABLE_STATUSES
 from jobs.common import EXIT_OK, UserError, run_spark_step
+from jobs.logs import log_step
 from jobs.tables import CrawlRoot, from_epoch_col, read_url_state, table_exists, table_version
 
 
@@ -83,18 +86,26 @@ def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:
                       "sitemap_urls": links["sitemap_urls"] or 0}}
 
 
-def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> dict[str, Any]:
+def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None,
+        fmt: str = "text") -> dict[str, Any]:
+    """Collect the stats and print them on stdout: a table, or (``fmt="json"``) one JSON object."""
     stats = collect_stats(spark, cfg, root, now)
-    print(format_stats(stats), flush=True)
+    if fmt == "json":
+        print(json.dumps(stats, sort_keys=True, default=str), flush=True)
+    else:
+        print(format_stats(stats), flush=True)
     return stats
 
 
 def configure(parser) -> None:
     parser.description = "Print a summary of the crawldb (per status, per HTTP status, top hosts, due now)."
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="a table for people (default), or one JSON object for programs")
 
 
 def step(spark, cfg, root, args) -> int:
-    run(spark, cfg, root)
+    log_step("stats", "", lambda: run(spark, cfg, root, fmt=args.format),
+             lambda stats: f"{stats['total_urls']} URLs on {stats['hosts']} hosts in the crawldb")
     return EXIT_OK
 
 

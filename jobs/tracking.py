@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import secrets
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from pyspark.sql import functions as F
 
 from crawl.tracking import (StepFigures, TrackingStore, config_document, config_params,
                             cycle_metrics, cycle_row, figures_document, tracking_store)
+from jobs.logs import log_step, step_logger
 from jobs.tables import CYCLES_SCHEMA, CrawlRoot, ensure_cycles_table, read_url_state
 
 # MLflow limits per log_batch request (mlflow.utils.validation): 1000 metrics, 100 params.
@@ -58,8 +58,8 @@ class OneLineWarnings:
             return
         self.seen.add(kind)
         first = (str(exc).strip().splitlines() or [""])[0][:300]
-        print(f"{self.prog}: {kind} failed ({type(exc).__name__}: {first}); {consequence}",
-              file=sys.stderr, flush=True)
+        step_logger(self.prog.split()[-1]).warning("%s failed (%s: %s); %s", kind, type(exc).__name__, first,
+                                                   consequence)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,6 +109,11 @@ def step_figures(spark: SparkSession, root: CrawlRoot, step: str, result: Any, s
     return fig
 
 
+def _summary(result: Any) -> str:
+    """A step's end line: its result's own summary (every step's result dataclass has one)."""
+    return result.summary() if hasattr(result, "summary") else "done"
+
+
 # ---------------------------------------------------------------------------------------------
 # the cycles table
 
@@ -124,12 +129,13 @@ def append_cycle_rows(spark: SparkSession, root: CrawlRoot, rows: Sequence[Mappi
     spark.createDataFrame(data, CYCLES_SCHEMA).write.format("delta").mode("append").save(root.cycles)
 
 
-def record_step(spark: SparkSession, root: CrawlRoot, step: str, run: Callable[[], Any], prog: str) -> Any:
-    """Run one step on its own (``deltacrawl fetch SEG`` ...) and append its row to the cycles
-    table (cycle and crawl id null); returns what the step returned."""
-    started_at, started = time.time(), time.monotonic()
-    result = run()
-    seconds = time.monotonic() - started
+def record_step(spark: SparkSession, root: CrawlRoot, step: str, run: Callable[[], Any], prog: str,
+                what: str = "") -> Any:
+    """Run one step on its own (``deltacrawl fetch SEG`` ...) between its start and end lines on
+    stderr (``what`` names its input) and append its row to the cycles table (cycle and crawl id
+    null); returns what the step returned."""
+    started_at = time.time()
+    result, seconds = log_step(step, what, run, _summary)
     try:
         fig = step_figures(spark, root, step, result, started_at, seconds)
         append_cycle_rows(spark, root, [cycle_row(fig, None, None, None)])
@@ -274,13 +280,12 @@ class CrawlRecorder:
     cycles: list[tuple[int, list[StepFigures]]] = field(default_factory=list)
     open_steps: list[StepFigures] = field(default_factory=list)  # the current cycle's, until recorded
 
-    def run_step(self, cycle: int, step: str, run: Callable[[], Any]) -> Any:
+    def run_step(self, cycle: int, step: str, run: Callable[[], Any], what: str = "") -> Any:
         if not self.cycles or self.cycles[-1][0] != cycle:
             self.cycles.append((cycle, []))
             self.open_steps = self.cycles[-1][1]
-        started_at, started = time.time(), time.monotonic()
-        result = run()
-        seconds = time.monotonic() - started
+        started_at = time.time()
+        result, seconds = log_step(step, f"cycle {cycle}" + (f", {what}" if what else ""), run, _summary)
         try:
             fig = step_figures(self.spark, self.root, step, result, started_at, seconds)
         except Exception as exc:

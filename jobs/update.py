@@ -38,7 +38,7 @@ from crawl.status import DUPLICATE, FetchStatus, apply_fetch, mark_duplicate, sc
 from crawl.warc import warc_location_uri
 from jobs import discover
 from jobs.commit_info import writes_commits
-from jobs.common import UserError, report, run_segment_step
+from jobs.common import UserError, run_segment_step
 from jobs.discover import HOST_TOTAL_CAP
 from jobs.generate import per_host_cap
 from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot,
@@ -60,6 +60,12 @@ class UpdateResult:
     new_urls: int = 0
     hosts: int = 0
     archived: int = 0
+
+    def summary(self) -> str:
+        if self.already_applied:
+            return f"segment {self.segment_id} was already applied; nothing to do"
+        return (f"segment {self.segment_id}: {self.updated} URLs updated, {self.new_urls} new URLs, "
+                f"{self.hosts} hosts, {self.archived} WARC records indexed")
 
 
 def _apply_rows(rows: Iterator[Any], policy: Mapping[str, Any]) -> Iterator[tuple]:
@@ -271,7 +277,6 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     if not path_exists(spark, root.segment(segment_id)):
         raise UserError(f"no segment {segment_id} in {root.root}")
     if path_exists(spark, root.updated_marker(segment_id)):
-        report(f"update: segment {segment_id} was already applied; nothing to do")
         return UpdateResult(segment_id, already_applied=True)
     if not path_exists(spark, root.fetched(segment_id) + "/_SUCCESS"):
         raise UserError(f"segment {segment_id} has not been fetched: run 'deltacrawl fetch {segment_id}' first")
@@ -300,8 +305,6 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     archived = merge_warc_index(spark, root, outcomes)
     write_marker(spark, root.updated_marker(segment_id), f"updated at {now}\n")
     result = UpdateResult(segment_id, False, counts["updated"], counts["inserted"], n_hosts, archived)
-    report(f"update: segment {segment_id}: {result.updated} URLs updated, {result.new_urls} new URLs, "
-           f"{result.hosts} hosts, {result.archived} WARC records indexed")
     return result
 
 

@@ -126,6 +126,8 @@ def test_step_runs_under_spark_submit(spark, tmp_path):
                            "--conf", "spark.ui.enabled=false", script, seeds, "--crawl-root", str(root)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # spark-submit runs the Python driver with its stderr merged into stdout (PythonRunner), so
+    # our progress lines arrive on stdout here
     assert "1 new" in proc.stdout and "skipped line 2" in proc.stdout
     assert [r["url"] for r in spark.read.format("delta").load(str(root / "crawldb")).collect()] == ["http://a.example/"]
 

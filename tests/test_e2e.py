@@ -3,6 +3,8 @@ checked from the crawldb (everything reachable was fetched) and from the server'
 (robots.txt first, nothing disallowed, never faster than the configured delay)."""
 from __future__ import annotations
 
+import re
+
 from jobs import cli
 from tests.conftest import FAST, write_seeds
 from tests.politeness import assert_polite
@@ -32,9 +34,14 @@ def test_three_cycles_over_the_test_web(spark, devweb, tmp_path, capsys):
     root = str(tmp_path / "crawl")
     conf = [arg for k, v in FAST.items() for arg in ("--conf", f"{k}={v}")]
     rc = cli.main(["crawl", "--seeds", seeds, "--cycles", str(CYCLES), "--crawl-root", root, *conf])
-    out = capsys.readouterr().out
-    assert rc == 0, out
-    assert "by status" in out and "top 10 hosts" in out and out.count("crawl: cycle") == CYCLES
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    # the stats report on stdout, progress on stderr: a start and an end line per step, a line per cycle
+    assert "by status" in out and "top 10 hosts" in out and "crawl: cycle" not in out
+    assert len(re.findall(r"^\d\d:\d\d:\d\d crawl: cycle \d/\d done in ", err, re.M)) == CYCLES, err
+    for step in ("generate", "fetch", "dedup", "update"):
+        assert len(re.findall(rf"^\d\d:\d\d:\d\d {step}: cycle \d.*: started$", err, re.M)) == CYCLES, err
+        assert len(re.findall(rf"^\d\d:\d\d:\d\d {step}: .* \(\d+\.\d s\)$", err, re.M)) == CYCLES, err
 
     rows = {r["url"]: r for r in spark.read.format("delta").load(f"{root}/crawldb").collect()}
     expected = reachable(devweb, devweb.seed_urls(), CYCLES)

@@ -26,7 +26,7 @@ def test_inject_is_idempotent_and_skips_bad_lines(spark, cfg, root, tmp_path, ca
                                                  "mailto:x@y", "http://b.example/x"])
     first = inject.run(spark, cfg, root, seeds)
     assert (first.inserted, first.rejected, first.duplicates) == (2, 2, 1)
-    assert "skipped line 3" in capsys.readouterr().out
+    assert "skipped line 3" in capsys.readouterr().err
     rows = table(spark, root.crawldb)
     assert set(rows) == {"http://a.example/", "http://b.example/x"}
     assert {r["status"] for r in rows.values()} == {"unfetched"}
