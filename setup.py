@@ -50,6 +50,8 @@ setup(
         "sqlalchemy>=2.0",
         "alembic>=1.13",
         "matplotlib>=3.8",
+        # splitting `deltacrawl sql` scripts into statements (crawl/sqltext.py)
+        "sqlparse>=0.5",
     ],
     extras_require={"test": ["pytest>=8", "hypothesis>=6.100",
                              # an S3 endpoint on loopback for the object-storage tests (tests/s3server.py)

@@ -14,72 +14,16 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
 
+import sqlparse
+
 
 def split_statements(text: str) -> list[str]:
-    """The statements of a SQL script, split at ``;`` outside quotes, backticks and comments;
-    comments are kept inside their statement, empty statements dropped."""
-    statements, current = [], []
-    i, n = 0, len(text)
-    quote: str | None = None
-    while i < n:
-        ch = text[i]
-        if quote:
-            current.append(ch)
-            if ch == "\\" and quote != "`" and i + 1 < n:
-                current.append(text[i + 1])
-                i += 2
-                continue
-            if ch == quote:
-                quote = None
-        elif ch in ("'", '"', "`"):
-            quote = ch
-            current.append(ch)
-        elif text.startswith("--", i):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            current.append(text[i:end])
-            i = end
-            continue
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-            current.append(text[i:end])
-            i = end
-            continue
-        elif ch == ";":
-            statements.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-        i += 1
-    statements.append("".join(current))
-    return [s.strip() for s in statements if strip_comments(s).strip()]
-
-
-def strip_comments(statement: str) -> str:
-    """The statement without ``--`` line comments and ``/* */`` blocks (quotes respected)."""
-    out, i, n, quote = [], 0, len(statement), None
-    while i < n:
-        ch = statement[i]
-        if quote:
-            out.append(ch)
-            if ch == quote:
-                quote = None
-        elif ch in ("'", '"', "`"):
-            quote = ch
-            out.append(ch)
-        elif statement.startswith("--", i):
-            end = statement.find("\n", i)
-            i = n if end < 0 else end
-            continue
-        elif statement.startswith("/*", i):
-            end = statement.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-            continue
-        else:
-            out.append(ch)
-        i += 1
-    return "".join(out)
+    """The statements of a SQL script, without comments and trailing ``;``, empty ones dropped.
+    Splitting and comment removal are sqlparse's (quotes, backticks, escapes and comments
+    respected), not a scanner of our own."""
+    statements = (sqlparse.format(part, strip_comments=True).strip().rstrip(";").rstrip()
+                  for part in sqlparse.split(text))
+    return [statement for statement in statements if statement]
 
 
 def plain_value(value: Any) -> Any:
