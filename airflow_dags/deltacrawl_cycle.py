@@ -6,7 +6,7 @@ inject ─▶ cycle_1: generate ─▶ fetch ─▶ dedup ─▶ update ─▶ c
 
 Every task runs one `deltacrawl` command, exactly what a person types (README, "Command line"):
 `deltacrawl inject SEEDS`, then per cycle `generate`, `fetch SEGMENT`, `dedup SEGMENT`,
-`update SEGMENT`, and `stats` at the end. Each command is its own Spark application (one JVM
+`update SEGMENT`, and `stats` at the end, each with the run's `--crawl-id` and `--cycle`. Each command is its own Spark application (one JVM
 per task), run by a BashOperator; the task's "Rendered template" shows the exact command line.
 
 Why the CLI and not SparkSubmitOperator (whose provider is installed too): deltacrawl starts its
@@ -24,6 +24,7 @@ non-zero exit, so "nothing due" could not skip.
 | `conf_file` | a TOML file with the layout of `conf/defaults.toml` (`--conf-file`); empty: none. |
 | `seeds` | a seeds file to inject before the first cycle; empty: the `inject` task is skipped. Injecting is idempotent, so a scheduled DAG may keep the same file. |
 | `cycles` | how many generate → fetch → dedup → update cycles this run makes (1 … the number of `cycle_N` groups). |
+| `mlflow_uri` | the MLflow tracking URI of the run's MLflow run, or `off`; empty: `mlflow.tracking_uri` of the config, else `$MLFLOW_TRACKING_URI` of the worker, else `<crawl_root>/mlflow.db`. |
 | `deltacrawl_bin` | the `deltacrawl` executable; empty: `$DELTACRAWL_BIN` of the worker, else `deltacrawl` on its PATH. Airflow runs in its own virtual environment, so this is usually the crawler's, e.g. `/opt/deltacrawl/.venv/bin/deltacrawl`. |
 
 ## Cycles
@@ -40,8 +41,8 @@ manual run may ask for more.
 by another generate). 99 is the BashOperator's `skip_on_exit_code`: the generate task ends
 *skipped*, and so does everything downstream of it (fetch, dedup, update of that cycle, the
 later cycles) through the default `all_success` trigger rule. The run itself succeeds.
-`stats` runs when at least one cycle of the run updated the crawldb and none failed
-(`none_failed_min_one_success`); with nothing due at all it is skipped too. `inject` without a
+`stats` runs whenever no task failed (`none_failed`), also when nothing was due: it prints the
+crawldb's figures and ends the run's MLflow run (below). `inject` without a
 seeds file is skipped the same way, and the first generate runs after it either way
 (`none_failed`). Every other non-zero exit fails the task (2 bad input, 3 unexpected failure,
 127 `deltacrawl` not found, ...).
@@ -52,6 +53,17 @@ generate prints the new segment id as the last line of its stdout; the task prin
 (after the JVM is gone, so no log line can follow it) and the BashOperator pushes that last
 line as the task's XCom `return_value`. fetch, dedup and update of the same cycle read it with
 `ti.xcom_pull(task_ids="cycle_N.generate")`.
+
+## One crawl id, one MLflow run per DAG run
+
+Every task passes `--crawl-id <dag_id>/<run_id>` and `--cycle N` (inject is cycle 0), so the
+steps of one DAG run are one crawl run, as `deltacrawl crawl` is: each step's row in the
+`cycles` table and each of its Delta commits (`DESCRIBE HISTORY`'s `userMetadata`) carry that
+crawl id and cycle, and each step logs its metrics (step = cycle number) to the MLflow run tagged
+`deltacrawl.crawl_id = <dag_id>/<run_id>`, which the run's first task creates with the effective
+config as params. `stats` ends it: the stats report, every step's figures and the charts as
+artifacts, status FINISHED. A failed task marks the MLflow run FAILED; its retry marks it RUNNING
+again. Tracking store: the `mlflow_uri` param, else the crawl's default (README, "MLflow").
 
 ## Retries
 
@@ -94,10 +106,20 @@ SKIP = 99
 STEPS_AFTER_GENERATE = ("fetch", "dedup", "update")
 
 
+def crawl_id(dag_id: str, run_id: str) -> str:
+    """The crawl id of a DAG run: every step of the run passes it (--crawl-id), so its cycles rows,
+    its Delta commits and its one MLflow run say which DAG run made them."""
+    return f"{dag_id}/{run_id}"
+
+
 def deltacrawl_argv(params: Mapping[str, Any], step: str, *args: str) -> list[str]:
     """The command line of one deltacrawl step for a run's params (not yet quoted)."""
     binary = params.get("deltacrawl_bin") or os.environ.get("DELTACRAWL_BIN") or "deltacrawl"
     argv = [binary, step, *args, "--crawl-root", params["crawl_root"]]
+    if params.get("crawl_id"):
+        argv += ["--crawl-id", params["crawl_id"]]
+    if params.get("mlflow_uri"):
+        argv += ["--mlflow-uri", params["mlflow_uri"]]
     if params.get("conf_file"):
         argv += ["--conf-file", params["conf_file"]]
     if params.get("spark_master"):
@@ -111,10 +133,19 @@ def shell(argv: list[str]) -> str:
     return " ".join(shlex.quote(arg) for arg in argv)
 
 
+def run_params(params: Mapping[str, Any], dag_id: str, run_id: str) -> dict[str, Any]:
+    """A run's params with its crawl id (what every task's command line is made from)."""
+    return {**params, "crawl_id": crawl_id(dag_id, run_id)}
+
+
+# in the task templates: the params of the run being rendered
+RUN = "run_params(params, dag.dag_id, run_id)"
+
+
 def inject_script(params: Mapping[str, Any]) -> str:
     if not params.get("seeds"):
         return f"echo 'no seeds file given: nothing to inject'; exit {SKIP}"
-    return "exec " + shell(deltacrawl_argv(params, "inject", params["seeds"]))
+    return "exec " + shell(deltacrawl_argv(params, "inject", params["seeds"], "--cycle", "0"))
 
 
 def generate_script(params: Mapping[str, Any], cycle: int) -> str:
@@ -123,17 +154,17 @@ def generate_script(params: Mapping[str, Any], cycle: int) -> str:
     if cycle > int(params["cycles"]):
         return f"echo 'cycle {cycle} not requested (cycles={int(params['cycles'])})'; exit {SKIP}"
     return "\n".join([
-        f"out=$({shell(deltacrawl_argv(params, 'generate'))})",
+        f"out=$({shell(deltacrawl_argv(params, 'generate', '--cycle', str(cycle)))})",
         "rc=$?",
         'printf "%s\\n" "$out"',
         'exit "$rc"',
     ])
 
 
-def segment_step_script(params: Mapping[str, Any], step: str, segment: str | None) -> str:
+def segment_step_script(params: Mapping[str, Any], step: str, segment: str | None, cycle: int) -> str:
     if not segment:
         raise ValueError(f"{step}: no segment id from this cycle's generate task (XCom return_value)")
-    return "exec " + shell(deltacrawl_argv(params, step, segment))
+    return "exec " + shell(deltacrawl_argv(params, step, segment, "--cycle", str(cycle)))
 
 
 def stats_script(params: Mapping[str, Any]) -> str:
@@ -156,6 +187,9 @@ def crawl_cycle_dag(dag_id: str, *, crawl_root: str | None = None, schedule: str
         "seeds": Param(None, type=["null", "string"], description="seeds file to inject first; empty: no inject"),
         "cycles": Param(1, type="integer", minimum=1, maximum=max_cycles,
                         description=f"cycles in this run (at most {max_cycles})"),
+        "mlflow_uri": Param(None, type=["null", "string"],
+                            description="MLflow tracking URI of the run's MLflow run, or 'off'; empty: the crawl's "
+                                        "default (mlflow.tracking_uri, else <crawl_root>/mlflow.db)"),
         "deltacrawl_bin": Param(None, type=["null", "string"],
                                 description="deltacrawl executable; empty: $DELTACRAWL_BIN, else deltacrawl on PATH"),
     }
@@ -165,33 +199,33 @@ def crawl_cycle_dag(dag_id: str, *, crawl_root: str | None = None, schedule: str
         "retry_exponential_backoff": 2.0,
         "max_retry_delay": timedelta(minutes=30),
     }
-    macros = {"inject_script": inject_script, "generate_script": generate_script,
+    macros = {"inject_script": inject_script, "generate_script": generate_script, "run_params": run_params,
               "segment_step_script": segment_step_script, "stats_script": stats_script}
     # auto_register=False: a file that imports this module to build its own crawl's DAG must not
     # pick up the default DAG as well (it is found through this file's module globals instead)
     with DAG(dag_id, schedule=schedule, start_date=datetime(2025, 1, 1, tzinfo=timezone.utc), catchup=False,
              max_active_runs=1, params=params, default_args=default_args, user_defined_macros=macros,
              doc_md=__doc__, tags=["deltacrawl"], auto_register=False) as dag:
-        inject = BashOperator(task_id="inject", bash_command="{{ inject_script(params) }}",
+        inject = BashOperator(task_id="inject", bash_command=f"{{{{ inject_script({RUN}) }}}}",
                               skip_on_exit_code=SKIP)
         previous = inject
         updates = []
         for cycle in range(1, max_cycles + 1):
             with TaskGroup(f"cycle_{cycle}", tooltip=f"crawl cycle {cycle}: generate, fetch, dedup, update"):
                 generate = BashOperator(
-                    task_id="generate", bash_command=f"{{{{ generate_script(params, {cycle}) }}}}",
+                    task_id="generate", bash_command=f"{{{{ generate_script({RUN}, {cycle}) }}}}",
                     skip_on_exit_code=SKIP,
                     # the first generate runs whether inject ran or was skipped (no seeds given)
                     trigger_rule="none_failed" if cycle == 1 else "all_success")
                 segment = f"ti.xcom_pull(task_ids='cycle_{cycle}.generate')"
                 steps = [BashOperator(task_id=step, skip_on_exit_code=None,
-                                      bash_command=f"{{{{ segment_step_script(params, '{step}', {segment}) }}}}")
+                                      bash_command=f"{{{{ segment_step_script({RUN}, '{step}', {segment}, {cycle}) }}}}")
                          for step in STEPS_AFTER_GENERATE]
                 previous >> generate >> steps[0] >> steps[1] >> steps[2]
             previous = steps[-1]
             updates.append(steps[-1])
-        stats = BashOperator(task_id="stats", bash_command="{{ stats_script(params) }}", skip_on_exit_code=None,
-                             trigger_rule="none_failed_min_one_success")
+        stats = BashOperator(task_id="stats", bash_command=f"{{{{ stats_script({RUN}) }}}}", skip_on_exit_code=None,
+                             trigger_rule="none_failed")
         updates >> stats
     return dag
 

@@ -80,9 +80,10 @@ def politeness_efficiency(fig: StepFigures) -> float | None:
     return fig.politeness_bound_s / fig.seconds
 
 
-def cycle_metrics(steps: Sequence[StepFigures]) -> dict[str, float]:
+def cycle_metrics(steps: Sequence[StepFigures], cycle_total: bool = True) -> dict[str, float]:
     """The MLflow metrics of one cycle's steps (logged with step = cycle number). Every fetch
-    outcome is logged, zero included, so each series has a point in every cycle."""
+    outcome is logged, zero included, so each series has a point in every cycle. ``cycle_total``:
+    also seconds/cycle, the sum over the cycle's steps (off when ``steps`` is one step of several)."""
     out: dict[str, float] = {}
     for fig in steps:
         out[f"seconds/{fig.step}"] = fig.seconds
@@ -118,7 +119,7 @@ def cycle_metrics(steps: Sequence[StepFigures]) -> dict[str, float]:
                 out["crawldb/urls"] = fig.crawldb_urls
             for status, n in (fig.crawldb_by_status or {}).items():
                 out[f"crawldb/status/{status}"] = n
-    if any(f.step in CYCLE_STEPS for f in steps):
+    if cycle_total and any(f.step in CYCLE_STEPS for f in steps):
         out["seconds/cycle"] = sum(f.seconds for f in steps if f.step in CYCLE_STEPS)
     return {k: float(v) for k, v in out.items()}
 

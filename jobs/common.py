@@ -110,6 +110,43 @@ def describe_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"
 
 
+CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+@/-]{0,199}$")
+
+
+def add_run_options(parser: argparse.ArgumentParser, cycle: bool = True) -> None:
+    """--crawl-id, --cycle and --mlflow-uri: a step as part of one crawl run (Airflow's DAG run)."""
+    group = parser.add_argument_group("one crawl run made of single steps (what Airflow's DAG passes)")
+    group.add_argument("--crawl-id", metavar="ID",
+                       help="the crawl run this step belongs to: its cycles row and Delta commits say so, and "
+                            "its metrics go to the MLflow run of that id (created by its first step)")
+    if cycle:
+        group.add_argument("--cycle", type=int, metavar="N", help="the cycle number within that run (needed "
+                                                                  "with --crawl-id; inject is cycle 0)")
+    group.add_argument("--mlflow-uri", metavar="URI",
+                       help="MLflow tracking URI of that run, or 'off' (default: as for deltacrawl crawl)")
+
+
+def run_context(args: argparse.Namespace, step: str) -> tuple[str | None, int | None]:
+    """(crawl id, cycle) from a step's options, checked (both None: a step on its own)."""
+    crawl_id = getattr(args, "crawl_id", None)
+    cycle = getattr(args, "cycle", None)
+    if crawl_id is None:
+        if cycle is not None:
+            raise UserError("--cycle needs --crawl-id")
+        return None, None
+    if not CRAWL_ID.match(crawl_id):
+        raise UserError(f"invalid --crawl-id {crawl_id!r} (letters, digits and _.:+@/- only, at most 200)")
+    if cycle is None and step == "inject":
+        cycle = 0  # crawl.tracking.INJECT_CYCLE
+    if cycle is None and not hasattr(args, "cycle"):
+        return crawl_id, None  # stats: about the whole run
+    if cycle is None:
+        raise UserError("--crawl-id needs --cycle N")
+    if cycle < 0:
+        raise UserError("--cycle must be 0 or more")
+    return crawl_id, cycle
+
+
 def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.ArgumentParser], None],
              body: Callable[[argparse.Namespace, Mapping[str, Any]], int], needs_root: bool = True) -> int:
     """Parse arguments, load config, check the crawl root and run ``body``; map errors to exit codes."""
@@ -147,6 +184,7 @@ def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argpa
     """run_main for a Spark step: ``precheck(args)`` validates input before a JVM is started, then
     ``step(spark, cfg, root, args)`` runs with the one SparkSession and the crawl root."""
     def body(args: argparse.Namespace, cfg: Mapping[str, Any]) -> int:
+        run_context(args, prog.split()[-1])  # --crawl-id / --cycle checked before a JVM starts
         if precheck is not None:
             precheck(args)
         from jobs.session import build_spark
@@ -162,10 +200,11 @@ def run_segment_step(prog: str, argv: list[str] | None, description: str,
     def configure(parser: argparse.ArgumentParser) -> None:
         parser.description = description
         parser.add_argument("segment", metavar="SEGMENT", help="segment id printed by generate")
+        add_run_options(parser)
 
     def step(spark, cfg, root, args) -> int:
         from jobs.tracking import record_step  # (jobs.tracking imports this module)
-        record_step(spark, root, prog.split()[-1], lambda: run(spark, cfg, root, args.segment), prog,
+        record_step(spark, cfg, root, prog.split()[-1], lambda: run(spark, cfg, root, args.segment), args,
                     f"segment {args.segment}")
         return EXIT_OK
 

@@ -52,7 +52,7 @@ from pyspark.sql import functions as F
 
 from crawl.status import GENERATABLE_STATUSES
 from jobs.commit_info import note_segment, writes_commits
-from jobs.common import EXIT_NOTHING_DUE, EXIT_OK, UserError, run_spark_step
+from jobs.common import EXIT_NOTHING_DUE, EXIT_OK, UserError, add_run_options, run_spark_step
 from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, delete_path, ensure_tables, from_epoch_col,
                          read_host_state, read_url_state, table_exists)
 from jobs.tracking import record_step
@@ -237,10 +237,11 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
 
 def configure(parser) -> None:
     parser.description = "Select due URLs into a new segment and lease them (exit 99 if nothing is due)."
+    add_run_options(parser)
 
 
 def step(spark, cfg, root, args) -> int:
-    result = record_step(spark, root, "generate", lambda: run(spark, cfg, root), "deltacrawl generate")
+    result = record_step(spark, cfg, root, "generate", lambda: run(spark, cfg, root), args)
     if result.segment_id is None:
         return EXIT_NOTHING_DUE
     print(result.segment_id)

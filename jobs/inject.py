@@ -27,7 +27,7 @@ from crawl.seeds import SeedParse, read_seed_file
 from crawl.status import new_url_state
 from crawl.urls import host_bucket, host_of, url_hash
 from jobs.commit_info import writes_commits
-from jobs.common import EXIT_OK, UserError, run_spark_step
+from jobs.common import EXIT_OK, UserError, add_run_options, run_spark_step
 from jobs.logs import step_logger
 from jobs.tables import (URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch,
                          merge_metrics, table_version)
@@ -104,14 +104,15 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
 def configure(parser) -> None:
     parser.description = "Normalise seed URLs and insert the new ones into the crawldb."
     parser.add_argument("seeds", metavar="SEEDS_FILE", help="file with one URL per line")
+    add_run_options(parser)
 
 
 def main(argv: list[str] | None = None) -> int:
     parsed: list[SeedParse] = []
 
     def step(spark, cfg, root, args) -> int:
-        record_step(spark, root, "inject", lambda: run(spark, cfg, root, args.seeds, parsed=parsed[0]),
-                    "deltacrawl inject", f"seeds {args.seeds}")
+        record_step(spark, cfg, root, "inject", lambda: run(spark, cfg, root, args.seeds, parsed=parsed[0]),
+                    args, f"seeds {args.seeds}")
         return EXIT_OK
     # the seeds are read and checked before a JVM is started
     return run_spark_step("deltacrawl inject", argv, configure, step, lambda args: parsed.append(load_seeds(args.seeds)))

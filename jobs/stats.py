@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from crawl.report import format_stats
 from crawl.status import GENERATABLE_STATUSES
-from jobs.common import EXIT_OK, UserError, run_spark_step
+from jobs.common import EXIT_OK, UserError, add_run_options, run_spark_step
 from jobs.logs import log_step
 from jobs.tables import CrawlRoot, from_epoch_col, read_url_state, table_exists, table_version
 
@@ -101,11 +101,14 @@ def configure(parser) -> None:
     parser.description = "Print a summary of the crawldb (per status, per HTTP status, top hosts, due now)."
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="a table for people (default), or one JSON object for programs")
+    add_run_options(parser, cycle=False)
 
 
 def step(spark, cfg, root, args) -> int:
-    log_step("stats", "", lambda: run(spark, cfg, root, fmt=args.format),
-             lambda stats: f"{stats['total_urls']} URLs on {stats['hosts']} hosts in the crawldb")
+    stats, _ = log_step("stats", "", lambda: run(spark, cfg, root, fmt=args.format),
+                        lambda stats: f"{stats['total_urls']} URLs on {stats['hosts']} hosts in the crawldb")
+    from jobs.tracking import finish_run
+    finish_run(spark, cfg, root, args, stats)  # --crawl-id: that crawl run's MLflow run ends here
     return EXIT_OK
 
 

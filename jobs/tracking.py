@@ -7,16 +7,25 @@ the one source of both records:
 
 - the ``cycles`` table (<crawl_root>/cycles, docs/crawldb.md): one row per step run, appended —
   by ``deltacrawl crawl`` after each cycle (cycle number, crawl id, MLflow run id) and by each
-  step run on its own (cycle and crawl id null);
+  step run on its own (cycle and crawl id null, unless given: see below);
 - the MLflow run of a ``deltacrawl crawl`` (CrawlTracker): params = the effective config,
   metrics per cycle with step = cycle number, and at the end the stats summary, the per-step
   figures and the config as JSON, and PNG charts (crawl/charts.py).
+
+Steps run one by one (by Airflow: airflow_dags/deltacrawl_cycle.py) make one crawl run together
+when each is given ``--crawl-id ID`` and ``--cycle N``: each step finds the MLflow run tagged with
+that crawl id (the first one creates it, with the config as params), logs its own metrics with
+step = N, and labels its cycles row and Delta commits with the crawl id and cycle; update also
+logs the cycle's total seconds. ``stats --crawl-id ID`` ends the run as ``crawl`` does: the
+artifacts, rebuilt from the cycles table, and FINISHED. A step that fails marks the run FAILED,
+and its retry marks it RUNNING again.
 
 Bookkeeping never fails a crawl: if the table append, a figure query or the tracking store
 fails, one line goes to stderr (once per kind) and the crawl goes on without it.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -30,8 +39,10 @@ from typing import Any, Callable, Mapping, Sequence
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from crawl.tracking import (StepFigures, TrackingStore, config_document, config_params,
+from crawl.tracking import (CYCLE_STEPS, StepFigures, TrackingStore, config_document, config_params,
                             cycle_metrics, cycle_row, figures_document, tracking_store)
+from jobs.commit_info import set_crawl_cycle
+from jobs.common import run_context
 from jobs.logs import log_step, step_logger
 from jobs.tables import CYCLES_SCHEMA, CrawlRoot, ensure_cycles_table, read_url_state
 
@@ -129,19 +140,92 @@ def append_cycle_rows(spark: SparkSession, root: CrawlRoot, rows: Sequence[Mappi
     spark.createDataFrame(data, CYCLES_SCHEMA).write.format("delta").mode("append").save(root.cycles)
 
 
-def record_step(spark: SparkSession, root: CrawlRoot, step: str, run: Callable[[], Any], prog: str,
-                what: str = "") -> Any:
+def record_step(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, step: str, run: Callable[[], Any],
+                args: argparse.Namespace, what: str = "") -> Any:
     """Run one step on its own (``deltacrawl fetch SEG`` ...) between its start and end lines on
-    stderr (``what`` names its input) and append its row to the cycles table (cycle and crawl id
-    null); returns what the step returned."""
-    started_at = time.time()
-    result, seconds = log_step(step, what, run, _summary)
+    stderr (``what`` names its input) and append its row to the cycles table; with --crawl-id,
+    as one step of that crawl run (module docstring). Returns what the step returned."""
+    prog = f"deltacrawl {step}"
+    crawl_id, cycle = run_context(args, step)
+    tracker = None
+    if crawl_id is not None:
+        tracker = CrawlTracker.open(cfg, root.root, getattr(args, "mlflow_uri", None), prog)
+        if tracker is not None:
+            tracker.attach(crawl_id, cfg, {"deltacrawl.crawl_root": root.root})
+        set_crawl_cycle(spark, crawl_id, cycle)
+    started_at, failed = time.time(), "FAILED"
+    try:
+        result, seconds = log_step(step, what, run, _summary)
+        failed = ""
+    except KeyboardInterrupt:
+        failed = "KILLED"
+        raise
+    finally:
+        if crawl_id is not None:
+            set_crawl_cycle(spark, None, None)
+        if tracker is not None and failed:
+            tracker.abort(failed)
+    warn = OneLineWarnings(prog)
+    run_id = tracker.run_id if tracker is not None else None
     try:
         fig = step_figures(spark, root, step, result, started_at, seconds)
-        append_cycle_rows(spark, root, [cycle_row(fig, None, None, None)])
+        append_cycle_rows(spark, root, [cycle_row(fig, crawl_id, run_id, cycle)])
     except Exception as exc:  # the step's own work is done and committed: never fail it now
-        OneLineWarnings(prog)("recording the step in the cycles table", exc, "the step itself succeeded")
+        warn("recording the step in the cycles table", exc, "the step itself succeeded")
+        return result
+    if tracker is not None:
+        tracker.log_cycle(cycle, [fig], cycle_total=False)
+        if step == "update":
+            try:
+                steps = [f for c, figs in cycles_of_run(spark, root, crawl_id) if c == cycle for f in figs]
+                tracker.log_values(cycle, {"seconds/cycle": sum(f.seconds for f in steps if f.step in CYCLE_STEPS)})
+            except Exception as exc:
+                warn("reading the cycle's rows back", exc, "seconds/cycle is not logged for this cycle")
     return result
+
+
+def cycles_of_run(spark: SparkSession, root: CrawlRoot, crawl_id: str,
+                  fetch_details: bool = False) -> list[tuple[int, list[StepFigures]]]:
+    """A crawl run's steps as recorded in the cycles table, by cycle (a retried step's newest row
+    wins); with ``fetch_details``, fetch's latency buckets and politeness bound are read again
+    from its segment (they are not in the table)."""
+    rows = (spark.read.format("delta").load(root.cycles).filter(F.col("crawl_id") == crawl_id)
+            .orderBy("started_at").collect())
+    newest: dict[tuple[int, str], Any] = {}
+    for row in rows:
+        newest[(row["cycle"], row["step"])] = row
+    out: dict[int, list[StepFigures]] = {}
+    for (cycle, step), row in sorted(newest.items(), key=lambda kv: kv[1]["started_at"]):
+        fig = StepFigures(step, row["started_at"].timestamp(), row["seconds"], segment_id=row["segment_id"],
+                          urls=row["urls"], hosts=row["hosts"],
+                          by_outcome=dict(row["by_outcome"]) if row["by_outcome"] is not None else None,
+                          bytes=row["bytes"], new_urls=row["new_urls"], duplicates=row["duplicates"],
+                          crawldb_urls=row["crawldb_urls"],
+                          crawldb_by_status=dict(row["crawldb_by_status"]) if row["crawldb_by_status"] else None)
+        if fetch_details and step == "fetch" and fig.segment_id:
+            extra = fetch_figures(spark, root, fig.segment_id)
+            fig.latency_ms, fig.politeness_bound_s = extra["latency_ms"], extra["politeness_bound_s"]
+        out.setdefault(cycle, []).append(fig)
+    return sorted(out.items())
+
+
+def finish_run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, args: argparse.Namespace,
+               stats: Mapping[str, Any]) -> None:
+    """``stats --crawl-id ID``: end that crawl run's MLflow run like ``crawl`` ends its own."""
+    crawl_id, _ = run_context(args, "stats")
+    if crawl_id is None:
+        return
+    tracker = CrawlTracker.open(cfg, root.root, getattr(args, "mlflow_uri", None), "deltacrawl stats")
+    if tracker is None:
+        return
+    try:
+        cycles = cycles_of_run(spark, root, crawl_id, fetch_details=True)
+    except Exception as exc:
+        OneLineWarnings("deltacrawl stats")("reading the crawl run's cycles", exc, "its charts are left out")
+        cycles = []
+    tracker.attach(crawl_id, cfg, {"deltacrawl.crawl_root": root.root})
+    ran = [c for c, steps in cycles if any(f.step == "update" for f in steps)]
+    tracker.finish(cycles, stats, {"deltacrawl.cycles_run": str(len(ran))})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,9 +282,12 @@ class CrawlTracker:
     def start(self, crawl_id: str, cfg: Mapping[str, Any], tags: Mapping[str, str]) -> None:
         self._guard(lambda: self._start(crawl_id, cfg, tags))
 
-    def _start(self, crawl_id: str, cfg: Mapping[str, Any], tags: Mapping[str, str]) -> None:
+    def attach(self, crawl_id: str, cfg: Mapping[str, Any], tags: Mapping[str, str]) -> None:
+        """Continue the run of ``crawl_id`` (status RUNNING again), or start it if there is none."""
+        self._guard(lambda: self._attach(crawl_id, cfg, tags))
+
+    def _client_and_experiment(self) -> tuple[Any, str]:
         _quiet_mlflow_logs()
-        from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
         uri = self.store.tracking_uri
         if uri.startswith("sqlite:///"):
@@ -209,9 +296,23 @@ class CrawlTracker:
         client = MlflowClient(tracking_uri=uri)
         experiment = client.get_experiment_by_name(self.experiment)
         if experiment is None:
-            experiment_id = client.create_experiment(self.experiment, artifact_location=self.store.artifact_location)
-        else:
-            experiment_id = experiment.experiment_id
+            return client, client.create_experiment(self.experiment, artifact_location=self.store.artifact_location)
+        return client, experiment.experiment_id
+
+    def _attach(self, crawl_id: str, cfg: Mapping[str, Any], tags: Mapping[str, str]) -> None:
+        client, experiment_id = self._client_and_experiment()
+        found = client.search_runs([experiment_id], filter_string=f"tags.`deltacrawl.crawl_id` = '{crawl_id}'",
+                                   max_results=1, order_by=["attributes.start_time DESC"])
+        if not found:
+            self._start(crawl_id, cfg, tags)
+            return
+        self.client, self.run_id = client, found[0].info.run_id
+        if found[0].info.status != "RUNNING":
+            client.update_run(self.run_id, status="RUNNING")
+
+    def _start(self, crawl_id: str, cfg: Mapping[str, Any], tags: Mapping[str, str]) -> None:
+        from mlflow.entities import Param
+        client, experiment_id = self._client_and_experiment()
         all_tags = {"deltacrawl.crawl_id": crawl_id, "deltacrawl.tracking_store": self.store.why, **tags}
         run = client.create_run(experiment_id, run_name=crawl_id,
                                 tags={k: str(v)[:_MAX_TAG_CHARS] for k, v in all_tags.items()})
@@ -221,9 +322,13 @@ class CrawlTracker:
             client.log_batch(self.run_id, params=params[i:i + _PARAMS_PER_BATCH])
         client.log_text(self.run_id, json.dumps(config_document(cfg), indent=2, default=str), "config.json")
 
-    def log_cycle(self, cycle: int, steps: Sequence[StepFigures]) -> None:
+    def log_cycle(self, cycle: int, steps: Sequence[StepFigures], cycle_total: bool = True) -> None:
         if self.active:
-            self._guard(lambda: self._log_metrics(cycle, cycle_metrics(steps)))
+            self._guard(lambda: self._log_metrics(cycle, cycle_metrics(steps, cycle_total)))
+
+    def log_values(self, cycle: int, values: Mapping[str, float]) -> None:
+        if self.active:
+            self._guard(lambda: self._log_metrics(cycle, values))
 
     def _log_metrics(self, cycle: int, values: Mapping[str, float]) -> None:
         from mlflow.entities import Metric

@@ -4,10 +4,11 @@ and SQLite metadata database per test module.
 
 - the DagBag loads without import errors and the graph, retries and params are as designed;
 - a DAG run with a stand-in `deltacrawl` that records its arguments: the exact command lines
-  (quoting included), the segment id handed on by XCom, and "nothing due" (exit 99) skipping the
-  rest of the run while stats still reports the cycle that ran;
+  (quoting, crawl id and cycle included), the segment id handed on by XCom, and "nothing due"
+  (exit 99) skipping the rest of the run while stats still reports the cycle that ran;
 - a DAG run with the real `deltacrawl` that crawls the bundled test web for two cycles, checked
-  in the crawldb; then a run with nothing due, whose tasks all end skipped, not failed.
+  in the crawldb, the cycles table and its one MLflow run (read with MLflow's client); then a run
+  with nothing due, whose steps all end skipped, not failed, and whose stats still runs.
 """
 from __future__ import annotations
 
@@ -188,16 +189,16 @@ def test_dagbag_loads_and_the_graph_is_as_designed(tmp_path):
         assert spec["skip_on_exit_code"] == ([99] if skips else []), task_id
     assert tasks["cycle_1.generate"]["trigger_rule"] == "none_failed"  # runs after a skipped inject
     assert tasks["cycle_2.generate"]["trigger_rule"] == "all_success"   # a skip upstream skips it
-    assert tasks["stats"]["trigger_rule"] == "none_failed_min_one_success"
+    assert tasks["stats"]["trigger_rule"] == "none_failed"  # also after nothing due: it ends the MLflow run
 
     assert dag["params"] == {"crawl_root": None, "spark_master": "", "conf": [], "conf_file": None, "seeds": None,
-                             "cycles": 1, "deltacrawl_bin": None}
+                             "cycles": 1, "mlflow_uri": None, "deltacrawl_bin": None}
     assert dag["param_schemas"]["cycles"]["maximum"] == MAX_CYCLES
     # a relative root would be relative to the task's temporary working directory: refused at trigger time
     assert dag["accepts_root"] == {"/data/crawl": True, "s3a://bucket/crawl": True, "relative/crawl": False, "": False}
     assert dag["accepts_conf"] == {"a.b=1": True, "no-equals": False}
     for words in ("exits **99**", "skip_on_exit_code", "max_active_runs=1", "XCom", "exponential backoff",
-                  "DELTACRAWL_BIN"):
+                  "DELTACRAWL_BIN", "--crawl-id", "MLflow run"):
         assert words in dag["doc_md"], words
 
     news = bag["dags"]["news_crawl"]
@@ -241,11 +242,34 @@ def test_dag_run_passes_arguments_and_segment_and_skips_when_nothing_due(airflow
     assert tasks["stats"] == "success"                         # cycle 1 did update the crawldb
     assert run["xcom"]["cycle_1.generate"] == "20260101000000-abcdef"
 
-    opts = ["--crawl-root", root, "--conf", "spark.master=local[2]", "--conf", conf[0], "--conf", conf[1]]
     calls = [json.loads(line) for line in (bin_dir / "calls.jsonl").read_text().splitlines()]
+    # every step of the DAG run names it: one crawl id, "<dag_id>/<run_id>"
+    crawl_id = calls[0][calls[0].index("--crawl-id") + 1]
+    assert crawl_id.startswith(f"{DAG_ID}/") and len(crawl_id) > len(DAG_ID) + 1
+    opts = ["--crawl-root", root, "--crawl-id", crawl_id, "--conf", "spark.master=local[2]", "--conf", conf[0],
+            "--conf", conf[1]]
     seg = "20260101000000-abcdef"
-    assert calls == [["generate", *opts], ["fetch", seg, *opts], ["dedup", seg, *opts], ["update", seg, *opts],
-                     ["generate", *opts], ["stats", *opts]]
+    assert calls == [["generate", "--cycle", "1", *opts], ["fetch", seg, "--cycle", "1", *opts],
+                     ["dedup", seg, "--cycle", "1", *opts], ["update", seg, "--cycle", "1", *opts],
+                     ["generate", "--cycle", "2", *opts], ["stats", *opts]]
+
+
+def finished_mlflow_run(root: str, crawl_id: str) -> dict:
+    """The MLflow run of a crawl id in the crawl root's default store, read with MLflow's client."""
+    from mlflow.tracking import MlflowClient
+    client = MlflowClient(tracking_uri=f"sqlite:///{root}/mlflow.db")
+    experiment = client.get_experiment_by_name("deltacrawl")
+    runs = client.search_runs([experiment.experiment_id], filter_string=f"tags.`deltacrawl.crawl_id` = '{crawl_id}'")
+    assert len(runs) == 1, runs
+    run = runs[0]
+    assert run.info.status == "FINISHED" and run.info.run_name == crawl_id
+    steps = {name: sorted(m.step for m in client.get_metric_history(run.info.run_id, name))
+             for name in run.data.metrics}
+    fetched = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, "fetch/urls"))
+    return {"run_id": run.info.run_id, "steps": steps, "params": run.data.params,
+            "fetched_by_cycle": [value for _step, value in fetched],
+            "artifacts": [f.path for f in client.list_artifacts(run.info.run_id)],
+            "charts": [f.path.split("/")[-1] for f in client.list_artifacts(run.info.run_id, "charts")]}
 
 
 def test_dag_crawls_the_test_web_for_two_cycles_then_skips_when_nothing_is_due(spark, airflow_home, tmp_path):
@@ -283,6 +307,22 @@ def test_dag_crawls_the_test_web_for_two_cycles_then_skips_when_nothing_is_due(s
         assert {rows[u]["segment_id"] for u in web.seed_urls()} == {segments[0]}
         assert {u for u, r in rows.items() if r["status"] == "unfetched"} == reachable(web, web.seed_urls(), 3) - expected
 
+        # the DAG run is one crawl run: its cycles rows, and one finished MLflow run with metrics per cycle
+        cycles = [r.asDict() for r in spark.read.format("delta").load(f"{root}/cycles").collect()]
+        crawl_ids = {r["crawl_id"] for r in cycles}
+        assert len(crawl_ids) == 1 and next(iter(crawl_ids)).startswith(f"{DAG_ID}/")
+        crawl_id = next(iter(crawl_ids))
+        assert sorted((r["cycle"], r["step"]) for r in cycles) == [(0, "inject")] + [
+            (c, s) for c in (1, 2) for s in sorted(("generate", "fetch", "dedup", "update"))]
+        mlflow_run = finished_mlflow_run(root, crawl_id)
+        assert {r["mlflow_run_id"] for r in cycles} == {mlflow_run["run_id"]}
+        assert mlflow_run["steps"]["fetch/urls"] == [1, 2] and mlflow_run["steps"]["seconds/cycle"] == [1, 2]
+        assert mlflow_run["steps"]["inject/seeds"] == [0]
+        assert mlflow_run["fetched_by_cycle"][0] == len(web.seed_urls())
+        assert {"stats.json", "cycles.json", "config.json"} <= set(mlflow_run["artifacts"])
+        assert {"status_mix.png", "step_seconds.png"} <= set(mlflow_run["charts"])
+        assert mlflow_run["params"]["fetch.delay_s"] == str(FAST["fetch.delay_s"])
+
         # everything still due gets leased by another generate: the next DAG run has nothing due
         cfg = make_config()
         generate.run(spark, cfg, CrawlRoot(root))
@@ -290,7 +330,10 @@ def test_dag_crawls_the_test_web_for_two_cycles_then_skips_when_nothing_is_due(s
         version = DeltaTable.forPath(spark, f"{root}/crawldb").history(1).collect()[0]["version"]
         run = dag_run(airflow_home, {**params, "cycles": 1}, tmp_path / "run2.log", 600)
         assert run["state"] == "success", run["tasks"]
-        assert set(run["tasks"].values()) == {"skipped"}, run["tasks"]  # skipped, none failed
+        # skipped, none failed; stats still reports and ends that DAG run's MLflow run
+        assert {t: s for t, s in run["tasks"].items() if t != "stats"} == {t: "skipped" for t in run["tasks"]
+                                                                          if t != "stats"}, run["tasks"]
+        assert run["tasks"]["stats"] == "success"
         assert DeltaTable.forPath(spark, f"{root}/crawldb").history(1).collect()[0]["version"] == version
     finally:
         web.stop()

@@ -315,7 +315,7 @@ def test_tracking_off_writes_nothing_and_reruns_append_rows(by_hand, spark, caps
     cwd.mkdir()
     rc, out, err, new = rerun(by_hand, spark, capsys, "off", cwd)
     assert rc == 0, err
-    assert "nothing due" in out and "mlflow" not in (out + err).lower()
+    assert "nothing due" in err and "mlflow" not in (out + err).lower()
     import os
     assert not os.path.exists(f"{by_hand.root}/mlflow.db") and not os.path.exists(f"{by_hand.root}/mlruns")
     assert list(cwd.iterdir()) == []
@@ -335,6 +335,45 @@ def test_broken_tracking_store_does_not_fail_the_crawl(by_hand, spark, capsys):
     assert "by status" in out  # the crawl ran to its end
     assert sorted((r["cycle"], r["step"]) for r in new) == [(0, "inject"), (1, "generate")]
     assert {r["mlflow_run_id"] for r in new} == {None}
+
+
+def test_steps_given_a_crawl_id_make_one_mlflow_run(by_hand, spark, tmp_path, capsys):
+    """What Airflow's DAG does (--crawl-id, --cycle): the first step creates the run, a failed step
+    marks it FAILED, the next step marks it RUNNING and logs its metrics at step = cycle, and
+    stats --crawl-id finishes it with the artifacts; the cycles rows carry the crawl id."""
+    from mlflow.tracking import MlflowClient
+
+    from jobs import cli
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_opts = ["--crawl-root", by_hand.root, "--mlflow-uri", uri, "--crawl-id", "dag/run:1", *CONF]
+    client = MlflowClient(tracking_uri=uri)
+
+    def the_run():
+        runs = client.search_runs([client.get_experiment_by_name("deltacrawl").experiment_id])
+        assert len(runs) == 1
+        return runs[0]
+    # bad options are refused before anything starts
+    assert cli.main(["dedup", by_hand.segment, *run_opts]) == 2
+    assert "--crawl-id needs --cycle N" in capsys.readouterr().err
+    assert cli.main(["dedup", by_hand.segment, "--crawl-root", by_hand.root, "--crawl-id", "a'b", "--cycle", "1"]) == 2
+    assert "invalid --crawl-id" in capsys.readouterr().err
+
+    assert cli.main(["fetch", "20990101000000-abcdef", "--cycle", "1", *run_opts]) == 2  # no such segment
+    assert the_run().info.status == "FAILED"
+    assert cli.main(["dedup", by_hand.segment, "--cycle", "1", *run_opts]) == 0
+    run = the_run()
+    assert run.info.status == "RUNNING" and run.info.run_name == "dag/run:1"
+    assert run.data.params["fetch.delay_s"] == str(FAST["fetch.delay_s"])
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "dedup/pages")] == [1]
+    assert "seconds/cycle" not in run.data.metrics  # logged by update, from all of the cycle's rows
+    assert cli.main(["stats", "--crawl-id", "dag/run:1", "--crawl-root", by_hand.root, "--mlflow-uri", uri,
+                     *CONF]) == 0
+    run = the_run()
+    assert run.info.status == "FINISHED"
+    assert {"stats.json", "cycles.json", "config.json", "charts"} <= {f.path for f in
+                                                                     client.list_artifacts(run.info.run_id)}
+    rows = [r for r in cycles_rows(spark, by_hand.root) if r["crawl_id"] == "dag/run:1"]
+    assert [(r["step"], r["cycle"], r["mlflow_run_id"]) for r in rows] == [("dedup", 1, run.info.run_id)]
 
 
 def test_a_store_failing_mid_crawl_is_one_line_and_no_exception(tmp_path, capsys):
