@@ -213,11 +213,19 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
     ensure_tables(spark, root)  # crawl roots of older versions get the new columns
     segment_id = new_segment_id(now)
     note_segment(spark, segment_id)  # the lease MERGE's commit names the segment
-    host_state = read_host_state(spark, root)
-    due = select_due(read_url_state(spark, root), host_state, now)
-    fetchlist = select_fetchlist(due, host_state, cfg, segment_id, now)
-    path = root.fetchlist(segment_id)
-    fetchlist.write.mode("errorifexists").parquet(path)
+    # Both inputs are read once and cached: the fetchlist query reads the due URLs twice (one
+    # top-k per pool) and the hostdb three times, and Delta plans every scan of a table with a
+    # Spark job of its own ("Filtering files for query"), about fifty for this query, which
+    # made planning most of a small generate's time (BENCHMARKS.md, "Cycle cost").
+    host_state = read_host_state(spark, root).cache()
+    due = select_due(read_url_state(spark, root), host_state, now).cache()
+    try:
+        fetchlist = select_fetchlist(due, host_state, cfg, segment_id, now)
+        path = root.fetchlist(segment_id)
+        fetchlist.write.mode("errorifexists").parquet(path)
+    finally:
+        due.unpersist()
+        host_state.unpersist()
     written = spark.read.parquet(path)
     counts = written.agg(F.count("*").alias("urls"), F.countDistinct("host").alias("hosts")).collect()[0]
     if counts["urls"] == 0:
