@@ -9,7 +9,10 @@ Two artifacts, both built into a cache folder and reused while their content is 
   ``spark.pyspark.python=./deltacrawl_env/bin/python``. ``bin/python`` stays a link to the base
   interpreter (as in any venv), so executors need the same Python (version and path) and nothing
   else. pyspark and py4j are left out: the Spark installation running the executors supplies its
-  own, at its own version. The key hashes every packed file's path, size and mtime, and our
+  own, at its own version. So is every package the executors never import: only deltacrawl's
+  own requirements and what they require in turn are packed, without the driver-only ones
+  (``DRIVER_ONLY``: run tracking, charts, SQL scripts) and without the ``test`` and ``analysis``
+  extras (pytest, moto, DuckDB, polars, Jupyter ...). The key hashes every packed file's path, size and mtime, and our
   code's bytes (not the ``__pycache__`` files that imports write as they go), so a changed
   dependency or a changed line of ours makes a new archive.
 - the **code zip** (``deltacrawl-code-<key>.zip``): crawl/, jobs/ and conf/ as pure Python, for
@@ -42,6 +45,9 @@ OUR_PACKAGES = ("crawl", "jobs", "conf")
 # Supplied by the Spark installation that runs the executors (and 480 MB).
 SPARK_SUPPLIED = ("pyspark", "py4j")
 KEEP_ARCHIVES = 3
+# deltacrawl's requirements that only the driver imports (jobs/tracking.py, crawl/charts.py,
+# crawl/sqltext.py): the executors' archive leaves them out, with whatever only they require.
+DRIVER_ONLY = ("mlflow-skinny", "sqlalchemy", "alembic", "matplotlib", "sqlparse")
 
 
 def default_cache_dir() -> Path:
@@ -71,14 +77,62 @@ def _site_packages() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
-def _is_ours_or_spark(rel: str) -> bool:
+def _normal(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def executor_distributions() -> set[str] | None:
+    """The (normalised) names of the installed distributions the executors need: deltacrawl's
+    requirements without extras, DRIVER_ONLY and Spark's own, and all they require in turn.
+    None when deltacrawl is not installed (run from a source tree): then everything is packed."""
+    from importlib import metadata
+    from packaging.requirements import Requirement
+    try:
+        todo = list(metadata.requires("deltacrawl") or [])
+    except metadata.PackageNotFoundError:
+        return None
+    skip = {_normal(n) for n in (*DRIVER_ONLY, *SPARK_SUPPLIED)}
+    needed: set[str] = set()
+    while todo:
+        req = Requirement(todo.pop())
+        name = _normal(req.name)
+        if name in needed or name in skip or (req.marker and not req.marker.evaluate({"extra": ""})):
+            continue
+        try:
+            requires = metadata.requires(req.name) or []
+        except metadata.PackageNotFoundError:
+            continue  # an optional dependency that is not installed
+        needed.add(name)
+        todo += requires
+    return needed
+
+
+def _left_out_tops() -> set[str]:
+    """Top-level names in site-packages that belong only to distributions the executors do not
+    need (their packages, modules and .dist-info folders)."""
+    from importlib import metadata
+    needed = executor_distributions()
+    if needed is None:
+        return set()
+    kept: set[str] = set()
+    dropped: set[str] = set()
+    for dist in metadata.distributions(path=[str(_site_packages())]):
+        tops = {f.parts[0] for f in (dist.files or []) if f.parts and f.parts[0] != ".."}
+        name = _normal(dist.metadata["Name"] or "")
+        if name == "deltacrawl":
+            continue
+        (kept if name in needed else dropped).update(tops)
+    return dropped - kept - {"__pycache__"}
+
+
+def _is_ours_or_spark(rel: str, left_out: set[str] = frozenset()) -> bool:
     top = rel.split("/", 1)[0]
     base = top.split("-", 1)[0].lower()
     if top in SPARK_SUPPLIED or base in SPARK_SUPPLIED:
         return True  # pyspark/, py4j/, their .dist-info
     if top.startswith("__editable__") or top in OUR_PACKAGES:
         return True  # replaced by our installed copy
-    return False
+    return top in left_out  # never imported on an executor
 
 
 def _env_files() -> Iterator[tuple[Path, str]]:
@@ -86,6 +140,7 @@ def _env_files() -> Iterator[tuple[Path, str]]:
     prefix = Path(sys.prefix)
     site = _site_packages()
     site_rel = site.relative_to(prefix).as_posix()
+    left_out = _left_out_tops()
     for entry in sorted((prefix / "bin").iterdir()):
         if entry.name.startswith("python"):
             yield entry, f"bin/{entry.name}"
@@ -95,10 +150,10 @@ def _env_files() -> Iterator[tuple[Path, str]]:
     for root, dirs, files in os.walk(site):
         rel_root = Path(root).relative_to(site).as_posix()
         rel_root = "" if rel_root == "." else rel_root + "/"
-        dirs[:] = sorted(d for d in dirs if not _is_ours_or_spark(rel_root + d))
+        dirs[:] = sorted(d for d in dirs if not _is_ours_or_spark(rel_root + d, left_out))
         for f in sorted(files):
             rel = rel_root + f
-            if not _is_ours_or_spark(rel):
+            if not _is_ours_or_spark(rel, left_out):
                 yield Path(root) / f, f"{site_rel}/{rel}"
 
 
