@@ -24,6 +24,9 @@ def format_stats(stats: Mapping[str, Any]) -> str:
              f"  {'due now':<14}{int(stats['due_now']):>12,}",
              f"  {'leased':<14}{int(stats['leased']):>12,}",
              f"  {'max depth':<14}{int(stats['max_depth'] or 0):>12,}"]
+    for segment, n, until in stats.get("leases") or []:
+        lines.append(f"    {n:,} leased by segment {segment} until {until} UTC: if its fetch stopped, "
+                     f"'deltacrawl fetch {segment}' runs it again (then dedup and update)")
     lines += _section("by status", stats["by_status"], total)
     lines += _section("by HTTP status", [(str(k) if k is not None else "(none)", v)
                                          for k, v in stats["by_http_status"]], total)

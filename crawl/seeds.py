@@ -40,7 +40,32 @@ def parse_seed_lines(lines: Iterable[str]) -> SeedParse:
     return result
 
 
+class SeedFileEncodingError(ValueError):
+    """The seeds file is not UTF-8 text (a UTF-16 or UTF-32 file, say): one message for the file,
+    not a "bad URL" per line."""
+
+
+_BOMS = ((b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe\x00\x00", "UTF-32"),
+         (b"\xfe\xff", "UTF-16"), (b"\xff\xfe", "UTF-16"))
+
+
+def check_encoding(head: bytes) -> None:
+    """Refuse what is plainly not UTF-8 text from its first bytes: a UTF-16/32 byte-order mark,
+    or NUL in a quarter of them (UTF-16 without a mark: ASCII text has every other byte NUL). A
+    stray bad byte only spoils its own line."""
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            raise SeedFileEncodingError(f"is {name} text ({name} byte-order mark found), not UTF-8: "
+                                        f"save it as UTF-8")
+    if head and head.count(0) * 4 >= len(head):
+        raise SeedFileEncodingError("is not UTF-8 text (NUL in every few bytes: UTF-16 without a byte-order "
+                                    "mark?): save it as UTF-8")
+
+
 def read_seed_file(path: str) -> SeedParse:
-    """Parse a local seeds file; raises OSError if it cannot be read."""
+    """Parse a local seeds file; raises OSError if it cannot be read, SeedFileEncodingError if it
+    is not UTF-8 text."""
+    with open(path, "rb") as raw:
+        check_encoding(raw.read(4096))
     with open(path, encoding="utf-8", errors="replace") as fh:
         return parse_seed_lines(fh)

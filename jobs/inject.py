@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
-from crawl.seeds import SeedParse, read_seed_file
+from crawl.seeds import SeedFileEncodingError, SeedParse, read_seed_file
 from crawl.status import new_url_state
 from crawl.urls import host_bucket, host_of, url_hash
 from jobs.commit_info import writes_commits
@@ -75,6 +75,8 @@ def load_seeds(path: str) -> SeedParse:
         raise UserError(f"seeds file is a directory: {path}") from None
     except OSError as exc:
         raise UserError(f"cannot read seeds file {path}: {exc.strerror}") from None
+    except SeedFileEncodingError as exc:
+        raise UserError(f"seeds file {path} {exc}") from None
     for number, text, reason in parsed.rejected[:SHOWN_REJECTS]:
         step_logger("inject").warning("skipped line %d: %r: %s", number, text, reason)
     if len(parsed.rejected) > SHOWN_REJECTS:

@@ -46,6 +46,12 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
                      urls.groupBy("status").agg(F.count("*").alias("n")).orderBy(F.desc("n"), "status").collect()]
         by_http = [(r["http_status"], r["n"]) for r in
                    urls.groupBy("http_status").agg(F.count("*").alias("n")).orderBy(F.desc("n"), "http_status").collect()]
+        # leases in force, per segment: a segment whose driver died mid-fetch holds its URLs until
+        # the lease ends, and `deltacrawl fetch SEGMENT` resumes it before then
+        leases = [(r["segment_id"], r["n"], r["until"].isoformat(sep=" ", timespec="minutes") if r["until"] else None)
+                  for r in urls.filter(leased).groupBy("segment_id")
+                  .agg(F.count("*").alias("n"), F.max("lease_until").alias("until"))
+                  .orderBy(F.desc("n"), "segment_id").limit(5).collect()] if totals["leased"] else []
         top_hosts = [(r["host"], r["n"]) for r in
                      urls.groupBy("host").agg(F.count("*").alias("n")).orderBy(F.desc("n"), "host")
                      .limit(int(cfg["stats.top_hosts"])).collect()]
@@ -55,7 +61,7 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     return {"hostdb": hosts,"crawl_root": root.root, "version": version, "total_urls": totals["total"],
             "hosts": totals["hosts"], "due_now": totals["due"] or 0, "leased": totals["leased"] or 0,
             "max_depth": totals["max_depth"], "by_status": by_status, "by_http_status": by_http,
-            "top_hosts": top_hosts}
+            "top_hosts": top_hosts, "leases": leases}
 
 
 def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:

@@ -34,7 +34,7 @@ def one_error_line(err: str, prog: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("case", ["missing", "empty", "malformed", "directory"])
+@pytest.mark.parametrize("case", ["missing", "empty", "malformed", "directory", "utf16"])
 def test_bad_seeds_file(spark, seeded_root, tmp_path, capsys, case):
     path = tmp_path / "seeds.txt"
     if case == "empty":
@@ -43,6 +43,8 @@ def test_bad_seeds_file(spark, seeded_root, tmp_path, capsys, case):
         path.write_text("not a url\nhttp//missing-colon.com\nftp://x.example/\n\x00\x01binary\n")
     elif case == "directory":
         path.mkdir()
+    elif case == "utf16":
+        path.write_text("http://a.example/\n", encoding="utf-16")
     before = crawldb_state(spark, seeded_root)
     capsys.readouterr()
     rc = cli.main(["inject", str(path), "--crawl-root", seeded_root, *CONF])
@@ -50,7 +52,7 @@ def test_bad_seeds_file(spark, seeded_root, tmp_path, capsys, case):
     assert rc == 2
     line = one_error_line(err, "deltacrawl inject")
     assert {"missing": "not found", "empty": "no valid URL", "malformed": "no valid URL",
-            "directory": "directory"}[case] in line
+            "directory": "directory", "utf16": "is UTF-16 text"}[case] in line
     assert crawldb_state(spark, seeded_root) == before
 
 

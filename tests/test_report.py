@@ -18,3 +18,11 @@ def test_format_stats_empty_crawldb():
     text = format_stats({"crawl_root": "/c", "version": 0, "total_urls": 0, "hosts": 0, "due_now": 0, "leased": 0,
                          "max_depth": None, "by_status": [], "by_http_status": [], "top_hosts": []})
     assert "(none)" in text and "total URLs" in text
+
+
+def test_leases_in_force_say_how_to_run_their_segment_again():
+    text = format_stats({"crawl_root": "/c", "version": 0, "total_urls": 3, "hosts": 1, "due_now": 0, "leased": 3,
+                         "max_depth": 0, "by_status": [("unfetched", 3)], "by_http_status": [], "top_hosts": [],
+                         "leases": [("20261201120000-abcdef", 3, "2026-12-01 13:00")]})
+    assert ("3 leased by segment 20261201120000-abcdef until 2026-12-01 13:00 UTC: if its fetch stopped, "
+            "'deltacrawl fetch 20261201120000-abcdef' runs it again (then dedup and update)") in text

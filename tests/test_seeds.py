@@ -1,4 +1,6 @@
-from crawl.seeds import parse_seed_lines
+import pytest
+
+from crawl.seeds import SeedFileEncodingError, parse_seed_lines, read_seed_file
 
 
 def test_parse_seed_lines():
@@ -8,3 +10,19 @@ def test_parse_seed_lines():
     assert parsed.urls == ["http://a.com/", "https://b.com/x", "http://d.com/"]
     assert parsed.duplicates == 1
     assert [(n, reason.split()[0]) for n, _, reason in parsed.rejected] == [(6, "unsupported"), (7, "unsupported")]
+
+
+@pytest.mark.parametrize("encoding, words", [("utf-16", "UTF-16 byte-order mark"), ("utf-32", "UTF-32 byte-order mark"),
+                                              ("utf-16-le", "UTF-16 without a byte-order mark")])
+def test_a_seeds_file_that_is_not_utf8_is_one_message(tmp_path, encoding, words):
+    path = tmp_path / "seeds.txt"
+    path.write_bytes("http://a.example/\nhttp://b.example/\n".encode(encoding))
+    with pytest.raises(SeedFileEncodingError, match=words):
+        read_seed_file(str(path))
+
+
+def test_a_stray_bad_byte_spoils_only_its_line(tmp_path):
+    path = tmp_path / "seeds.txt"
+    path.write_bytes(b"http://a.example/\n\x00\x01binary\xff\nhttp://b.example/\n")
+    parsed = read_seed_file(str(path))
+    assert parsed.urls == ["http://a.example/", "http://b.example/"] and len(parsed.rejected) == 1
