@@ -16,6 +16,7 @@ if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our p
     import os as _os, sys as _sys
     _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 
+import os
 import sys
 from typing import Any, Mapping
 
@@ -76,8 +77,17 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, url: str, 
 
 
 def record_location(root: CrawlRoot, capture: Mapping[str, Any]) -> str:
-    """The file (path or S3 URI) of an index row; rows from before warc_uri name only the file."""
-    return capture.get("warc_uri") or f"{root.warc_dir}/{capture['warc_file']}"
+    """The file (path or S3 URI) of an index row; rows from before warc_uri name only the file.
+    A local path that is gone but whose file is in this crawl root's warc/ folder means the crawl
+    root was moved or copied since (warc_uri holds absolute paths): the file here is the one."""
+    uri = capture.get("warc_uri")
+    here = f"{root.warc_dir}/{capture['warc_file']}"
+    if not uri:
+        return here
+    if not is_s3_uri(uri) and "://" not in uri and not os.path.exists(uri) and root.is_local \
+            and os.path.exists(here.removeprefix("file://")):
+        return here
+    return uri
 
 
 def read_capture(cfg: Mapping[str, Any], root: CrawlRoot, capture: Mapping[str, Any], url: str) -> dict[str, Any]:

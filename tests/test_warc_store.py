@@ -228,3 +228,20 @@ def test_read_errors_are_one_line_os_errors(moto_s3):
     down = make_client(_settings(endpoint), max_attempts=1)
     with pytest.raises(ConnectionError, match=f"cannot reach the S3 endpoint {endpoint}"):
         read_record_at(f"s3a://{bucket}/warc/x.warc.gz", 0, 10, client=down)
+
+
+def test_warc_get_finds_the_file_of_a_moved_crawl_root(tmp_path):
+    """warc_uri holds absolute local paths: after the crawl root moved, the index row's path is
+    gone, and the file in this root's warc/ folder is read instead."""
+    from jobs.tables import CrawlRoot
+    from jobs.warc_get import record_location
+    old, new = tmp_path / "old-root", tmp_path / "new-root"
+    (new / "warc").mkdir(parents=True)
+    (new / "warc" / "seg-0.warc.gz").write_bytes(b"")
+    capture = {"warc_uri": f"{old}/warc/seg-0.warc.gz", "warc_file": "seg-0.warc.gz"}
+    assert record_location(CrawlRoot(str(new)), capture) == f"{new}/warc/seg-0.warc.gz"
+    # where the file is at the indexed path, or nowhere here, the index is taken as it is
+    assert record_location(CrawlRoot(str(old)), capture) == capture["warc_uri"]
+    s3 = {"warc_uri": "s3://bucket/crawl/warc/seg-0.warc.gz", "warc_file": "seg-0.warc.gz"}
+    assert record_location(CrawlRoot(str(new)), s3) == s3["warc_uri"]
+    assert record_location(CrawlRoot(str(new)), {"warc_uri": None, "warc_file": "x.warc.gz"}) == f"{new}/warc/x.warc.gz"
