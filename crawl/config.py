@@ -127,6 +127,10 @@ def build_config(conf_file: str | None = None, overrides: Mapping[str, Any] | No
     return MappingProxyType(merged)
 
 
+# What SparkContext.setLogLevel accepts.
+SPARK_LOG_LEVELS = ("ALL", "DEBUG", "ERROR", "FATAL", "INFO", "OFF", "TRACE", "WARN")
+
+
 def _validate(cfg: dict[str, Any]) -> None:
     from crawl.filters import LinkFilter
     from crawl.politeness import validate_overrides
@@ -164,7 +168,12 @@ def _validate(cfg: dict[str, Any]) -> None:
     if not 1 <= cfg["warc.gzip_level"] <= 9:
         raise ConfigError(f"config key 'warc.gzip_level' must be 1..9, got {cfg['warc.gzip_level']}")
     _validate_s3(cfg)
-    non_negative = ["fetch.delay_s", "fetch.max_redirects", "fetch.delay_factor", "fetch.max_delay_s", "fetch.max_wait_in_cycle_s",
+    level = str(cfg["spark.log_level"]).upper()
+    if level not in SPARK_LOG_LEVELS:  # Spark would refuse it from inside the JVM, as a failure
+        raise ConfigError(f"config key 'spark.log_level' must be one of {', '.join(SPARK_LOG_LEVELS)}, "
+                          f"got {cfg['spark.log_level']!r}")
+    cfg["spark.log_level"] = level
+    non_negative = ["log.progress_s", "fetch.delay_s", "fetch.max_redirects", "fetch.delay_factor", "fetch.max_delay_s", "fetch.max_wait_in_cycle_s",
                     "fetch.robots_retry_s", "fetch.max_crawl_delay_s", "fetch.tasks", "fetch.robots_ttl_s",
                     "schedule.max_retries", "schedule.gone_max_checks", "schedule.fetch_value_s",
                     "schedule.score_exponent", "update.max_depth", "devweb.hosts", "devweb.pages_per_host",

@@ -358,6 +358,7 @@ def _ensure(spark: SparkSession, path: str, schema: StructType, comment: str, pa
             # the feed starts with this commit: readChangeFeed from an older version fails (README)
             spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({CHANGE_FEED_PROPERTY} = true)")
         return
+    check_not_foreign(spark, path)
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).comment(comment)
     if change_feed:
         builder = builder.property(CHANGE_FEED_PROPERTY, "true")
@@ -413,7 +414,20 @@ def merge_metrics(table: DeltaTable, version_before: int) -> dict[str, int]:
 
 
 def table_exists(spark: SparkSession, path: str) -> bool:
-    return DeltaTable.isDeltaTable(spark, path)
+    """A Delta table is there; a folder with other things in it is bad input (check_not_foreign)."""
+    if DeltaTable.isDeltaTable(spark, path):
+        return True
+    check_not_foreign(spark, path)
+    return False
+
+
+def check_not_foreign(spark: SparkSession, path: str) -> None:
+    """Where a table of ours belongs there must be nothing, or an empty folder: files that are not
+    a Delta table (a copy gone wrong, another tool's output) are refused, never written into."""
+    fs, hpath = _hadoop_path(spark, path)
+    if fs.exists(hpath) and (not fs.getFileStatus(hpath).isDirectory() or len(fs.listStatus(hpath)) > 0):
+        raise UserError(f"{path} exists but is not a Delta table (no _delta_log/ in it): move it away, "
+                        f"or use another crawl root")
 
 
 def _read_delta(spark: SparkSession, path: str, pinned: bool) -> DataFrame:

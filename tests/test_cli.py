@@ -140,3 +140,17 @@ def test_relative_crawl_root(spark, tmp_path, monkeypatch, capsys):
     assert cli.main(["inject", "seeds.txt", "--crawl-root", "./rel-root", *CONF]) == 0
     assert DeltaTable.isDeltaTable(spark, str(tmp_path / "rel-root" / "crawldb"))
     assert not (tmp_path / "spark-warehouse").exists()
+
+
+def test_a_crawldb_folder_that_is_not_delta_is_bad_input(spark, tmp_path, capsys):
+    root = tmp_path / "crawl"
+    (root / "crawldb").mkdir(parents=True)
+    (root / "crawldb" / "part-0000.csv").write_text("url\nhttp://a.example/\n")
+    seeds = write_seeds(tmp_path / "seeds.txt", ["http://a.example/"])
+    for argv, prog in ((["inject", seeds], "deltacrawl inject"), (["generate"], "deltacrawl generate"),
+                       (["stats"], "deltacrawl stats")):
+        assert cli.main([*argv, "--crawl-root", str(root), *CONF]) == 2, argv
+        assert "crawldb exists but is not a Delta table" in one_error_line(capsys.readouterr().err, prog)
+    assert sorted(os.listdir(root / "crawldb")) == ["part-0000.csv"]  # nothing written into it
+    assert cli.main(["stats", "--crawl-root", str(root), "--conf", "spark.log_level=LOUD"]) == 2
+    assert "'spark.log_level' must be one of" in one_error_line(capsys.readouterr().err, "deltacrawl stats")

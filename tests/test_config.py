@@ -65,3 +65,11 @@ def test_a_bloom_filter_rate_of_one_is_refused_at_load_not_in_fetch():
     with pytest.raises(ConfigError, match="bloom_fpr"):
         build_config(overrides={"discovery.bloom_fpr": 1.0})
     assert build_config(overrides={"discovery.bloom_fpr": 0.0})["discovery.bloom_fpr"] == 0.0  # off
+
+
+def test_spark_log_level_is_checked_before_a_jvm_starts():
+    assert build_config(overrides={"spark.log_level": "warn"})["spark.log_level"] == "WARN"
+    with pytest.raises(ConfigError, match="'spark.log_level' must be one of ALL, DEBUG"):
+        build_config(overrides={"spark.log_level": "LOUD"})
+    with pytest.raises(ConfigError, match="'log.progress_s' must be >= 0"):
+        build_config(overrides={"log.progress_s": -1})
