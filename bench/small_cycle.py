@@ -3,9 +3,10 @@
 `deltacrawl crawl --with-devweb` (10 hosts, 3 cycles by default) with this tree's code and with a
 baseline commit's code, interleaved in one run, and compares each step's seconds.
 
-Run:      .venv/bin/python bench/small_cycle.py [--baseline REV] [--repeats 2] [--cycles 3]
-          [--hosts 10] [--out-json FILE]
-Baseline: REV (default HEAD~1) checked out in a temporary git worktree; both trees run with
+Run:      .venv/bin/python bench/small_cycle.py [--baseline REV] [--current REV] [--repeats 2]
+          [--cycles 3] [--hosts 10] [--out-json FILE]
+Baseline: REV (default HEAD~1) checked out in a temporary git worktree, and so is --current REV
+          if given (default: this working tree, as it is while the bench runs); both trees run with
           this .venv's Python and packages (PYTHONPATH picks the tree), one crawl at a time,
           alternating (baseline, current, baseline, current, ...), each crawl a fresh JVM and a
           fresh crawl root with tracking off.
@@ -56,6 +57,14 @@ def crawl_once(tree: str, cycles: int, hosts: int, workdir: str) -> dict[int, di
     return out
 
 
+def checkout(revision: str, folder: str) -> str:
+    """``revision`` checked out (detached) in a new git worktree at ``folder``; its commit id."""
+    rev = subprocess.run(["git", "rev-parse", revision], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    subprocess.run(["git", "worktree", "add", "--detach", folder, rev], cwd=REPO, check=True, capture_output=True)
+    return rev
+
+
 def summarise(runs: list[dict[int, dict[str, float]]]) -> dict[str, float]:
     """Medians over runs: each step of the warm cycles (2+), and their sum outside fetch."""
     def warm(run, step):
@@ -70,6 +79,7 @@ def summarise(runs: list[dict[int, dict[str, float]]]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", default="HEAD~1", help="git revision to compare with (default HEAD~1)")
+    parser.add_argument("--current", help="git revision to measure (default: this working tree)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument("--hosts", type=int, default=10)
@@ -79,34 +89,38 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeats >= 1 and --cycles >= 2 (warm cycles are cycle 2 and later)")
     workdir = tempfile.mkdtemp(prefix="deltacrawl-small-cycle-")
     base_tree = os.path.join(workdir, "baseline")
+    cur_tree = os.path.join(workdir, "current") if args.current else REPO
+    trees = [base_tree] + ([cur_tree] if args.current else [])
     try:
-        rev = subprocess.run(["git", "rev-parse", args.baseline], cwd=REPO, capture_output=True, text=True,
-                             check=True).stdout.strip()
-        subprocess.run(["git", "worktree", "add", "--detach", base_tree, rev], cwd=REPO, check=True,
-                       capture_output=True)
+        rev = checkout(args.baseline, base_tree)
+        cur_rev = checkout(args.current, cur_tree) if args.current else "working tree"
         runs: dict[str, list] = {"baseline": [], "current": []}
         for i in range(args.repeats):
-            for name, tree in (("baseline", base_tree), ("current", REPO)):
+            for name, tree in (("baseline", base_tree), ("current", cur_tree)):
                 started = time.monotonic()
                 runs[name].append(crawl_once(tree, args.cycles, args.hosts, workdir))
                 print(f"repeat {i + 1} {name}: {time.monotonic() - started:.0f} s "
                       f"{runs[name][-1]}", file=sys.stderr, flush=True)
         base, cur = summarise(runs["baseline"]), summarise(runs["current"])
-        result = {"machine": machine_facts(), "baseline": rev, "args": vars(args), "runs": runs,
+        result = {"machine": machine_facts(), "baseline": rev, "current": cur_rev, "args": vars(args), "runs": runs,
                   "baseline_s": base, "current_s": cur,
                   "ratio": {k: round(cur[k] / base[k], 3) if base[k] else None for k in cur}}
 
         def report(res):
-            print(f"baseline {rev[:10]} vs current tree: median over {args.repeats} repeats, warm cycles "
+            print(f"baseline {rev[:10]} vs {cur_rev[:10]}: median over {args.repeats} repeats, warm cycles "
                   f"(2..{args.cycles}), seconds")
             for key in (*STEPS, "outside_fetch", "cycle1_total"):
                 print(f"  {key:14s} {base[key]:7.1f} {cur[key]:7.1f}   x{res['ratio'][key]}")
         return finish(result, [], args.out_json, report)
+    except subprocess.CalledProcessError as exc:
+        print(f"small_cycle: git {' '.join(exc.cmd[1:3])} failed: {(exc.stderr or '').strip()[:300]}", file=sys.stderr)
+        return 2
     except RuntimeError as exc:
         print(f"small_cycle: {exc}", file=sys.stderr)
         return 1
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", base_tree], cwd=REPO, capture_output=True)
+        for tree in trees:
+            subprocess.run(["git", "worktree", "remove", "--force", tree], cwd=REPO, capture_output=True)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

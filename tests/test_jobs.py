@@ -24,6 +24,8 @@ def table(spark, path):
 def test_inject_is_idempotent_and_skips_bad_lines(spark, cfg, root, tmp_path, capsys):
     seeds = write_seeds(tmp_path / "seeds.txt", ["http://a.example/", "HTTP://A.example:80/", "bad url",
                                                  "mailto:x@y", "http://b.example/x"])
+    from jobs import logs
+    logs.setup("deltacrawl inject")  # what the CLI does: our lines to stderr
     first = inject.run(spark, cfg, root, seeds)
     assert (first.inserted, first.rejected, first.duplicates) == (2, 2, 1)
     assert "skipped line 3" in capsys.readouterr().err

@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from crawl.devweb import DevWeb
 from tests.conftest import FAST, write_seeds
