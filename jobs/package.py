@@ -150,7 +150,9 @@ def _env_files() -> Iterator[tuple[Path, str]]:
     for root, dirs, files in os.walk(site):
         rel_root = Path(root).relative_to(site).as_posix()
         rel_root = "" if rel_root == "." else rel_root + "/"
-        dirs[:] = sorted(d for d in dirs if not _is_ours_or_spark(rel_root + d, left_out))
+        # no __pycache__: other Python processes write (and rename) .pyc files there while this
+        # runs, and executors compile what they import on their own
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not _is_ours_or_spark(rel_root + d, left_out))
         for f in sorted(files):
             rel = rel_root + f
             if not _is_ours_or_spark(rel, left_out):
@@ -162,7 +164,10 @@ def _key(entries: list[tuple[Path, str]], ours: list[tuple[Path, str]]) -> str:
     for path, name in entries:
         if "/__pycache__/" in name:
             continue  # written by imports as they happen; Python checks them against their source
-        st = path.lstat()
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            continue  # removed since it was listed (a temporary file of another process)
         digest.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     for path, name in ours:
         digest.update(name.encode() + b"\0" + path.read_bytes())
@@ -197,7 +202,10 @@ def build_env_archive(cache: Path | None = None, gzip_level: int = 1) -> Path:
         partial = target.with_suffix(".partial")
         with tarfile.open(partial, "w:gz", compresslevel=gzip_level) as tar:
             for path, name in env:
-                tar.add(path, arcname=name, recursive=False)  # links stay links (bin/python)
+                try:
+                    tar.add(path, arcname=name, recursive=False)  # links stay links (bin/python)
+                except FileNotFoundError:
+                    pass  # removed since it was listed (a temporary file of another process)
             for path, name in ours:
                 tar.add(path, arcname=f"{site_rel}/{name}", recursive=False)
         os.replace(partial, target)
