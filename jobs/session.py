@@ -163,7 +163,7 @@ def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkS
         settings.update(_jar_conf(cfg, ["delta", "s3"] if object_store else ["delta"]))
         settings.update(spark_settings(cfg))  # the user's own Spark settings win
         from pyspark import SparkContext
-        if SparkContext._active_spark_context is None:
+        if SparkContext._gateway is None:  # no JVM yet (after spark.stop() pyspark keeps and reuses its JVM)
             _start_jvm(settings)
     spark = SparkSession.builder.config(map=settings).getOrCreate()
     spark.sparkContext.setLogLevel(cfg["spark.log_level"])
