@@ -197,12 +197,25 @@ def test_bad_page_url_does_not_raise():
 
 
 def test_huge_document_is_linear():
-    html = "<html><body>" + "<div><p>text <b>bold</b></p>" * 20000 + "".join(
-        f'<a href="/p{i}">p</a>' for i in range(20000)) + "</body></html>"
-    start = time.perf_counter()
-    result = links(html, cap=500)
+    """Linear, not quadratic, in a wide document's size: a 4x larger page costs well under 16x the
+    CPU time (CPU time of this process, best of 3: a ratio, so a loaded machine cannot fail it).
+    (Deep nesting is another matter: lexbor parses n unclosed <div>s in O(n^2), 3.3 s for 20,000;
+    the parser's child process and parse.time_limit_s bound that, tests/test_parse.py.)"""
+    def page(n):
+        return "<html><body>" + "<div><p>text <b>bold</b></p></div>" * n + "".join(
+            f'<a href="/p{i}">p</a>' for i in range(n)) + "</body></html>"
+
+    def cpu_seconds(html):
+        best = float("inf")
+        for _ in range(3):
+            start = time.process_time()
+            result = links(html, cap=500)
+            best = min(best, time.process_time() - start)
+        return best, result
+    small, _ = cpu_seconds(page(5000))
+    large, result = cpu_seconds(page(20000))
     assert len(result.outlinks) == 500 and result.rejected == {"over_cap": 19500}
-    assert time.perf_counter() - start < 5.0
+    assert large < 8 * max(small, 0.01), (small, large)  # linear: ~4x; quadratic: ~16x
 
 
 # ------------------------------------------------------------------------------ canonical
