@@ -86,7 +86,9 @@ class StandaloneCluster:
             try:
                 if self.status().get("aliveworkers", 0) >= self.workers:
                     return self
-            except OSError:
+            except (OSError, ValueError):
+                # not listening yet, or (seen on a loaded machine) the master UI serving its HTML
+                # page for /json in the moment before the JSON handler is attached: not up yet
                 pass
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the cluster did not come up in {self.start_timeout_s:.0f}s")
