@@ -33,9 +33,6 @@ class _CurrentStderr(logging.StreamHandler):
     """A handler that writes to whatever sys.stderr is at the time (a test's or a notebook's
     capture included), not to the stream that was current when logging was set up."""
 
-    def __init__(self) -> None:
-        super().__init__()
-
     @property
     def stream(self):  # type: ignore[override]
         return sys.stderr
