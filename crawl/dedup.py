@@ -41,6 +41,7 @@ from typing import Iterable
 SIMHASH_BANDS = 4
 SIGNATURE_BANDS = 8
 SIGNATURE_ROWS = 8
+BANDS_PER_PAGE = SIMHASH_BANDS + SIGNATURE_BANDS  # band rows of a page: at most this many
 _VALUES = SIGNATURE_BANDS * SIGNATURE_ROWS  # = crawl.fingerprint.SIGNATURE_PERMUTATIONS
 _MASK64 = (1 << 64) - 1
 

@@ -42,12 +42,12 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawl.dedup import SIMHASH_BANDS, band_rows, is_near_duplicate
+from crawl.dedup import BANDS_PER_PAGE, SIMHASH_BANDS, band_rows, is_near_duplicate
 from crawl.status import FetchStatus
 from jobs.commit_info import writes_commits
 from jobs.common import UserError, run_segment_step
-from jobs.tables import (CrawlRoot, ensure_dedup_tables, from_epoch_col, path_exists,
-                         table_version, to_epoch)
+from jobs.tables import CrawlRoot, ensure_dedup_tables, from_epoch_col, path_exists, read_delta, to_epoch
+from jobs.writes import run_concurrently
 
 _PAGE_COLUMNS = ("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "first")
 
@@ -107,20 +107,23 @@ class Candidates:
 _BROADCAST_KEYS = 2_000_000
 
 
-def _small(df: DataFrame, cached: list[DataFrame]) -> DataFrame:
+def _small(df: DataFrame, cached: list[DataFrame], bound: int | None = None) -> DataFrame:
     """``df`` cached (added to ``cached``, for the caller to unpersist) and, if it has at most
-    _BROADCAST_KEYS rows, marked for broadcast."""
+    _BROADCAST_KEYS rows, marked for broadcast. ``bound``: what the caller knows of its size
+    (at most that many rows); within the limit it is broadcast without a count (a Spark job)."""
     df = df.cache()
     cached.append(df)
-    return F.broadcast(df) if df.count() <= _BROADCAST_KEYS else df
+    small = bound is not None and bound <= _BROADCAST_KEYS
+    return F.broadcast(df) if small or df.count() <= _BROADCAST_KEYS else df
 
 
 def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: int, max_hamming: int,
-                    cached: list[DataFrame]) -> Candidates:
+                    cached: list[DataFrame], n_bands: int | None = None) -> Candidates:
     """The segment's pages against each other and against the canonical pages of earlier
     segments, by an equi-join on (band, value); a band value held by more than
     ``max_candidates`` pages is left out. DataFrames it caches are appended to ``cached``;
-    ``new_bands`` is read several times, so the caller caches it (it is computed in Python).
+    ``new_bands`` is read several times, so the caller caches it (it is computed in Python);
+    ``n_bands``, its row count if the caller knows it (the value sets taken from it are no larger).
 
     One aggregation over the band values of the segment and the table comes first (it runs
     here, as a Spark job): how many rows hold each value the segment has. From it come the hot
@@ -146,8 +149,9 @@ def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: 
               .filter(F.col("n_new") > 0)).cache()
     cached.append(counts)
     cool_values = F.col("n") <= max_candidates
-    collisions = counts.filter(cool_values).agg(F.sum(F.col("n_new") * (F.col("n") - 1))).first()[0] or 0
-    hot = _small(counts.filter(~cool_values).select("band", "value"), cached)
+    figures = counts.agg(F.sum(F.when(cool_values, F.col("n_new") * (F.col("n") - 1))).alias("collisions"),
+                         F.count(F.when(~cool_values, 1)).alias("hot")).first()
+    hot = _small(counts.filter(~cool_values).select("band", "value"), cached, n_bands)
     cool = new_bands.join(hot, ["band", "value"], "left_anti")
     others = cool.select("band", "value", F.col("url_hash").alias("o_url_hash"), F.col("url").alias("o_url"),
                          F.col("simhash").alias("o_simhash"), F.lit(False).alias("o_old")).unionByName(old)
@@ -158,12 +162,13 @@ def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: 
                     .filter((F.col("url_hash") != F.col("o_url_hash"))
                             & (F.bit_count(F.col("simhash").bitwiseXOR(F.col("o_simhash"))) <= max_hamming))
                     .select(*pair).distinct())
-    shared = _small(counts.filter(~is_simhash & cool_values & (F.col("n") > 1)).select("band", "value"), cached)
+    shared = _small(counts.filter(~is_simhash & cool_values & (F.col("n") > 1)).select("band", "value"), cached,
+                    n_bands)
     signature = (cool.join(shared, ["band", "value"], "left_semi")
                  .join(others.filter(~is_simhash).join(shared, ["band", "value"], "left_semi"), ["band", "value"])
                  .filter(F.col("url_hash") != F.col("o_url_hash"))
                  .select(*pair).distinct())
-    return Candidates(simhash_near, signature, int(collisions), hot.count())
+    return Candidates(simhash_near, signature, int(figures["collisions"] or 0), int(figures["hot"]))
 
 
 def _near_pairs(rows: Iterator[Any], max_hamming: int, min_jaccard: float) -> Iterator[tuple]:
@@ -182,11 +187,13 @@ def _without_stale(pairs: DataFrame, page_keys: DataFrame) -> DataFrame:
 
 
 def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_bands: DataFrame,
-               cfg: Mapping[str, Any], new_bands: DataFrame | None = None
+               cfg: Mapping[str, Any], new_bands: DataFrame | None = None, n_pages: int | None = None
                ) -> tuple[DataFrame, Candidates, list[DataFrame]]:
     """(duplicates: url, url_hash, host_bucket, dup_of, match; the band join's Candidates; cached
     DataFrames to unpersist once the duplicates are written). ``new_bands``: page_bands(pages),
     cached, if the caller has it (run() keeps it for the MERGE); else it is made here.
+    ``n_pages``: pages.count() if the caller has it (key sets of the segment are broadcast
+    without counting them when it bounds them within _BROADCAST_KEYS).
 
     The cost grows with the segment, not with dedup/pages and dedup/bands: those are read once
     or twice, and only rows that share a text hash or a band value with a segment page cross a
@@ -203,7 +210,7 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
     # ten thousand copies of one text cost as much as ten thousand distinct pages. Earlier pages
     # take part only if they share a text with the segment (and are not the segment's own pages,
     # whose rows in dedup/pages are from their previous fetch).
-    texts = _small(pages.select("text_hash").distinct(), cached)
+    texts = _small(pages.select("text_hash").distinct(), cached, n_pages)
     same_text = known_pages.join(texts, "text_hash", "left_semi").join(page_keys, ["url_hash", "url"], "left_anti")
     best_text = (pages.select(*_PAGE_COLUMNS).unionByName(same_text.select(*_PAGE_COLUMNS))
                  .groupBy("text_hash").agg(F.min(F.struct(key("").alias("k"), "url_hash", "url")).alias("b"))
@@ -215,7 +222,8 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
     if new_bands is None:
         new_bands = page_bands(spark, pages).cache()
         cached.append(new_bands)
-    cand = candidate_pairs(new_bands, old_bands, int(cfg["dedup.max_band_candidates"]), max_hamming, cached)
+    cand = candidate_pairs(new_bands, old_bands, int(cfg["dedup.max_band_candidates"]), max_hamming, cached,
+                           None if n_pages is None else n_pages * BANDS_PER_PAGE)
     signature_pairs = _without_stale(cand.signature, page_keys).cache()
     cached.append(signature_pairs)
 
@@ -285,26 +293,33 @@ def merge_dedup_tables(spark: SparkSession, root: CrawlRoot, pages: DataFrame, d
     source = flagged.select("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score",
                             from_epoch_col(F.col("first")).alias("first_fetched_at"),
                             F.lit(segment_id).alias("segment_id"), "_dup")
-    (DeltaTable.forPath(spark, root.dedup_pages).alias("t")
-     .merge(source.alias("s"), "t.url_hash = s.url_hash AND t.url = s.url")
-     .whenMatchedDelete(condition="s._dup")
-     .whenMatchedUpdateAll(condition="NOT s._dup")
-     .whenNotMatchedInsertAll(condition="NOT s._dup")
-     .execute())
+
+    def merge_pages() -> None:
+        (DeltaTable.forPath(spark, root.dedup_pages).alias("t")
+         .merge(source.alias("s"), "t.url_hash = s.url_hash AND t.url = s.url")
+         .whenMatchedDelete(condition="s._dup")
+         .whenMatchedUpdateAll(condition="NOT s._dup")
+         .whenNotMatchedInsertAll(condition="NOT s._dup")
+         .execute())
+
     canonical = flagged.filter(~F.col("_dup"))
     kept_bands = (page_bands(spark, canonical) if new_bands is None
                   else new_bands.join(canonical.select("url_hash", "url"), ["url_hash", "url"], "left_semi"))
     band_source = (kept_bands.withColumn("_dup", F.lit(False))
                    .unionByName(flagged.filter("_dup").select("url_hash", "url", "simhash")
-                                .withColumn("band", F.explode(F.sequence(F.lit(0), F.lit(11))))
+                                .withColumn("band", F.explode(F.sequence(F.lit(0), F.lit(BANDS_PER_PAGE - 1))))
                                 .withColumn("value", F.lit(0).cast("long")).withColumn("_dup", F.lit(True))))
-    (DeltaTable.forPath(spark, root.dedup_bands).alias("t")
-     .merge(band_source.alias("s"), "t.band = s.band AND t.url_hash = s.url_hash AND t.url = s.url")
-     .whenMatchedDelete(condition="s._dup")
-     .whenMatchedUpdate(condition="NOT s._dup", set={"value": "s.value", "simhash": "s.simhash"})
-     .whenNotMatchedInsert(condition="NOT s._dup", values={c: f"s.{c}" for c in ("band", "value", "url_hash", "url",
-                                                                                  "simhash")})
-     .execute())
+
+    def merge_bands() -> None:
+        (DeltaTable.forPath(spark, root.dedup_bands).alias("t")
+         .merge(band_source.alias("s"), "t.band = s.band AND t.url_hash = s.url_hash AND t.url = s.url")
+         .whenMatchedDelete(condition="s._dup")
+         .whenMatchedUpdate(condition="NOT s._dup", set={"value": "s.value", "simhash": "s.simhash"})
+         .whenNotMatchedInsert(condition="NOT s._dup", values={c: f"s.{c}" for c in ("band", "value", "url_hash",
+                                                                                      "url", "simhash")})
+         .execute())
+
+    run_concurrently(merge_pages, merge_bands)  # two tables, neither reads the other
 
 
 @writes_commits("dedup")
@@ -316,13 +331,12 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     if path_exists(spark, root.updated_marker(segment_id)):
         raise UserError(f"segment {segment_id} is already updated: dedup runs between fetch and update")
     ensure_dedup_tables(spark, root)
-    pinned = lambda path: spark.read.format("delta").option(  # noqa: E731
-        "versionAsOf", table_version(DeltaTable.forPath(spark, path))).load(path)
-    known, old_bands = pinned(root.dedup_pages), pinned(root.dedup_bands)
+    known, old_bands = read_delta(spark, root.dedup_pages, pinned=True), read_delta(spark, root.dedup_bands, pinned=True)
     pages = segment_pages(spark, root, segment_id, known).cache()
     new_bands = page_bands(spark, pages).cache()  # Python: computed once for the join and the MERGE
     try:
-        dups, cand, cached = duplicates(spark, pages, known, old_bands, cfg, new_bands)
+        n_pages = pages.count()
+        dups, cand, cached = duplicates(spark, pages, known, old_bands, cfg, new_bands, n_pages)
         try:
             dups.write.mode("overwrite").parquet(root.dedup_result(segment_id))
         finally:
@@ -330,7 +344,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
                 df.unpersist()
         written = spark.read.parquet(root.dedup_result(segment_id))
         counts = {r["match"]: r["n"] for r in written.groupBy("match").agg(F.count("*").alias("n")).collect()}
-        result = DedupResult(segment_id, pages.count(), counts.get("exact", 0), counts.get("near", 0),
+        result = DedupResult(segment_id, n_pages, counts.get("exact", 0), counts.get("near", 0),
                              cand.collisions, cand.hot_values)
         merge_dedup_tables(spark, root, pages, written, segment_id, new_bands)
     finally:

@@ -29,9 +29,9 @@ from crawl.urls import host_bucket, host_of, url_hash
 from jobs.commit_info import writes_commits
 from jobs.common import EXIT_OK, UserError, add_run_options, run_spark_step
 from jobs.logs import step_logger
-from jobs.tables import (URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch,
-                         merge_metrics, table_version)
+from jobs.tables import URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch
 from jobs.tracking import record_step
+from jobs.writes import merge_counts
 
 MERGE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 SHOWN_REJECTS = 5
@@ -95,9 +95,8 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
     ensure_tables(spark, root)
     source = rows_to_url_state(spark, seed_rows(parsed.urls, cfg, now))
     crawldb = DeltaTable.forPath(spark, root.crawldb)
-    before = table_version(crawldb)
-    crawldb.alias("t").merge(source.alias("s"), MERGE_KEY).whenNotMatchedInsertAll().execute()
-    inserted = merge_metrics(crawldb, before).get("numTargetRowsInserted", 0)
+    inserted = merge_counts(crawldb.alias("t").merge(source.alias("s"), MERGE_KEY)
+                            .whenNotMatchedInsertAll().execute())["inserted"]
     result = InjectResult(valid=len(parsed.urls), inserted=inserted, already_known=len(parsed.urls) - inserted,
                           rejected=len(parsed.rejected), duplicates=parsed.duplicates)
     return result

@@ -18,7 +18,6 @@ import sys
 import time
 from typing import Any, Mapping
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -33,7 +32,7 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     now = time.time() if now is None else now
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
-    version = table_version(DeltaTable.forPath(spark, root.crawldb))
+    version = table_version(spark, root.crawldb)
     urls = read_url_state(spark, root).cache()
     try:
         now_ts = from_epoch_col(F.lit(now))

@@ -347,14 +347,17 @@ def from_epoch(df: DataFrame, columns: Iterable[str]) -> DataFrame:
 
 def _ensure(spark: SparkSession, path: str, schema: StructType, comment: str, partition: str | None,
             change_feed: bool = False) -> None:
+    """Runs before every step that writes the table, so a table that is there costs no Spark job:
+    its columns and properties come from the snapshot Delta keeps in the session."""
     if DeltaTable.isDeltaTable(spark, path):
+        snapshot = _snapshot(spark, path)
         # a crawl root made by an older deltacrawl: add the columns it lacks (all nullable)
-        have = set(spark.read.format("delta").load(path).columns)
+        have = set(snapshot.schema().fieldNames())
         missing = [f for f in schema.fields if f.name not in have]
         if missing:
             cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
             spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
-        if change_feed and not change_feed_enabled(spark, path):
+        if change_feed and not _property_true(snapshot, CHANGE_FEED_PROPERTY):
             # the feed starts with this commit: readChangeFeed from an older version fails (README)
             spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({CHANGE_FEED_PROPERTY} = true)")
         return
@@ -375,8 +378,12 @@ CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"
 
 
 def change_feed_enabled(spark: SparkSession, path: str) -> bool:
-    properties = DeltaTable.forPath(spark, path).detail().select("properties").collect()[0]["properties"] or {}
-    return str(properties.get(CHANGE_FEED_PROPERTY, "false")).lower() == "true"
+    return _property_true(_snapshot(spark, path), CHANGE_FEED_PROPERTY)
+
+
+def _property_true(snapshot, name: str) -> bool:
+    configuration = snapshot.metadata().configuration()
+    return configuration.contains(name) and str(configuration.apply(name)).lower() == "true"
 
 
 def ensure_tables(spark: SparkSession, root: CrawlRoot) -> None:
@@ -400,17 +407,15 @@ def ensure_dedup_tables(spark: SparkSession, root: CrawlRoot) -> None:
             "band")
 
 
-def table_version(table: DeltaTable) -> int:
-    return int(table.history(1).collect()[0]["version"])
+def _snapshot(spark: SparkSession, path: str):
+    """The table's newest snapshot (a JVM object): Delta lists _delta_log/ for commits newer
+    than the one the session holds; no Spark job (history(1) runs one: 0.3 s against 0.05 s)."""
+    none = spark.sparkContext._jvm.scala.Option.empty()
+    return DeltaTable.forPath(spark, path)._jdt.deltaLog().update(False, none, none)
 
 
-def merge_metrics(table: DeltaTable, version_before: int) -> dict[str, int]:
-    """operationMetrics of the commit made after ``version_before``; {} if none was made
-    (Delta skips the commit of a MERGE that changes nothing)."""
-    last = table.history(1).collect()[0]
-    if int(last["version"]) <= version_before:
-        return {}
-    return {k: int(v) for k, v in (last["operationMetrics"] or {}).items() if str(v).lstrip("-").isdigit()}
+def table_version(spark: SparkSession, path: str) -> int:
+    return int(_snapshot(spark, path).version())
 
 
 def table_exists(spark: SparkSession, path: str) -> bool:
@@ -430,21 +435,21 @@ def check_not_foreign(spark: SparkSession, path: str) -> None:
                         f"or use another crawl root")
 
 
-def _read_delta(spark: SparkSession, path: str, pinned: bool) -> DataFrame:
+def read_delta(spark: SparkSession, path: str, pinned: bool) -> DataFrame:
     reader = spark.read.format("delta")
     if pinned:
         # A DataFrame read by path re-resolves to the newest version each time it is computed;
         # a job that reads a table, writes it, and computes from the read again must pin it.
-        reader = reader.option("versionAsOf", table_version(DeltaTable.forPath(spark, path)))
+        reader = reader.option("versionAsOf", table_version(spark, path))
     return reader.load(path)
 
 
 def read_url_state(spark: SparkSession, root: CrawlRoot, pinned: bool = False) -> DataFrame:
-    return _read_delta(spark, root.crawldb, pinned)
+    return read_delta(spark, root.crawldb, pinned)
 
 
 def read_host_state(spark: SparkSession, root: CrawlRoot, pinned: bool = False) -> DataFrame:
-    return _read_delta(spark, root.hostdb, pinned)
+    return read_delta(spark, root.hostdb, pinned)
 
 
 def _hadoop_path(spark: SparkSession, path: str):

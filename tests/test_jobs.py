@@ -133,9 +133,13 @@ def test_fetch_update_cycle_and_update_idempotence(spark, cfg, root, tmp_path, d
     if os.path.exists(root.updated_marker(seg)):
         os.remove(root.updated_marker(seg))
     hosts_before = spark.read.format("delta").load(root.hostdb).collect()
+    index_v = version(spark, root.warc_index)
     update.run(spark, cfg, root, seg)
     assert table(spark, root.crawldb) == rows
     assert sorted(map(str, spark.read.format("delta").load(root.hostdb).collect())) == sorted(map(str, hosts_before))
+    # each table had the segment's write already: none of them took a new commit
+    assert (version(spark, root.crawldb), version(spark, root.hostdb), version(spark, root.warc_index)) == \
+        (crawl_v, host_v, index_v)
 
     with pytest.raises(UserError, match="already updated"):
         fetch.run(spark, cfg, root, seg)
