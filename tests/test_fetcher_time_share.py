@@ -126,3 +126,10 @@ def test_a_task_whose_hosts_are_all_slow_stops_none(web):
 def test_negative_values_are_refused(key):
     with pytest.raises(ConfigError, match=key):
         build_config(overrides={key: -1.0})
+
+
+def test_the_fetch_summary_counts_stopped_hosts():
+    from jobs.fetch import FetchResult  # the step's summary line (no Spark session needed)
+    result = FetchResult("seg", 12, 4, {"not_attempted": 9, "ok": 3}, {SLOW_STOP_REASON: 1})
+    assert result.summary().endswith("; hosts stopped for the cycle: slow 1")
+    assert "stopped" not in FetchResult("seg", 3, 1, {"ok": 3}).summary()
