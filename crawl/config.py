@@ -174,6 +174,7 @@ def _validate(cfg: dict[str, Any]) -> None:
                           f"got {cfg['spark.log_level']!r}")
     cfg["spark.log_level"] = level
     non_negative = ["log.progress_s", "fetch.delay_s", "fetch.max_redirects", "fetch.delay_factor", "fetch.max_delay_s", "fetch.max_wait_in_cycle_s",
+                    "fetch.host_time_factor", "fetch.host_time_floor_s",
                     "fetch.robots_retry_s", "fetch.max_crawl_delay_s", "fetch.tasks", "fetch.robots_ttl_s",
                     "schedule.max_retries", "schedule.gone_max_checks", "schedule.fetch_value_s",
                     "schedule.score_exponent", "update.max_depth", "devweb.hosts", "devweb.pages_per_host",

@@ -89,7 +89,9 @@ Unless the behaviour says otherwise, robots.txt allows everything::
     robots_429            robots.txt -> 429
     crawl_delay_big       Crawl-delay: 3600 (and Disallow: /private/)
     drip                  /slow.html: headers at once, then a 600-byte body one
-                          byte every 100 ms (60 s)
+                          byte every 100 ms (60 s); /slow.html?s=N (0 < N <= 60) sends
+                          the same body in N x 10 pieces, still one every 100 ms (N s):
+                          an answer that completes, slowly, under any read timeout
     no_headers            /hang.html: never answers; the connection is closed
                           after 60 s (logged with status 0)
     huge                  /big.html: 50 MiB text/html, streamed in 64 KiB chunks
@@ -761,17 +763,25 @@ class DevWeb:
 
     async def _drip(self, request: web.Request, entry: dict[str, Any]) -> web.StreamResponse:
         body = _DRIP_BODY
+        pieces = len(body)
+        try:  # ?s=N: the whole body in N seconds (N x 10 pieces, one per interval)
+            seconds = float(request.query.get("s", ""))
+            if 0 < seconds <= len(body) * _DRIP_INTERVAL_S:
+                pieces = max(1, round(seconds / _DRIP_INTERVAL_S))
+        except ValueError:
+            pass
+        size = -(-len(body) // pieces)
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/html; charset=utf-8"})
         resp.content_length = len(body)
         entry["status"] = 200
         self._record(entry)
         try:
             await resp.prepare(request)
-            for i in range(len(body)):
+            for i in range(0, len(body), size):
                 if i and await self._pause(_DRIP_INTERVAL_S):
                     _drop(request)
                     break
-                await resp.write(body[i:i + 1])
+                await resp.write(body[i:i + size])
         except ConnectionError:  # the client went away
             pass
         return resp

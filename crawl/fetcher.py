@@ -17,6 +17,10 @@ needs no coordination with other tasks. Inside the task, the Mercator design:
     exponential backoff; a wait longer than ``fetch.max_wait_in_cycle_s`` stops the host for
     this cycle and records ``backoff_until`` in host_state, which generate honours;
   * ``fetch.max_consecutive_errors`` network errors in a row stop the host for this cycle;
+  * a fair time share: a host whose slow answers have cost more than ``fetch.host_time_factor``
+    times the task's expected span (and more than ``fetch.host_time_floor_s``) is stopped for
+    this cycle (stop_reason "slow"), so one dripping server cannot hold the whole step
+    (see HostQueue._check_time_share);
   * a Crawl-delay above ``fetch.max_crawl_delay_s`` defers the host (no page requested);
   * after ``fetch.time_limit_s`` no new request starts; every URL not attempted is reported
     as ``not_attempted`` and stays due.
@@ -36,6 +40,7 @@ import asyncio
 import hashlib
 import heapq
 import itertools
+import statistics
 import time
 from collections import OrderedDict, deque
 from typing import Any, Iterable, Mapping, Protocol
@@ -50,6 +55,12 @@ from crawl.sitemap_reader import SitemapReader
 from crawl.robots import UNREACHABLE_STATUS, RobotsPolicy, effective_delay, policy_from_fetch
 from crawl.status import FetchStatus, classify_http_status
 from crawl.urls import InvalidUrl, normalize_url
+
+# The typical request time of a task is the median of its last this many request durations.
+RECENT_REQUESTS = 1001
+# The task's expected span is recomputed at most this often (seconds): it looks at every host.
+SPAN_REFRESH_S = 1.0
+SLOW_STOP_REASON = "slow"
 
 FETCHLIST_FIELDS = ("url", "url_hash", "host", "host_bucket", "depth", "score", "segment_id",
                     "etag", "last_modified", "robots_status", "robots_txt", "robots_fetched_at",
@@ -90,9 +101,31 @@ class TaskContext:
         self.request_headers = [("User-Agent", cfg["fetch.user_agent"]),
                                 ("Accept-Encoding", "gzip, deflate"),
                                 ("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5")]
+        self.hosts: list[HostQueue] = []  # every host of the task (HostQueue adds itself)
+        self.recent_durations: deque[float] = deque(maxlen=RECENT_REQUESTS)
+        self._span: tuple[float, float] | None = None  # (computed at, expected span)
 
     def expired(self) -> bool:
         return time.monotonic() >= self.deadline
+
+    def expected_span_s(self) -> float:
+        """Seconds the task's longest host would take at the task's typical request time: max over
+        hosts still crawled of URLs x (typical request + the gap after it) / connections. It is what
+        politeness makes the task last when answers are ordinary; one slow host barely moves it (the
+        typical time is a median), while a task whose hosts are all slow gets a long span."""
+        now = time.monotonic()
+        if self._span is not None and now - self._span[0] < SPAN_REFRESH_S:
+            return self._span[1]
+        typical = statistics.median(self.recent_durations) if self.recent_durations else 0.0
+        factor, max_delay = float(self.cfg["fetch.delay_factor"]), float(self.cfg["fetch.max_delay_s"])
+        span = 0.0
+        for q in self.hosts:
+            if q.host_row["deferred"] or q.host_row["stop_reason"] is not None:
+                continue  # fetches nothing more this cycle
+            per_request = typical + adaptive_gap(q.min_gap, factor, typical, max_delay)
+            span = max(span, q.planned * per_request / q.slots)
+        self._span = (now, span)
+        return span
 
 
 class HostQueue:
@@ -111,6 +144,10 @@ class HostQueue:
         self.min_gap = self.base_delay
         self.gap = self.min_gap
         self.penalty = float(rows[0].get("backoff_s") or 0.0)  # carried over from earlier cycles
+        self.planned = len(rows)
+        # seconds this host has cost beyond its politeness minimum: its requests' durations plus
+        # what the adaptive gaps after them added to min_gap (not Crawl-delay, not fetch.delay_s)
+        self.slow_s = 0.0
         self.next_allowed = time.monotonic()
         self.policy: RobotsPolicy | None = None
         self.consecutive_errors = 0
@@ -129,6 +166,7 @@ class HostQueue:
         }
         self._durations: list[float] = []
         self._ended_for: float | None = None  # start time of the last request already accounted for
+        ctx.hosts.append(self)
 
     # -- bookkeeping -------------------------------------------------------------------------
     @property
@@ -159,21 +197,51 @@ class HostQueue:
         while self.pending:
             self.results.append(self._outcome(self.pending.popleft(), fetch_status, error=reason))
 
-    def _stop_for_cycle(self, reason: str, backoff_s: float | None = None) -> None:
+    def _stop_for_cycle(self, reason: str, backoff_s: float | None = None, detail: str | None = None) -> None:
         self.host_row["stop_reason"] = reason
         if backoff_s:
             self.host_row["backoff_until"] = time.time() + backoff_s
-        self.give_up(FetchStatus.NOT_ATTEMPTED, f"host stopped for this cycle: {reason}")
+        self.give_up(FetchStatus.NOT_ATTEMPTED,
+                     f"host stopped for this cycle: {reason}" + (f" ({detail})" if detail else ""))
+
+    def _check_time_share(self) -> None:
+        """Stop the host for this cycle once its slow answers have used up its share of the task.
+
+        share = max(fetch.host_time_floor_s, fetch.host_time_factor x TaskContext.expected_span_s())
+
+        and the host is charged ``slow_s``: the time its requests took, plus what the adaptive gaps
+        after them added above its minimum gap. Sleeping for politeness (fetch.delay_s, Crawl-delay,
+        Retry-After) is never charged, so a polite host with a long Crawl-delay is never stopped;
+        an ordinary host (answers near the task's typical time) costs at most the expected span,
+        so a factor >= 1 leaves it alone. A host whose answers drip costs many times that and is
+        stopped after a bounded share; its remaining URLs stay due (not_attempted). The rule only
+        ever ends a host early: it never shortens a gap."""
+        cfg = self.ctx.cfg
+        factor = float(cfg["fetch.host_time_factor"])
+        if factor <= 0 or not self.pending or self.host_row["stop_reason"] is not None:
+            return
+        floor = float(cfg["fetch.host_time_floor_s"])
+        if self.slow_s <= floor:
+            return
+        span = self.ctx.expected_span_s()
+        share = max(floor, factor * span)
+        if self.slow_s > share:
+            self._stop_for_cycle(SLOW_STOP_REASON, detail=(
+                f"{self.slow_s:.1f}s of slow answers over {self.host_row['requests']} requests, more than "
+                f"its share {share:.1f}s = max(fetch.host_time_floor_s, fetch.host_time_factor x "
+                f"expected task span {span:.1f}s)"))
 
     def _request_ended(self, started: float) -> None:
         self._ended_for = started
         ended = time.monotonic()
         duration = ended - started
         self._durations.append(duration)
+        self.ctx.recent_durations.append(duration)
         self.host_row["requests"] += 1
         self.host_row["last_fetch_at"] = time.time()
         self.gap = adaptive_gap(self.min_gap, float(self.ctx.cfg["fetch.delay_factor"]), duration,
                                 float(self.ctx.cfg["fetch.max_delay_s"]))
+        self.slow_s += duration + max(0.0, self.gap - self.min_gap)
         self.next_allowed = ended + self.gap + self.penalty
 
     def _penalise(self, retry_after: float | None) -> None:
@@ -204,6 +272,7 @@ class HostQueue:
         The scheduler counts the request as active when it launches this."""
         try:
             await self._step()
+            self._check_time_share()
         finally:
             self.active -= 1
 

@@ -58,10 +58,15 @@ class FetchResult:
     urls: int
     hosts: int
     by_fetch_status: dict[str, int] = field(default_factory=dict)
+    # hosts stopped for this cycle (their URLs left due), by host_state.stop_reason
+    stopped_hosts: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         outcomes = ", ".join(f"{k} {v}" for k, v in self.by_fetch_status.items()) or "none"
-        return f"segment {self.segment_id}: {self.urls} URLs attempted on {self.hosts} hosts ({outcomes})"
+        text = f"segment {self.segment_id}: {self.urls} URLs attempted on {self.hosts} hosts ({outcomes})"
+        if self.stopped_hosts:
+            text += "; hosts stopped for the cycle: " + ", ".join(f"{k} {v}" for k, v in self.stopped_hosts.items())
+        return text
 
 
 # Beyond this many hosts in a segment, hosts are hash-partitioned instead of balanced on the driver.
@@ -266,11 +271,13 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         # the attempts that succeeded closed their files: whatever is still open died (nothing
         # indexes it, so nothing is lost)
         sweep_unfinished(store, segment_id=segment_id)
-    counts = (spark.read.parquet(root.fetched(segment_id)).groupBy("kind", "fetch_status")
+    counts = (spark.read.parquet(root.fetched(segment_id)).groupBy("kind", "fetch_status", "stop_reason")
               .agg(F.count("*").alias("n")).collect())
     by_status = {r["fetch_status"]: r["n"] for r in counts if r["kind"] == "url"}
     hosts = sum(r["n"] for r in counts if r["kind"] == "host")
-    result = FetchResult(segment_id, sum(by_status.values()), hosts, dict(sorted(by_status.items())))
+    stopped = {r["stop_reason"]: r["n"] for r in counts if r["kind"] == "host" and r["stop_reason"] is not None}
+    result = FetchResult(segment_id, sum(by_status.values()), hosts, dict(sorted(by_status.items())),
+                         dict(sorted(stopped.items(), key=lambda kv: (-kv[1], kv[0]))))
     return result
 
 

@@ -231,6 +231,16 @@ def test_drip_drips_and_disconnect_is_clean(web, noise):
     assert wait_for(lambda: not web._streams, 2.0)
 
 
+def test_drip_with_a_duration_completes_slowly(web, noise):
+    url = web.hostile_urls("drip")[0] + "?s=1"
+    t0 = time.monotonic()
+    r = get(url, timeout=3.0)
+    elapsed = time.monotonic() - t0
+    assert r.status == 200 and len(r.body) == 600 and r.body.endswith(b"</html>\n")
+    assert elapsed >= 0.8  # ten pieces, 100 ms apart (a lower bound: a loaded machine only adds)
+    assert entries(web, "drip", "/slow.html")[-1]["status"] == 200
+
+
 def test_hang_never_sends_headers(web, noise):
     url = web.hostile_urls("no_headers")[0]
     u = urlsplit(url)
