@@ -1,10 +1,12 @@
 """inject — normalise seed URLs and insert the new ones into the crawldb.
 
 Inputs:   a local seeds file (one URL per line, # comments; see crawl/seeds.py).
-Outputs:  new rows in <crawl_root>/crawldb (status unfetched, depth 0, due now); creates the
-          crawldb and hostdb if they do not exist. Run on its own, a row in <crawl_root>/cycles
+Outputs:  new rows in <crawl_root>/crawldb (status unfetched, depth 0, due now); the seeds'
+          hosts' url_count in <crawl_root>/hostdb, counted from the crawldb (a row for a host
+          new to the hostdb); creates the crawldb and hostdb if they do not exist. Run on its own, a row in <crawl_root>/cycles
           (jobs/tracking.py).
-Re-run:   safe. A URL already in the crawldb is left untouched (MERGE ... WHEN NOT MATCHED).
+Re-run:   safe. A URL already in the crawldb is left untouched (MERGE ... WHEN NOT MATCHED);
+          url_count is counted again, not added to.
 Exit:     0 done · 2 seeds file missing/unreadable or without a single valid URL (nothing
           written) · 3 unexpected failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/inject.py seeds.txt --crawl-root /data/crawl
@@ -22,6 +24,7 @@ from typing import Any, Mapping
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from crawl.seeds import SeedFileEncodingError, SeedParse, read_seed_file
 from crawl.status import new_url_state
@@ -29,7 +32,8 @@ from crawl.urls import host_bucket, host_of, url_hash
 from jobs.commit_info import writes_commits
 from jobs.common import EXIT_OK, UserError, add_run_options, run_spark_step
 from jobs.logs import step_logger
-from jobs.tables import URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch
+from jobs.tables import (URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch,
+                         url_counts)
 from jobs.tracking import record_step
 from jobs.writes import merge_counts
 
@@ -86,6 +90,21 @@ def load_seeds(path: str) -> SeedParse:
     return parsed
 
 
+def count_seed_hosts(spark: SparkSession, root: CrawlRoot, seeds: DataFrame) -> None:
+    """host_state.url_count counts every crawldb row of its host, seeds included: for the seeds'
+    hosts it is set from the crawldb (a row is made for a host new to the hostdb). Counted, not
+    added, so a re-run, or an inject that died between its two commits, gives the same value."""
+    exact = url_counts(spark, root, seeds)
+    (DeltaTable.forPath(spark, root.hostdb).alias("t")
+     .merge(exact.alias("s"), "t.host_bucket = s.host_bucket AND t.host = s.host")
+     .whenMatchedUpdate(condition="t.url_count IS NULL OR t.url_count <> s.url_count",
+                        set={"url_count": F.col("s.url_count")})
+     .whenNotMatchedInsert(values={"host": F.col("s.host"), "host_bucket": F.col("s.host_bucket"),
+                                   "url_count": F.col("s.url_count"),
+                                   **{c: F.lit(0).cast("long") for c in ("requests", "pages_fetched", "errors")}})
+     .execute())
+
+
 @writes_commits("inject")
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path: str,
         now: float | None = None, parsed: SeedParse | None = None) -> InjectResult:
@@ -97,6 +116,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
     crawldb = DeltaTable.forPath(spark, root.crawldb)
     inserted = merge_counts(crawldb.alias("t").merge(source.alias("s"), MERGE_KEY)
                             .whenNotMatchedInsertAll().execute())["inserted"]
+    count_seed_hosts(spark, root, source)
     result = InjectResult(valid=len(parsed.urls), inserted=inserted, already_known=len(parsed.urls) - inserted,
                           rejected=len(parsed.rejected), duplicates=parsed.duplicates)
     return result

@@ -304,6 +304,9 @@ class CrawlRoot:
     def updated_marker(self, segment_id: str) -> str:
         return f"{self.segment(segment_id)}/_updated"
 
+    def update_started_marker(self, segment_id: str) -> str:
+        return f"{self.segment(segment_id)}/_update_started"
+
     def dedup_result(self, segment_id: str) -> str:
         return f"{self.segment(segment_id)}/dedup"
 
@@ -416,6 +419,16 @@ def _snapshot(spark: SparkSession, path: str):
 
 def table_version(spark: SparkSession, path: str) -> int:
     return int(_snapshot(spark, path).version())
+
+
+def url_counts(spark: SparkSession, root: CrawlRoot, hosts: DataFrame) -> DataFrame:
+    """(host_bucket, host, url_count): how many crawldb rows each of ``hosts`` has now — the
+    exact value of host_state.url_count. The hosts are broadcast, so only their host_bucket
+    partitions are read (dynamic partition pruning)."""
+    keys = F.broadcast(hosts.select("host_bucket", "host").distinct())
+    return (spark.read.format("delta").load(root.crawldb).select("host_bucket", "host")
+            .join(keys, ["host_bucket", "host"], "left_semi")
+            .groupBy("host_bucket", "host").agg(F.count("*").alias("url_count")))
 
 
 def table_exists(spark: SparkSession, path: str) -> bool:

@@ -14,10 +14,12 @@ Outputs:  ONE Delta MERGE into crawldb: each attempted URL gets its new state fr
 Re-run:   safe, changes nothing. With the marker present the job stops at once. Without it (the
           job died before writing it), each table takes the segment's write once: every write
           carries Delta's idempotent-write pair (application id deltacrawl-update-<segment>,
-          version 1; jobs/tables.commit_once), so a table that committed it skips it, whatever
-          other steps committed in between. The MERGE conditions guard too: a URL is updated
-          only while it is still leased to this segment, a host only if its last_segment_id is
-          not this segment.
+          version 1; jobs/writes.commit_once), so a table that committed it skips it, whatever
+          other steps committed in between. Such a run (segments/<id>/_update_started is there)
+          counts the touched hosts' url_count from the crawldb instead of adding the new URLs
+          it finds: those the dead run inserted are known by now. The MERGE conditions guard
+          too: a URL is updated only while it is still leased to this segment, a host only if
+          its last_segment_id is not this segment.
 Exit:     0 done (or already done) · 2 unknown segment or segment not fetched · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/update.py 20261129120000-a1b2c3 --crawl-root /data/crawl
 """
@@ -45,7 +47,7 @@ from jobs.discover import HOST_TOTAL_CAP
 from jobs.generate import per_host_cap
 from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot,
                          ensure_tables, epoch_schema, from_epoch, from_epoch_col, path_exists, read_host_state,
-                         read_url_state, to_epoch, write_marker)
+                         read_url_state, to_epoch, url_counts, write_marker)
 from jobs.writes import append_once, commit_once, merge_counts, run_concurrently, txn_app_id
 
 URL_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
@@ -183,6 +185,7 @@ def _host_source(hosts: DataFrame, discovered: DataFrame, cfg: Mapping[str, Any]
         cap.alias("_cap"),  # the per-cycle budget a trap signal halves (see merge_hostdb)
         F.lit(True).alias("_fetched"))
     return (fetched.join(discovered, ["host_bucket", "host"], "full")
+            .withColumn("url_count_exact", F.lit(None).cast("long"))
             .withColumn("_fetched", F.coalesce("_fetched", F.lit(False)))
             .withColumn("new_urls", F.coalesce("new_urls", F.lit(0)))
             .withColumn("over_cap", F.coalesce("over_cap", F.lit(0)))
@@ -237,7 +240,8 @@ def merge_hostdb(spark: SparkSession, root: CrawlRoot, source: DataFrame, cfg: M
             "links_found": F.expr("coalesce(t.links_found, 0) + coalesce(s.links_found, 0)"),
             "links_kept": F.expr("coalesce(t.links_kept, 0) + coalesce(s.links_kept, 0)"),
             "link_rejects": F.expr(f"map_filter({_map_sum('t.link_rejects', segment_rejects)}, (k, v) -> v > 0)"),
-            "url_count": F.expr("coalesce(t.url_count, 0) + s.new_urls"),
+            # counted again from the crawldb when a run of this segment had died midway
+            "url_count": F.expr("coalesce(s.url_count_exact, coalesce(t.url_count, 0) + s.new_urls)"),
             "last_segment_id": F.col("s.last_segment_id"),
         })
      .whenNotMatchedInsert(values={
@@ -250,7 +254,7 @@ def merge_hostdb(spark: SparkSession, root: CrawlRoot, source: DataFrame, cfg: M
         "links_found": F.expr("coalesce(s.links_found, 0)"),
         "links_kept": F.expr("coalesce(s.links_kept, 0)"),
         "url_budget": F.expr(f"CASE WHEN s.trap_signal IS NOT NULL THEN {halved.replace('t.url_budget', 'NULL')} END"),
-        "url_count": F.col("s.new_urls"),
+        "url_count": F.expr("coalesce(s.url_count_exact, s.new_urls)"),
         "link_rejects": F.expr(f"map_filter({segment_rejects}, (k, v) -> v > 0)"),
      })
      .execute())
@@ -288,6 +292,9 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     if not path_exists(spark, root.fetched(segment_id) + "/_SUCCESS"):
         raise UserError(f"segment {segment_id} has not been fetched: run 'deltacrawl fetch {segment_id}' first")
     ensure_tables(spark, root)  # crawl roots of older versions get the new columns and tables
+    rerun = path_exists(spark, root.update_started_marker(segment_id))
+    if not rerun:
+        write_marker(spark, root.update_started_marker(segment_id), f"update started at {now}\n")
     fetched = spark.read.parquet(root.fetched(segment_id))
     outcomes = with_duplicates(spark, root, segment_id, fetched.filter(F.col("kind") == "url"), cfg)
     hosts = fetched.filter(F.col("kind") == "host")
@@ -301,15 +308,26 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         new_rows = discover.new_url_rows(spark, budgeted.filter("_keep"), now, segment_id)
         hints = due_now_hints(discover.lastmod_hints(known, now), orphaned_duplicates(url_state, outcomes, now))
         host_rows = _host_source(hosts, discover.per_host_counts(budgeted), cfg, segment_id, now)
-        # The three writes read only pinned inputs and the segment, never each other's new rows,
-        # so they run side by side; each table takes the segment's write once, whatever ran
-        # since a run that died.
         app_id = txn_app_id("update", segment_id)
-        with commit_once(spark, app_id):
-            counts, n_hosts, archived = run_concurrently(
-                lambda: merge_crawldb(spark, root, updates, new_rows, hints),
-                lambda: merge_hostdb(spark, root, host_rows, cfg),
-                lambda: append_warc_index(root, outcomes, app_id))
+        with commit_once(spark, app_id):  # each table takes the segment's write once
+            if not rerun:
+                # The three writes read only pinned inputs and the segment, never each other's new
+                # rows, so they run side by side.
+                counts, n_hosts, archived = run_concurrently(
+                    lambda: merge_crawldb(spark, root, updates, new_rows, hints),
+                    lambda: merge_hostdb(spark, root, host_rows, cfg),
+                    lambda: append_warc_index(root, outcomes, app_id))
+            else:
+                # A run of this segment died midway, and its crawldb commit may be in: then the
+                # URLs it inserted are known now, and the new-URL counts above miss them. The
+                # hosts' url_count is counted again from the crawldb once it has the segment.
+                counts = merge_crawldb(spark, root, updates, new_rows, hints)
+                exact = url_counts(spark, root, host_rows).withColumnRenamed("url_count", "_exact")
+                host_rows = (host_rows.join(exact, ["host_bucket", "host"], "left")
+                             .withColumn("url_count_exact", F.coalesce("_exact", F.lit(0).cast("long")))
+                             .drop("_exact"))
+                n_hosts, archived = run_concurrently(lambda: merge_hostdb(spark, root, host_rows, cfg),
+                                                     lambda: append_warc_index(root, outcomes, app_id))
     finally:
         budgeted.unpersist()
     write_marker(spark, root.updated_marker(segment_id), f"updated at {now}\n")

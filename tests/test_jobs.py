@@ -121,6 +121,10 @@ def test_fetch_update_cycle_and_update_idempotence(spark, cfg, root, tmp_path, d
     assert {rows[u]["status"] for u in outlinks} == {"unfetched"}
     hosts = {r["host"]: r.asDict() for r in spark.read.format("delta").load(root.hostdb).collect()}
     assert len(hosts) == 4 and all(h["robots_fetched_at"] is not None for h in hosts.values())
+    per_host = {}
+    for r in rows.values():
+        per_host[r["host"]] = per_host.get(r["host"], 0) + 1
+    assert {h: r["url_count"] for h, r in hosts.items()} == per_host  # seeds and new URLs, counted
     assert sum(h["requests"] for h in hosts.values()) == 12  # robots.txt, /sitemap.xml, one page per host
 
     crawl_v, host_v = version(spark, root.crawldb), version(spark, root.hostdb)
