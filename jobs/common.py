@@ -26,6 +26,11 @@ EXIT_OK, EXIT_NOTHING_TO_DO, EXIT_BAD_INPUT, EXIT_FAILURE = 0, 1, 2, 3
 EXIT_NOTHING_DUE = 99  # generate: no URL is due (see above)
 
 
+class ConcurrentStepError(RuntimeError):
+    """Another step committed first and Delta refused this step's commit; nothing half-done is
+    left, and running the step again is the remedy (exit 3: Airflow's retry does it)."""
+
+
 class UserError(Exception):
     """A problem with the user's input; the message is shown as one line."""
 

@@ -21,7 +21,8 @@ Outputs:  <crawl_root>/segments/<id>/fetched (Parquet, partitioned by kind: one 
           segment's older than generate.lease_s when a fetch starts.
 Re-run:   allowed until the segment is updated (it fetches again and replaces the results);
           refused afterwards.
-Exit:     0 done · 2 unknown segment / already updated · 3 failure.
+Exit:     0 done · 2 unknown segment / already updated / not leased (its generate did not
+          commit the lease: see check_leased) · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/fetch.py 20261129120000-a1b2c3 --crawl-root /data/crawl
 """
 from __future__ import annotations
@@ -249,6 +250,21 @@ def open_warc_store(root: CrawlRoot, cfg: Mapping[str, Any]) -> WarcStore:
     return store
 
 
+def check_leased(spark: SparkSession, root: CrawlRoot, segment_id: str) -> None:
+    """A segment whose generate did not commit its lease (it failed, lost a race with another
+    generate, or was killed) is refused: its URLs may be leased to another segment, and fetching
+    them twice would be impolite. generate marks a committed lease (segments/<id>/_leased); a
+    segment made before that marker existed passes if the crawldb leases any URL to it."""
+    if path_exists(spark, root.leased_marker(segment_id)):
+        return
+    leased = (read_url_state(spark, root).filter((F.col("segment_id") == segment_id)
+                                                 & F.col("lease_until").isNotNull()).limit(1).count())
+    if leased == 0:
+        raise UserError(f"segment {segment_id} holds no lease on the crawldb (its generate failed or was "
+                        f"interrupted before leasing): fetching it could fetch URLs another segment holds. "
+                        f"Remove {root.segment(segment_id)} and run generate")
+
+
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str) -> FetchResult:
     if spark.sparkContext.getConf().get("spark.speculation", "false").strip().lower() == "true":
         # a speculative copy of a slow fetch task would request every URL of its hosts again
@@ -259,6 +275,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         raise UserError(f"no segment {segment_id} in {root.root} (no {fetchlist_path})")
     if path_exists(spark, root.updated_marker(segment_id)):
         raise UserError(f"segment {segment_id} is already updated into the crawldb; generate a new one")
+    check_leased(spark, root, segment_id)
     store = open_warc_store(root, cfg) if cfg["warc.enabled"] else None
     seen = build_seen_filter(spark, root, cfg)
     if seen is not None:

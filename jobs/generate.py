@@ -24,13 +24,16 @@ Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= n
 Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's cached
           robots.txt when fresher than fetch.robots_ttl_s, its sitemap list, and
           when its sitemaps were last read if within sitemaps.ttl_s); then one MERGE writes the lease
-          (lease_until = now + generate.lease_s, segment_id) onto the selected crawldb rows.
+          (lease_until = now + generate.lease_s, segment_id) onto the selected crawldb rows, and
+          the marker segments/<segment_id>/_leased says it committed (fetch requires it).
           Run on its own, a row in <crawl_root>/cycles (jobs/tracking.py), nothing due included.
 Re-run:   safe: leased URLs are not selected again, so a second run makes a disjoint segment
-          (or exits 99). If the job dies between the two writes, the orphan fetchlist is
-          harmless: its URLs are not leased, and update ignores results for unleased URLs.
+          (or exits 99). If the lease MERGE fails, the segment is removed; if the job is killed
+          between the two writes, the orphan has no _leased marker and fetch refuses it. Two
+          generates at once: Delta lets one lease commit; the other removes its segment and
+          exits 3 with one line (ConcurrentStepError: run generate again).
 Exit:     0 segment written · 99 nothing due (Airflow's skip code; jobs/common.py says why not Nutch's 1)
-          · 2 bad input · 3 failure.
+          · 2 bad input · 3 failure (also: lost the race to a concurrent step; retry).
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/generate.py --crawl-root /data/crawl
 """
 from __future__ import annotations
@@ -52,10 +55,12 @@ from pyspark.sql import functions as F
 
 from crawl.status import GENERATABLE_STATUSES
 from jobs.commit_info import note_segment, writes_commits
-from jobs.common import EXIT_NOTHING_DUE, EXIT_OK, UserError, add_run_options, run_spark_step
+from jobs.common import (EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError, add_run_options,
+                         run_spark_step)
 from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, delete_path, ensure_tables, from_epoch_col,
-                         read_host_state, read_url_state, table_exists)
+                         read_host_state, read_url_state, table_exists, write_marker)
 from jobs.tracking import record_step
+from jobs.writes import is_commit_conflict
 
 LEASE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 
@@ -233,12 +238,27 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
         return GenerateResult(None, 0, 0)
     lease_until = from_epoch_col(F.lit(now + float(cfg["generate.lease_s"])))
     now_ts = from_epoch_col(F.lit(now))
-    (DeltaTable.forPath(spark, root.crawldb).alias("t")
-     .merge(written.select("host_bucket", "url_hash", "url", "segment_id").alias("s"), LEASE_KEY)
-     # re-checked at commit: a URL leased meanwhile by a concurrent generate keeps that lease
-     .whenMatchedUpdate(condition=(F.col("t.lease_until").isNull() | (F.col("t.lease_until") <= now_ts)),
-                        set={"lease_until": lease_until, "segment_id": F.col("s.segment_id")})
-     .execute())
+    try:
+        (DeltaTable.forPath(spark, root.crawldb).alias("t")
+         .merge(written.select("host_bucket", "url_hash", "url", "segment_id").alias("s"), LEASE_KEY)
+         # re-checked at commit: a URL leased meanwhile by a concurrent generate keeps that lease
+         .whenMatchedUpdate(condition=(F.col("t.lease_until").isNull() | (F.col("t.lease_until") <= now_ts)),
+                            set={"lease_until": lease_until, "segment_id": F.col("s.segment_id")})
+         .execute())
+    except Exception as exc:
+        # the lease did not commit: fetch must never see this fetchlist (its URLs may be leased to
+        # another segment)
+        delete_path(spark, root.segment(segment_id))
+        if not is_commit_conflict(exc):
+            raise
+        # another step committed to the crawldb since this one read it (two generates at once)
+        raise ConcurrentStepError("another step committed to the crawldb while this generate leased its URLs "
+                                  "(two generates at once?): nothing was leased and the segment is removed; "
+                                  "run generate again") from None
+    except BaseException:  # interrupted: whether the lease committed is unknown; no fetch either way
+        delete_path(spark, root.segment(segment_id))
+        raise
+    write_marker(spark, root.leased_marker(segment_id), f"leased until {now + float(cfg['generate.lease_s'])}\n")
     result = GenerateResult(segment_id, int(counts["urls"]), int(counts["hosts"]))
     return result
 

@@ -304,6 +304,10 @@ class CrawlRoot:
     def updated_marker(self, segment_id: str) -> str:
         return f"{self.segment(segment_id)}/_updated"
 
+    def leased_marker(self, segment_id: str) -> str:
+        """Written by generate once its lease MERGE committed: the segment's URLs are its own."""
+        return f"{self.segment(segment_id)}/_leased"
+
     def update_started_marker(self, segment_id: str) -> str:
         return f"{self.segment(segment_id)}/_update_started"
 

@@ -58,6 +58,19 @@ def merge_counts(result: DataFrame) -> dict[str, int]:
     return {key: int(row.get(f"num_{key}_rows") or 0) for key in ("updated", "inserted", "deleted")}
 
 
+# Delta's optimistic concurrency: the commit of a step that read a table another commit changed
+# meanwhile is refused with one of these (Python classes converted from the JVM's, by name: the
+# classes delta.exceptions exports are not the ones raised, and do not share a base).
+_CONFLICTS = {"DeltaConcurrentModificationException", "ConcurrentWriteException", "ConcurrentAppendException",
+              "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
+              "ConcurrentTransactionException", "MetadataChangedException", "ProtocolChangedException"}
+
+
+def is_commit_conflict(exc: BaseException) -> bool:
+    """``exc`` is Delta refusing a commit because another one came first."""
+    return any(cls.__name__ in _CONFLICTS for cls in type(exc).__mro__)
+
+
 def run_concurrently(*calls: Callable[[], Any]) -> list[Any]:
     """Call each of ``calls`` in its own thread (Spark runs their jobs side by side) and return
     their results in order. Every call runs to its end; then the first failure is raised."""
