@@ -61,6 +61,8 @@ RECENT_REQUESTS = 1001
 # The task's expected span is recomputed at most this often (seconds): it looks at every host.
 SPAN_REFRESH_S = 1.0
 SLOW_STOP_REASON = "slow"
+# fetchlist fields about the host, which generate sets on one row of the host (jobs/generate.py)
+HOST_FIELDS = ("robots_status", "robots_txt", "robots_fetched_at", "sitemaps", "sitemaps_fetched_at")
 
 FETCHLIST_FIELDS = ("url", "url_hash", "host", "host_bucket", "depth", "score", "segment_id",
                     "etag", "last_modified", "robots_status", "robots_txt", "robots_fetched_at",
@@ -133,6 +135,13 @@ class HostQueue:
 
     def __init__(self, host: str, rows: list[Mapping[str, Any]], ctx: TaskContext):
         self.host = host
+        # generate puts the host's cached robots.txt and sitemap fields on its best row only: that
+        # row goes first (robots and sitemap planning read pending[0]); a host without a cache has
+        # none, and the order stays
+        rows = list(rows)
+        carrier = next((i for i, r in enumerate(rows) if any(r.get(c) is not None for c in HOST_FIELDS)), 0)
+        if carrier:
+            rows.insert(0, rows.pop(carrier))
         self.pending: deque[Mapping[str, Any]] = deque(rows)
         self.ctx = ctx
         cfg = ctx.cfg

@@ -53,6 +53,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from crawl.fetcher import HOST_FIELDS
 from crawl.status import GENERATABLE_STATUSES
 from jobs.commit_info import note_segment, writes_commits
 from jobs.common import (EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError, add_run_options,
@@ -204,8 +205,12 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
         "host_bucket", "host", "backoff_s", "sitemaps",
         *[F.when(fresh, F.col(c)).alias(c) for c in ("robots_status", "robots_txt", "robots_fetched_at")],
         F.when(sitemaps_fresh, F.col("sitemaps_fetched_at")).alias("sitemaps_fetched_at"))
+    # the host's robots.txt (up to fetch.robots_max_bytes) and sitemap list ride on its best row
+    # only, not on each of its URLs: the fetcher reads them from that row (crawl/fetcher.py)
+    first = F.row_number().over(Window.partitionBy("host").orderBy("_rank")) == 1
     rows = (top.join(robots, ["host_bucket", "host"], "left")
             .withColumn("segment_id", F.lit(segment_id))
+            .withColumns({c: F.when(first, F.col(c)) for c in HOST_FIELDS})
             .select(*FETCHLIST_SCHEMA.fieldNames(), "_rank"))
     return rows.repartition("host").sortWithinPartitions("host", "_rank").drop("_rank")
 

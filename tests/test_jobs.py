@@ -214,6 +214,10 @@ def test_second_cycle_uses_robots_cache(spark, cfg, root, tmp_path, devweb):
         update.run(spark, cfg, root, seg)
     robots = [e for e in devweb.requests() if e["path"] == "/robots.txt"]
     assert len(robots) == 2  # once per host, not once per cycle
+    # the cached robots.txt rides on one fetchlist row per host, not on each of its URLs
+    fetchlist = spark.read.parquet(root.fetchlist(seg)).collect()
+    carriers = [r["host"] for r in fetchlist if r["robots_txt"] is not None]
+    assert sorted(carriers) == sorted({r["host"] for r in fetchlist}) and len(fetchlist) > len(carriers)
 
 
 def test_update_of_unfetched_or_unknown_segment(spark, cfg, root, tmp_path):
