@@ -19,7 +19,9 @@ class SeedParse:
     duplicates: int = 0
 
 
-def parse_seed_lines(lines: Iterable[str]) -> SeedParse:
+def parse_seed_lines(lines: Iterable[str], max_url_length: int | None = None) -> SeedParse:
+    """``max_url_length``: the longest normalised URL kept (discovery.max_url_length, the limit
+    links have; crawl.urls.MAX_URL_LENGTH caps every URL in any case)."""
     result = SeedParse()
     seen: set[str] = set()
     for number, line in enumerate(lines, start=1):
@@ -31,6 +33,10 @@ def parse_seed_lines(lines: Iterable[str]) -> SeedParse:
             url = normalize_url(token)
         except InvalidUrl as exc:
             result.rejected.append((number, token[:200], str(exc)))
+            continue
+        if max_url_length is not None and len(url) > max_url_length:
+            result.rejected.append((number, token[:200], f"too_long: {len(url)} characters, more than "
+                                                         f"discovery.max_url_length ({max_url_length})"))
             continue
         if url in seen:
             result.duplicates += 1
@@ -62,10 +68,10 @@ def check_encoding(head: bytes) -> None:
                                     "mark?): save it as UTF-8")
 
 
-def read_seed_file(path: str) -> SeedParse:
+def read_seed_file(path: str, max_url_length: int | None = None) -> SeedParse:
     """Parse a local seeds file; raises OSError if it cannot be read, SeedFileEncodingError if it
     is not UTF-8 text."""
     with open(path, "rb") as raw:
         check_encoding(raw.read(4096))
     with open(path, encoding="utf-8", errors="replace") as fh:
-        return parse_seed_lines(fh)
+        return parse_seed_lines(fh, max_url_length)

@@ -185,13 +185,14 @@ def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.Ar
 
 
 def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argparse.ArgumentParser], None],
-                   step: Callable[..., int], precheck: Callable[[argparse.ArgumentParser], Any] | None = None) -> int:
-    """run_main for a Spark step: ``precheck(args)`` validates input before a JVM is started, then
+                   step: Callable[..., int],
+                   precheck: Callable[[argparse.Namespace, Mapping[str, Any]], Any] | None = None) -> int:
+    """run_main for a Spark step: ``precheck(args, cfg)`` validates input before a JVM is started, then
     ``step(spark, cfg, root, args)`` runs with the one SparkSession and the crawl root."""
     def body(args: argparse.Namespace, cfg: Mapping[str, Any]) -> int:
         run_context(args, prog.split()[-1])  # --crawl-id / --cycle checked before a JVM starts
         if precheck is not None:
-            precheck(args)
+            precheck(args, cfg)
         from jobs.session import build_spark
         from jobs.tables import CrawlRoot
         return step(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), args)
@@ -213,7 +214,7 @@ def run_segment_step(prog: str, argv: list[str] | None, description: str,
                     f"segment {args.segment}")
         return EXIT_OK
 
-    def precheck(args: argparse.Namespace) -> None:
+    def precheck(args: argparse.Namespace, _cfg: Mapping[str, Any]) -> None:
         from jobs.tables import check_segment_id
         check_segment_id(args.segment)
     return run_spark_step(prog, argv, configure, step, precheck)

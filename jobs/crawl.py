@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError("give --seeds FILE (or --with-devweb to crawl the bundled test web)")
         with ExitStack() as stack:  # the test web (if any) lives as long as the crawl
             seeds = args.seeds or start_devweb(cfg, args.crawl_root, stack)
-            inject.load_seeds(seeds)  # fail fast, before a JVM is started
+            inject.load_seeds(seeds, cfg)  # fail fast, before a JVM is started
             tracker = CrawlTracker.open(cfg, args.crawl_root, args.mlflow_uri, "deltacrawl crawl")
             run(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), seeds, args.cycles, tracker)
         return EXIT_OK

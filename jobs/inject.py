@@ -70,9 +70,10 @@ def rows_to_url_state(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFr
     return from_epoch(df, URL_STATE_TIMES)
 
 
-def load_seeds(path: str) -> SeedParse:
+def load_seeds(path: str, cfg: Mapping[str, Any] | None = None) -> SeedParse:
+    """The seeds file parsed; URLs longer than discovery.max_url_length (as for links) are bad lines."""
     try:
-        parsed = read_seed_file(path)
+        parsed = read_seed_file(path, int(cfg["discovery.max_url_length"]) if cfg is not None else None)
     except FileNotFoundError:
         raise UserError(f"seeds file not found: {path}") from None
     except IsADirectoryError:
@@ -109,7 +110,7 @@ def count_seed_hosts(spark: SparkSession, root: CrawlRoot, seeds: DataFrame) -> 
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path: str,
         now: float | None = None, parsed: SeedParse | None = None) -> InjectResult:
     if parsed is None:
-        parsed = load_seeds(seeds_path)  # validate before touching the crawl root
+        parsed = load_seeds(seeds_path, cfg)  # validate before touching the crawl root
     now = time.time() if now is None else now
     ensure_tables(spark, root)
     source = rows_to_url_state(spark, seed_rows(parsed.urls, cfg, now))
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                     args, f"seeds {args.seeds}")
         return EXIT_OK
     # the seeds are read and checked before a JVM is started
-    return run_spark_step("deltacrawl inject", argv, configure, step, lambda args: parsed.append(load_seeds(args.seeds)))
+    return run_spark_step("deltacrawl inject", argv, configure, step, lambda args, cfg: parsed.append(load_seeds(args.seeds, cfg)))
 
 
 if __name__ == "__main__":

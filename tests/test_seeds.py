@@ -26,3 +26,13 @@ def test_a_stray_bad_byte_spoils_only_its_line(tmp_path):
     path.write_bytes(b"http://a.example/\n\x00\x01binary\xff\nhttp://b.example/\n")
     parsed = read_seed_file(str(path))
     assert parsed.urls == ["http://a.example/", "http://b.example/"] and len(parsed.rejected) == 1
+
+
+def test_seeds_longer_than_links_may_be_are_bad_lines():
+    long_path = "a" * 3000
+    parsed = parse_seed_lines([f"http://long.example/{long_path}", "http://short.example/"], max_url_length=2048)
+    assert parsed.urls == ["http://short.example/"]
+    [(number, _text, reason)] = parsed.rejected
+    assert number == 1 and reason.startswith("too_long") and "discovery.max_url_length (2048)" in reason
+    # without the limit (the library's own use), only crawl.urls.MAX_URL_LENGTH applies
+    assert len(parse_seed_lines([f"http://long.example/{long_path}"]).urls) == 1
