@@ -44,8 +44,9 @@ if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our p
 import calendar
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -59,6 +60,9 @@ from jobs.tables import (CrawlRoot, _snapshot, check_segment_id, delete_path, fr
 # Operations maintain itself commits: they do not count as "a step wrote recently".
 MAINTENANCE_OPERATIONS = ("OPTIMIZE", "VACUUM START", "VACUUM END", "REORG", "SET TBLPROPERTIES")
 RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+# VACUUM lists a table's folder with this many Spark tasks; Spark's default is 10,000, which made a
+# VACUUM of a table of a few dozen files take minutes on 2 cores. spark.shuffle_partitions is used.
+LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
 @dataclass
@@ -213,6 +217,22 @@ def warc_leftovers(cfg: Mapping[str, Any], root: CrawlRoot, now: float, dry_run:
 
 # --------------------------------------------------------------------------- what maintain does
 
+@contextmanager
+def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Spark SQL settings for the statements inside only; the previous values come back after."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 def maintain_table(spark: SparkSession, cfg: Mapping[str, Any], name: str, path: str, dry_run: bool,
                    zorder_by: str | None = None) -> TableResult:
     log = step_logger("maintain")
@@ -220,14 +240,12 @@ def maintain_table(spark: SparkSession, cfg: Mapping[str, Any], name: str, path:
     result = TableResult(name, files, nbytes, dvs)
     retain_h = int(cfg["maintain.vacuum_retain_hours"])
     table = f"delta.`{path}`"
+    listing = str(cfg["spark.shuffle_partitions"])
     if dry_run:
         # the real run sets the table's retention first; here Delta's check would compare with the
         # old one, so it is off for this listing only (a DRY RUN deletes nothing)
-        spark.conf.set(RETENTION_CHECK, "false")
-        try:
+        with session_settings(spark, {RETENTION_CHECK: "false", LISTING_PARALLELISM: listing}):
             result.files_vacuumed = spark.sql(f"VACUUM {table} RETAIN {retain_h} HOURS DRY RUN").count()
-        finally:
-            spark.conf.unset(RETENTION_CHECK)
         result.properties_set = _properties_differ(spark, path, table_properties(cfg))
         return result
     wanted = table_properties(cfg)
@@ -240,7 +258,8 @@ def maintain_table(spark: SparkSession, cfg: Mapping[str, Any], name: str, path:
     if file_stats(spark, path)[2]:
         spark.sql(f"REORG TABLE {table} APPLY (PURGE)").collect()
     before_vacuum = int(_snapshot(spark, path).version())
-    spark.sql(f"VACUUM {table} RETAIN {retain_h} HOURS").collect()
+    with session_settings(spark, {LISTING_PARALLELISM: listing}):
+        spark.sql(f"VACUUM {table} RETAIN {retain_h} HOURS").collect()
     result.files_vacuumed = vacuumed_files(spark, path, before_vacuum)
     delta_log = DeltaTable.forPath(spark, path)._jdt.deltaLog()
     none = spark.sparkContext._jvm.scala.Option.empty()
