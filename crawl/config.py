@@ -168,6 +168,7 @@ def _validate(cfg: dict[str, Any]) -> None:
     if not 1 <= cfg["warc.gzip_level"] <= 9:
         raise ConfigError(f"config key 'warc.gzip_level' must be 1..9, got {cfg['warc.gzip_level']}")
     _validate_s3(cfg)
+    _validate_maintain(cfg)
     level = str(cfg["spark.log_level"]).upper()
     if level not in SPARK_LOG_LEVELS:  # Spark would refuse it from inside the JVM, as a failure
         raise ConfigError(f"config key 'spark.log_level' must be one of {', '.join(SPARK_LOG_LEVELS)}, "
@@ -183,6 +184,22 @@ def _validate(cfg: dict[str, Any]) -> None:
     for key in non_negative:
         if cfg[key] < 0:
             raise ConfigError(f"config key '{key}' must be >= 0, got {cfg[key]}")
+
+
+def _validate_maintain(cfg: dict[str, Any]) -> None:
+    for key in ("maintain.vacuum_retain_hours", "maintain.segment_retain_days", "maintain.quiet_s"):
+        if cfg[key] < 0:
+            raise ConfigError(f"config key '{key}' must be >= 0, got {cfg[key]}")
+    for key in ("maintain.log_retain_days", "maintain.checkpoint_interval"):
+        if cfg[key] <= 0:
+            raise ConfigError(f"config key '{key}' must be > 0, got {cfg[key]}")
+    hours = cfg["maintain.vacuum_retain_hours"]
+    if hours < 168 and not cfg["maintain.unsafe_short_retention"]:
+        raise ConfigError(f"config key 'maintain.vacuum_retain_hours' = {hours} is below Delta's safety limit of "
+                          f"168 hours (set maintain.unsafe_short_retention = true if you mean it)")
+    if cfg["maintain.log_retain_days"] * 24 < hours:
+        raise ConfigError("config key 'maintain.log_retain_days' must cover maintain.vacuum_retain_hours "
+                          "(time travel needs the commit as well as its files)")
 
 
 def _validate_s3(cfg: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@
 
     deltacrawl inject SEEDS_FILE      deltacrawl fetch SEGMENT      deltacrawl dedup SEGMENT
     deltacrawl generate               deltacrawl update SEGMENT     deltacrawl stats
-    deltacrawl crawl --seeds FILE --cycles N
+    deltacrawl crawl --seeds FILE --cycles N     deltacrawl maintain [--dry-run]
     deltacrawl warc-get URL           deltacrawl devweb             deltacrawl jars [--s3]
     deltacrawl package [--code]       (what a cluster's executors need: see README)
     deltacrawl sql "SELECT ..."       deltacrawl shell              deltacrawl history URL
@@ -18,7 +18,7 @@ import sys
 
 from jobs.common import EXIT_OK, UserError, run_main
 
-STEPS = ("inject", "generate", "fetch", "dedup", "update", "stats", "crawl")
+STEPS = ("inject", "generate", "fetch", "dedup", "update", "stats", "crawl", "maintain")
 SQL_COMMANDS = ("sql", "shell", "history")  # jobs/sql.py
 USAGE = __doc__
 
