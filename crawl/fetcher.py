@@ -54,7 +54,7 @@ from crawl.politeness import adaptive_gap, decayed_backoff, host_override, next_
 from crawl.sitemap_reader import SitemapReader
 from crawl.robots import UNREACHABLE_STATUS, RobotsPolicy, effective_delay, policy_from_fetch
 from crawl.status import FetchStatus, classify_http_status
-from crawl.urls import InvalidUrl, normalize_url
+from crawl.urls import InvalidUrl, host_without_port, normalize_url
 
 # The typical request time of a task is the median of its last this many request durations.
 RECENT_REQUESTS = 1001
@@ -480,7 +480,7 @@ class HostQueue:
             return
         req = list(request_headers.items())
         res = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
-        ip = self.host.rsplit(":", 1)[0] if self.host[:1].isdigit() else None
+        ip = _ip_of(self.host)
         if body is None:  # 304
             loc = archive.write_revisit(row["url"], req, resp.status, resp.reason or "", res, fetched_at,
                                         None, row.get("last_fetched_at"), row["url"], None)
@@ -489,6 +489,14 @@ class HostQueue:
                                          fetched_at, ip=ip, truncated="length" if body.truncated else None)
         fields.update(warc_file=loc.warc_file, warc_offset=loc.offset, warc_length=loc.length,
                       payload_digest=loc.payload_digest)
+
+
+def _ip_of(host_key: str) -> str | None:
+    """The IP address a host key names (WARC-IP-Address), or None for a host name."""
+    name = host_without_port(host_key)
+    if name.startswith("["):
+        return name[1:-1]
+    return name if name[-1:].isdigit() else None
 
 
 def group_by_host(rows: Iterable[Mapping[str, Any]]) -> "OrderedDict[str, list[Mapping[str, Any]]]":

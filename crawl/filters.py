@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, Mapping
 
-from crawl.urls import _fast
+from crawl.urls import _fast, host_without_port
 
 SCHEME = "scheme"
 TOO_LONG = "too_long"
@@ -49,14 +49,6 @@ MAX_REPEAT_PERIOD = 3
 _DOMAIN_CACHE_SIZE = 65536
 
 _Search = Callable[[str], Any]
-
-
-def host_without_port(host_key: str) -> str:
-    """``example.com:8080`` -> ``example.com``; ``[::1]:8080`` -> ``[::1]``."""
-    if host_key.startswith("["):
-        return host_key[:host_key.find("]") + 1] or host_key
-    colon = host_key.rfind(":")
-    return host_key[:colon] if colon >= 0 else host_key
 
 
 def registrable_domain(host: str) -> str:

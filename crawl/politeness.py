@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from email.utils import parsedate_to_datetime
 
+from crawl.urls import host_without_port
+
 
 def parse_retry_after(value: str | None, now: float) -> float | None:
     """Seconds to wait from a Retry-After header value, or None if absent or unparseable."""
@@ -59,8 +61,7 @@ OVERRIDE_KEYS = {"delay_s": float, "max_concurrency": int, "max_urls_per_cycle":
 
 
 def _hostname(host: str) -> str:
-    name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-    return name.lower()
+    return host_without_port(host).lower()
 
 
 def override_matches(pattern: str, host: str) -> bool:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import ipaddress
 import re
 import string
 from dataclasses import dataclass
@@ -258,6 +259,20 @@ def _ascii_host(hostname: str) -> str | None:
     if not _HOST_RE.match(host) or ".." in host or host.startswith("-"):
         return None
     return host
+
+
+@functools.lru_cache(maxsize=256)
+def _ip_literal(hostname: str) -> str | None:
+    """``[address]`` in RFC 5952's canonical text (lower case, zeros compressed) for the host of a
+    bracketed IP literal (urlsplit strips the brackets), or None when it is not an IPv6 address.
+    Zone identifiers (``fe80::1%25eth0``) name an interface of one machine, so they are refused."""
+    try:
+        address = ipaddress.IPv6Address(hostname)
+    except ValueError:  # also "v1.x" IPvFuture literals, which no HTTP client speaks
+        return None
+    if address.scope_id:
+        return None
+    return f"[{address.compressed}]"
 
 
 def _resolve(ref: str, base: str) -> str:
@@ -577,7 +592,7 @@ def _normalize_general(raw: str, base: str | None, rules: UrlRules | None) -> st
     hostname = parts.hostname
     if not hostname:
         raise InvalidUrl("URL has no host", "no_host")
-    host = _ascii_host(hostname)
+    host = _ip_literal(hostname) if "[" in parts.netloc else _ascii_host(hostname)
     if host is None:
         raise InvalidUrl(f"invalid host name '{hostname}'", "bad_host")
     try:
@@ -625,6 +640,14 @@ def host_of(url: str) -> str:
         if _SIMPLE_NETLOC_RE.fullmatch(netloc):
             return netloc
     return urlsplit(url).netloc
+
+
+def host_without_port(host_key: str) -> str:
+    """``example.com:8080`` -> ``example.com``; ``[::1]:8080`` -> ``[::1]``."""
+    if host_key.startswith("["):
+        return host_key[:host_key.find("]") + 1] or host_key
+    colon = host_key.rfind(":")
+    return host_key[:colon] if colon >= 0 else host_key
 
 
 def _hash64(text: str) -> int:

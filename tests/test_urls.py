@@ -3,8 +3,8 @@ import re
 import pytest
 
 from crawl.config import build_config
-from crawl.urls import (MAX_URL_LENGTH, REASONS, InvalidUrl, UrlRules, check_url, host_bucket, host_of,
-                        normalize_url, url_hash)
+from crawl.urls import (MAX_URL_LENGTH, REASONS, BaseUrl, InvalidUrl, UrlRules, check_url, host_bucket, host_of,
+                        host_without_port, normalize_url, url_hash)
 
 # the documented defaults (conf/defaults.toml [discovery]), as the fetch task uses them
 RULES = UrlRules.from_config(build_config())
@@ -167,7 +167,9 @@ def test_rfc3986_reference_resolution(ref, expected):
     ("http://a.com/\x00", "control_chars", "control"), ("http://a.com/\x7f", "control_chars", "control"),
     ("http://exa mple.com/", "bad_host", "invalid host"), ("http://a..b/", "bad_host", "invalid host"),
     ("http://-a.com/", "bad_host", "invalid host"), ("http://ex%41mple.com/", "bad_host", "invalid host"),
-    ("http://" + "a" * 64 + ".com/", "bad_host", "invalid host"), ("http://[::1]/", "bad_host", "invalid host"),
+    ("http://" + "a" * 64 + ".com/", "bad_host", "invalid host"), ("http://[fe80::1%25eth0]/", "bad_host", "invalid host"),
+    ("http://[v1.x]/", "bad_host", "invalid host"), ("http://[::1]:0/", "bad_port", "port"),
+    ("http://[1.2.3.4]/", "unparseable", "unparseable"),
     ("http://[bad/", "unparseable", "unparseable"),
     ("http://a.com/" + "a" * MAX_URL_LENGTH, "too_long", "longer"),
     ("http://a.com/" + "ü" * (MAX_URL_LENGTH // 4), "too_long", "normalised"),  # fits raw, not encoded
@@ -192,6 +194,36 @@ def test_surrogate_escaped_bytes_are_kept():
     # bytes that were not UTF-8 (decoded with surrogateescape) are encoded back to themselves
     raw = b"http://a.com/caf\xe9".decode("utf-8", "surrogateescape")
     assert normalize_url(raw) == "http://a.com/caf%E9"
+
+
+@pytest.mark.parametrize("raw,expected", [
+    ("http://[::1]:8080/", "http://[::1]:8080/"),
+    ("HTTP://[2001:DB8:0:0:0:0:0:1]:80/a/../b?z=1&a=2", "http://[2001:db8::1]/b?a=2&z=1"),
+    ("https://[::1]:443", "https://[::1]/"),
+    ("http://[::ffff:127.0.0.1]/", "http://[::ffff:7f00:1]/"),  # RFC 5952 allows either form; one is kept
+])
+def test_ipv6_literal_hosts(raw, expected):
+    assert normalize_url(raw) == expected == normalize_url(expected)
+    assert check_url(raw) == (expected, None)
+
+
+def test_ipv6_literal_hosts_as_base_keys_and_rules():
+    from crawl.filters import registrable_domain
+    from crawl.fetcher import _ip_of
+    from crawl.politeness import override_matches
+    from crawl.seeds import parse_seed_lines
+
+    assert check_url("../c?x", base="http://[::1]:8080/a/b") == ("http://[::1]:8080/c?x", None)
+    assert BaseUrl("http://[::1]:8080/a/b").check("//[::2]/d") == ("http://[::2]/d", None)
+    assert host_of("http://[::1]:8080/x") == "[::1]:8080" and host_of("http://[::1]/") == "[::1]"
+    assert host_without_port("[::1]:8080") == "[::1]" == host_without_port("[::1]")
+    assert registrable_domain("[::1]") == "[::1]"
+    assert override_matches("[::1]", "[::1]:8080") and not override_matches("[::2]", "[::1]:8080")
+    assert (_ip_of("[::1]:8080"), _ip_of("127.0.0.2:81"), _ip_of("3com.com")) == ("::1", "127.0.0.2", None)
+    seeds = parse_seed_lines(["http://[::1]:8080/", "http://[::1]:8080", "http://[zz::1]/"])
+    assert seeds.urls == ["http://[::1]:8080/"] and seeds.duplicates == 1
+    assert [reason for _n, _t, reason in seeds.rejected] == [
+        "unparseable URL ('zz::1' does not appear to be an IPv4 or IPv6 address)"]
 
 
 def test_keys_are_stable():
