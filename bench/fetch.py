@@ -92,7 +92,7 @@ def child_fetch_task(rows: list[dict[str, Any]], cfg: dict[str, Any], warc_dir: 
     """Run jobs.fetch.fetch_task (WarcWriter + ParserPool + fetch_partition) on ``rows``, no Spark.
     ``warc_dir`` None: no WARC (as warc.enabled = false); ``profile_top`` > 0: cProfile the call
     (this process only, not the parser child) and return that many top functions by own time."""
-    from jobs.fetch import fetch_task
+    from jobs.fetch import FetchRun, fetch_task
     from jobs.tables import FETCHED_SCHEMA
     names = FETCHED_SCHEMA.fieldNames()
     pairs = ((r["host"], _Row(r)) for r in rows)
@@ -104,7 +104,7 @@ def child_fetch_task(rows: list[dict[str, Any]], cfg: dict[str, Any], warc_dir: 
     cpu0 = time.process_time()
     if profiler is not None:
         profiler.enable()
-    out = list(fetch_task(index, pairs, cfg, warc_dir))
+    out = list(fetch_task(index, pairs, cfg, FetchRun("bench", warc_dir, None)))
     if profiler is not None:
         profiler.disable()
     seconds = time.perf_counter() - started

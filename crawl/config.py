@@ -145,7 +145,7 @@ def _validate(cfg: dict[str, Any]) -> None:
     positive = ["crawldb.host_buckets", "generate.max_urls_per_host", "generate.top_n", "generate.lease_s",
                 "fetch.max_concurrency", "fetch.max_body_bytes", "fetch.total_timeout_s",
                 "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.time_limit_s", "fetch.max_backoff_s", "fetch.max_consecutive_errors",
-                "fetch.robots_max_bytes", "spark.shuffle_partitions", "spark.snapshot_partitions", "parse.max_outlinks",
+                "fetch.robots_max_bytes", "spark.shuffle_partitions", "spark.task_max_failures", "spark.snapshot_partitions", "parse.max_outlinks",
                 "schedule.min_interval_s", "schedule.max_interval_s", "schedule.retry_interval_s",
                 "schedule.gone_interval_s", "schedule.prior_min_change_s", "schedule.prior_max_change_s",
                 "schedule.depth_decay", "schedule.score_floor", "parse.workers",

@@ -51,6 +51,7 @@ from crawl.discovery import HostLinks, TaskLinks
 from crawl.http import ERROR_TEXT_LIMIT, Body, error_text, read_body
 from crawl.parse import ParseOptions, is_parseable, parse_page
 from crawl.politeness import adaptive_gap, decayed_backoff, host_override, next_backoff, parse_retry_after
+from crawl.requestlog import EarlierRequests, RequestLog
 from crawl.sitemap_reader import SitemapReader
 from crawl.robots import UNREACHABLE_STATUS, RobotsPolicy, effective_delay, policy_from_fetch
 from crawl.status import FetchStatus, classify_http_status
@@ -61,6 +62,8 @@ RECENT_REQUESTS = 1001
 # The task's expected span is recomputed at most this often (seconds): it looks at every host.
 SPAN_REFRESH_S = 1.0
 SLOW_STOP_REASON = "slow"
+LOST_ANSWER = ("an earlier attempt of this fetch task requested it and died before its answer was recorded: "
+               "not requested again under this lease")
 # fetchlist fields about the host, which generate sets on one row of the host (jobs/generate.py)
 HOST_FIELDS = ("robots_status", "robots_txt", "robots_fetched_at", "sitemaps", "sitemaps_fetched_at")
 
@@ -92,8 +95,11 @@ class TaskContext:
     """What every host of one task shares."""
 
     def __init__(self, cfg: Mapping[str, Any], session: aiohttp.ClientSession,
-                 archive: Archive | None, parser: Parser | None, links: TaskLinks | None = None):
+                 archive: Archive | None, parser: Parser | None, links: TaskLinks | None = None,
+                 request_log: RequestLog | None = None):
         self.cfg = cfg
+        self.request_log = request_log
+        self.earlier = request_log.earlier if request_log is not None else EarlierRequests()
         self.session = session
         self.archive = archive
         self.parser = parser
@@ -106,6 +112,11 @@ class TaskContext:
         self.hosts: list[HostQueue] = []  # every host of the task (HostQueue adds itself)
         self.recent_durations: deque[float] = deque(maxlen=RECENT_REQUESTS)
         self._span: tuple[float, float] | None = None  # (computed at, expected span)
+
+    def sent(self, kind: str, queue: "HostQueue", url: str) -> None:
+        """A request of ``queue``'s host is about to be sent: log it (crawl/requestlog.py)."""
+        if self.request_log is not None:
+            self.request_log.sent(kind, queue.host, url, queue.min_gap)
 
     def expired(self) -> bool:
         return time.monotonic() >= self.deadline
@@ -158,6 +169,14 @@ class HostQueue:
         # what the adaptive gaps after them added to min_gap (not Crawl-delay, not fetch.delay_s)
         self.slow_s = 0.0
         self.next_allowed = time.monotonic()
+        # an earlier attempt of this task (or run of this fetch) that died may have contacted the
+        # host moments ago: its last request counts as ours (crawl/requestlog.py)
+        # (at the largest gap it kept: a Crawl-delay is only known again once robots.txt is read)
+        earlier_at = ctx.earlier.last_at.get(host)
+        self.earlier_request = None if earlier_at is None else self.next_allowed - max(0.0, time.time() - earlier_at)
+        self.earlier_gap = max(self.min_gap, ctx.earlier.gap_s.get(host, 0.0))
+        if self.earlier_request is not None:
+            self.next_allowed = max(self.next_allowed, self.earlier_request + self.earlier_gap)
         self.policy: RobotsPolicy | None = None
         self.consecutive_errors = 0
         self.results: list[dict[str, Any]] = []
@@ -293,8 +312,13 @@ class HostQueue:
         if self.sitemaps.queue:
             await self.sitemaps.read_next()
             return
+        requested = self.ctx.earlier.pages
         while self.pending:
             row = self.pending[0]
+            if row["url"] in requested:
+                self.pending.popleft()
+                self.results.append(self._outcome(row, FetchStatus.NOT_ATTEMPTED, error=LOST_ANSWER))
+                continue
             if self.policy.allowed(row["url"]):
                 break
             self.pending.popleft()
@@ -323,6 +347,7 @@ class HostQueue:
             for hop in range(MAX_ROBOTS_REDIRECTS + 1):
                 if hop:  # each hop is a request too: keep the gap
                     await asyncio.sleep(self.min_gap)
+                self.ctx.sent("robots", self, url)
                 async with self.ctx.session.get(url, allow_redirects=False) as resp:
                     location = resp.headers.get("Location")
                     if 300 <= resp.status < 400 and location:
@@ -352,6 +377,8 @@ class HostQueue:
         self.host_row["min_delay_s"] = self.min_gap
         self.gap = max(self.gap, self.min_gap)
         self.next_allowed = max(self.next_allowed, time.monotonic() + self.min_gap)
+        if self.earlier_request is not None:
+            self.next_allowed = max(self.next_allowed, self.earlier_request + max(self.min_gap, self.earlier_gap))
         if policy.crawl_delay_s is not None and policy.crawl_delay_s > float(cfg["fetch.max_crawl_delay_s"]):
             self.host_row["deferred"] = True
             self.give_up(FetchStatus.DEFERRED,
@@ -377,6 +404,7 @@ class HostQueue:
         if row.get("last_modified"):
             headers["If-Modified-Since"] = row["last_modified"]
         started = time.monotonic()
+        self.ctx.sent("page", self, url)
         try:
             async with self.ctx.session.get(url, allow_redirects=False, headers=headers) as resp:
                 outcome = await self._handle_response(row, resp, headers, started)
@@ -557,7 +585,7 @@ async def run_queues(queues: list[HostQueue], ctx: TaskContext) -> None:
 
 async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
                       archive: Archive | None = None, parser: Parser | None = None,
-                      bloom: Any = None) -> list[dict[str, Any]]:
+                      bloom: Any = None, request_log: RequestLog | None = None) -> list[dict[str, Any]]:
     """Fetch every URL of ``rows`` (any number of hosts), politely; return url and host rows."""
     groups = group_by_host(rows)
     if not groups:
@@ -571,7 +599,7 @@ async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
                                      headers={"User-Agent": cfg["fetch.user_agent"]},
                                      cookie_jar=aiohttp.DummyCookieJar()) as session:
-        ctx = TaskContext(cfg, session, archive, parser, TaskLinks(cfg, bloom))
+        ctx = TaskContext(cfg, session, archive, parser, TaskLinks(cfg, bloom), request_log)
         queues = [HostQueue(host, host_rows, ctx) for host, host_rows in groups.items()]
         await run_queues(queues, ctx)
     out: list[dict[str, Any]] = []
@@ -583,8 +611,9 @@ async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
 
 def fetch_partition(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
                     archive: Archive | None = None, parser: Parser | None = None,
-                    bloom: Any = None) -> list[dict[str, Any]]:
+                    bloom: Any = None, request_log: RequestLog | None = None) -> list[dict[str, Any]]:
     """Entry point for one Spark task: run the event loop over this partition's hosts.
-    ``bloom`` (crawl.bloom.BloomFilter) drops outlinks the crawldb already knows."""
-    return asyncio.run(fetch_hosts(list(rows), cfg, archive, parser, bloom))
+    ``bloom`` (crawl.bloom.BloomFilter) drops outlinks the crawldb already knows; ``request_log``
+    (crawl.requestlog) records each request and says what earlier attempts sent."""
+    return asyncio.run(fetch_hosts(list(rows), cfg, archive, parser, bloom, request_log))
 

@@ -82,6 +82,7 @@ class SitemapReader:
         started = time.monotonic()
         body = b""
         try:
+            q.ctx.sent("sitemap", q, url)
             async with q.ctx.session.get(url, allow_redirects=False, headers=dict(q.ctx.request_headers)) as resp:
                 if 200 <= resp.status < 300:
                     body = (await read_body(resp, max_bytes)).data

@@ -19,6 +19,10 @@ Outputs:  <crawl_root>/segments/<id>/fetched (Parquet, partitioned by kind: one 
           under its final name only when complete. What task attempts that died left (*.open
           files, in-progress uploads) is removed: this segment's after the fetch succeeded, any
           segment's older than generate.lease_s when a fetch starts.
+          <crawl_root>/segments/<id>/requests/: every request each task attempt sent, logged
+          just before sending (crawl/requestlog.py), so a retried task (spark.task_max_failures)
+          keeps each host's gap to the dead attempt's last request and never requests one of its
+          pages again; segments/<id>/_fetched_run names the run that succeeded.
 Re-run:   allowed until the segment is updated (it fetches again and replaces the results);
           refused afterwards.
 Exit:     0 done · 2 unknown segment / already updated / not leased (its generate did not
@@ -36,6 +40,7 @@ import os
 import re
 import socket
 import sys
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
@@ -48,7 +53,8 @@ from crawl.s3 import is_s3_uri
 from crawl.warc import WarcStore, sweep_unfinished, warc_store
 from jobs.common import UserError, run_segment_step
 from jobs.logs import Progress, step_logger
-from jobs.tables import FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, path_exists, read_url_state, to_epoch
+from jobs.tables import (FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, path_exists, read_marker, read_url_state,
+                         to_epoch, write_marker)
 
 _FETCHED_FIELDS = FETCHED_SCHEMA.fieldNames()
 
@@ -173,11 +179,25 @@ def executor_identity() -> str:
     return f"{socket.gethostname()}/{executor}"
 
 
-def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], store: str | WarcStore | None,
+@dataclass(frozen=True)
+class FetchRun:
+    """What every task of one fetch run shares besides the config (it travels in the closure)."""
+    run_id: str                       # sortable by start time (crawl/requestlog.py)
+    store: str | WarcStore | None     # where WARC files go (None: no WARC)
+    request_log_dir: str | None       # where tasks log their requests (None: no log)
+    completed_run: str | None = None  # the last run of this segment's fetch that succeeded
+    sweep_logs_s: float | None = None  # logs on executors' local disks: remove other segments' this old
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d%H%M%S", time.gmtime()) + "-" + os.urandom(3).hex()
+
+
+def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], run: FetchRun,
                seen: Any = None) -> Iterator[tuple]:
-    """The body of one Spark task: (host, Row) pairs in, FETCHED_SCHEMA tuples out. ``store`` is
-    where WARC files go (a local directory, a crawl.warc store; None: no WARC); ``seen`` is the
-    broadcast seen-URL filter (bytes of crawl.bloom.BloomFilter), or None."""
+    """The body of one Spark task: (host, Row) pairs in, FETCHED_SCHEMA tuples out. ``seen`` is
+    the broadcast seen-URL filter (bytes of crawl.bloom.BloomFilter), or None. Its attempt number
+    names its WARC files and request log, so a retried task never writes into a dead one's."""
     from pyspark import TaskContext
     dicts = [row.asDict() for _host, row in rows]
     if not dicts:
@@ -185,7 +205,15 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], store: s
     context = TaskContext.get()
     attempt = context.attemptNumber() if context is not None else 0
     segment_id = dicts[0]["segment_id"]
+    store = run.store
     with ExitStack() as stack:
+        request_log = None
+        if run.request_log_dir is not None:
+            from crawl.requestlog import RequestLog, sweep_stale
+            if run.sweep_logs_s is not None:
+                sweep_stale(os.path.dirname(run.request_log_dir), run.sweep_logs_s, segment_id)
+            request_log = stack.enter_context(RequestLog(run.request_log_dir, run.run_id, index, attempt,
+                                                         run.completed_run))
         archive = None
         if store is not None:
             from crawl.warc import WarcWriter
@@ -206,7 +234,7 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], store: s
         if seen is not None:
             from crawl.bloom import BloomFilter
             bloom = BloomFilter.from_bytes(seen.value)
-        results = fetch_partition(dicts, cfg, archive, parser, bloom)
+        results = fetch_partition(dicts, cfg, archive, parser, bloom, request_log)
     where = {"fetch_task": f"{index}.{attempt}", "fetch_executor": executor_identity()}
     for out in results:
         out.update(where)
@@ -214,7 +242,7 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], store: s
 
 
 def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, Any],
-                  store: str | WarcStore | None, seen: SeenFilter | None = None) -> DataFrame:
+                  run: FetchRun, seen: SeenFilter | None = None) -> DataFrame:
     tasks = int(cfg["fetch.tasks"]) or spark.sparkContext.defaultParallelism
     plain_cfg = dict(cfg)  # a plain dict pickles into the task closure
     rows = to_epoch(fetchlist, FETCHLIST_TIMES).select(*FETCHLIST_FIELDS)
@@ -227,7 +255,7 @@ def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, A
         pairs = pairs.partitionBy(tasks)
     seen_bc = spark.sparkContext.broadcast(seen.data) if seen is not None else None
     # the store travels in the closure (with its S3 settings, not a client: a task makes its own)
-    fetched = pairs.mapPartitionsWithIndex(lambda index, it: fetch_task(index, it, plain_cfg, store, seen_bc))
+    fetched = pairs.mapPartitionsWithIndex(lambda index, it: fetch_task(index, it, plain_cfg, run, seen_bc))
     # rows are built in schema order by fetch_task: no per-row type verification
     return spark.createDataFrame(fetched, FETCHED_SCHEMA, verifySchema=False)
 
@@ -281,9 +309,13 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     if seen is not None:
         step_logger("fetch").info("seen-URL filter of %d URLs, %.1f MiB, expected false-positive rate %.4f",
                                   seen.urls, seen.nbytes / 2**20, seen.expected_fpr)
-    fetched = fetch_segment(spark, spark.read.parquet(fetchlist_path), cfg, store, seen)
+    run = FetchRun(new_run_id(), store, root.request_log_dir(segment_id),
+                   read_marker(spark, root.fetched_run_marker(segment_id)),
+                   None if root.is_local else float(cfg["generate.lease_s"]))
+    fetched = fetch_segment(spark, spark.read.parquet(fetchlist_path), cfg, run, seen)
     with Progress(spark, "fetch", f"segment {segment_id}", float(cfg["log.progress_s"])):
         fetched.write.mode("overwrite").partitionBy("kind").parquet(root.fetched(segment_id))
+    write_marker(spark, root.fetched_run_marker(segment_id), run.run_id)
     if store is not None:
         # the attempts that succeeded closed their files: whatever is still open died (nothing
         # indexes it, so nothing is lost)

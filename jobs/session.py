@@ -18,6 +18,7 @@ request for every URL of its hosts (jobs/fetch.py refuses to run when it is on).
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 from importlib import resources
@@ -122,6 +123,19 @@ def check_delta_session(spark: SparkSession) -> SparkSession:
     return spark
 
 
+_LOCAL_RE = re.compile(r"local(?:\[\s*(\*|\d+)\s*\])?")
+
+
+def with_task_retries(master: str, max_failures: int) -> str:
+    """``local`` / ``local[N]`` / ``local[*]`` never retry a failed task: they become
+    ``local[N, max_failures]``. Any other master (a cluster's, or a local one that already says
+    how many failures it allows) is returned as it is; a cluster reads spark.task.maxFailures."""
+    match = _LOCAL_RE.fullmatch(master.strip())
+    if match is None or max_failures <= 1:
+        return master
+    return f"local[{match.group(1) or 1}, {max_failures}]"
+
+
 def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -144,12 +158,13 @@ def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkS
     settings.update({f"spark.hadoop.{key}": value for key, value in hadoop.items()})
     code_zip = None
     if not _under_spark_submit():
-        master = cfg["spark.master"]
+        master = with_task_retries(cfg["spark.master"], int(cfg["spark.task_max_failures"]))
         log_conf = resources.files("conf").joinpath("log4j2.properties")
         settings.update({"spark.master": master,
                          "spark.driver.memory": cfg["spark.driver_memory"],
                          "spark.ui.enabled": str(cfg["spark.ui_enabled"]).lower(),
                          "spark.speculation": "false",
+                         "spark.task.maxFailures": str(cfg["spark.task_max_failures"]),
                          "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{log_conf}"})
         if master.startswith("local"):
             # Keep the driver on loopback (this machine's host name may resolve elsewhere), and run

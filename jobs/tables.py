@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from typing import Iterable
 
 from delta.tables import DeltaTable
@@ -308,6 +309,18 @@ class CrawlRoot:
         """Written by generate once its lease MERGE committed: the segment's URLs are its own."""
         return f"{self.segment(segment_id)}/_leased"
 
+    def fetched_run_marker(self, segment_id: str) -> str:
+        """Written by fetch once a run succeeded: that run's id (crawl/requestlog.py)."""
+        return f"{self.segment(segment_id)}/_fetched_run"
+
+    def request_log_dir(self, segment_id: str) -> str:
+        """Where fetch tasks log their requests (crawl/requestlog.py): in the segment on a local
+        crawl root; on an object store, which has no append, on each executor's local disk (so
+        a retry on another machine does not see what the dead attempt sent)."""
+        if self.is_local:
+            return self.local_path(f"{self.segment(segment_id)}/requests")
+        return os.path.join(tempfile.gettempdir(), "deltacrawl-requests", check_segment_id(segment_id))
+
     def update_started_marker(self, segment_id: str) -> str:
         return f"{self.segment(segment_id)}/_update_started"
 
@@ -492,6 +505,21 @@ def write_marker(spark: SparkSession, path: str, text: str) -> None:
         out.write(bytearray(text.encode("utf-8")))
     finally:
         out.close()
+
+
+def read_marker(spark: SparkSession, path: str) -> str | None:
+    """The text of a small marker file (write_marker), or None when there is none."""
+    fs, hpath = _hadoop_path(spark, path)
+    if not fs.exists(hpath):
+        return None
+    stream = fs.open(hpath)
+    try:
+        reader = spark.sparkContext._jvm.java.io.BufferedReader(
+            spark.sparkContext._jvm.java.io.InputStreamReader(stream, "UTF-8"))
+        line = reader.readLine()
+    finally:
+        stream.close()
+    return None if line is None else str(line).strip()
 
 
 def list_segments(spark: SparkSession, root: CrawlRoot) -> list[str]:

@@ -192,7 +192,7 @@ def test_fetch_tasks_write_warc_files_to_s3(spark, cfg, devweb, moto_s3):
     # the AWS variables only here, on the driver: the executors know the store by its settings
     store = warc_store(f"s3a://{bucket}/crawl/warc", cfg, aws_environ(moto_s3))
     assert isinstance(store, S3WarcStore)
-    fetched = fetch.fetch_segment(spark, fetchlist, cfg, store).collect()
+    fetched = fetch.fetch_segment(spark, fetchlist, cfg, fetch.FetchRun(fetch.new_run_id(), store, None)).collect()
     pages = [r for r in fetched if r["kind"] == "url"]
     assert len(pages) == 4 and all(r["fetch_status"] == "ok" and r["warc_file"] for r in pages)
     listing = store.client.list_objects_v2(Bucket=bucket, Prefix="crawl/warc/")

@@ -1,0 +1,210 @@
+"""A fetch task that dies is retried, and the retry is safe (issue 14, item 1): the request log
+(crawl/requestlog.py) read and written; a retried attempt against the real test web keeping the
+gap to the dead attempt's last request and not requesting its pages again; and a real kill -9 of
+the pyspark worker in the middle of a segment's fetch, followed by update and a check of every
+table and of the server's own request log."""
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import threading
+import time
+from collections import Counter, defaultdict
+
+from crawl.devweb import DevWeb
+from crawl.fetcher import LOST_ANSWER, fetch_partition
+from crawl.requestlog import RequestLog, log_name, read_earlier
+from crawl.status import FetchStatus as FS
+from crawl.warc import read_record
+from tests.conftest import make_config, write_seeds
+from tests.politeness import TOLERANCE_S, requests_by_host
+from tests.test_fetcher import cfg as fetcher_cfg
+from tests.test_fetcher import host_urls, rows_for
+
+
+def test_request_log_round_trip(tmp_path):
+    folder = str(tmp_path / "requests")
+    with RequestLog(folder, "20260101000000-aaaaaa", 3, 0) as first:
+        assert first.earlier.files == 0 and not first.earlier.pages
+        first.sent("robots", "h:1", "http://h:1/robots.txt", 0.5)
+        first.sent("page", "h:1", "http://h:1/a", 2.0)
+        first.sent("sitemap", "h:2", "http://h:2/sitemap.xml", 1.0)
+    with open(first.path, "ab") as fh:  # the writer died in the middle of a line
+        fh.write(b"1.0\tpage\th:1\t9.0\thttp://h:1/torn")
+    (tmp_path / "requests" / "notes.txt").write_text("1.0\tpage\th:1\t9.0\thttp://h:1/foreign\n")
+    second = RequestLog(folder, "20260101000000-aaaaaa", 3, 1)
+    second.sent("page", "h:1", "http://h:1/b")
+    second.close()
+    seen = second.earlier
+    assert seen.files == 1 and seen.pages == {"http://h:1/a"}  # not its own, not torn, not foreign
+    assert set(seen.last_at) == {"h:1", "h:2"} and time.time() - 60 < seen.last_at["h:1"] <= time.time()
+    assert seen.gap_s == {"h:1": 2.0, "h:2": 1.0}
+    # a later run reads both; once a run has completed, its pages count for timing only
+    later = read_earlier(folder, None)
+    assert later.pages == {"http://h:1/a", "http://h:1/b"}
+    done = read_earlier(folder, None, completed_run="20260101000000-aaaaaa")
+    assert done.pages == set() and set(done.last_at) == {"h:1", "h:2"}
+    assert log_name("r", 7, 2) == "r-00007-2.log"
+
+
+def test_a_retried_attempt_keeps_the_gap_and_does_not_request_again(tmp_path):
+    """The dead attempt (its log written here) requested robots.txt and two pages of each host a
+    moment ago; the retry waits out each host's gap from that moment and fetches only the rest."""
+    delay = 1.0
+    web = DevWeb(hosts=4, pages_per_host=6, port=0, seed=3, crawl_delay_s=1.5)
+    web.start()
+    try:
+        hosts = [0, 1, 2, 3]
+        urls = [u for i in hosts for u in host_urls(web, i, pages=3)]
+        rows = rows_for(urls)
+        folder = str(tmp_path / "requests")
+        requested = {}
+        def gap_of(host):  # what the dead attempt knew once it had read robots.txt
+            index = web.host_names.index(host)
+            return max(delay, web.crawl_delay_s) if web.robots_kind(index) == "crawl_delay" else delay
+
+        with RequestLog(folder, "run", 0, 0) as dead:
+            for i in hosts:
+                host = web.host_names[i]
+                dead.sent("robots", host, f"http://{host}/robots.txt", delay)
+                for row in [r for r in rows if r["host"] == host][:2]:
+                    dead.sent("page", host, row["url"], gap_of(host))
+                    requested[row["url"]] = time.time()
+        last_logged = read_earlier(folder).last_at
+        assert set(last_logged) == {web.host_names[i] for i in hosts}
+        retry = RequestLog(folder, "run", 0, 1)
+        out = fetch_partition(rows, fetcher_cfg(fetch__delay_s=delay), request_log=retry)
+        retry.close()
+    finally:
+        web.stop()
+    by_url = {r["url"]: r for r in out if r["kind"] == "url"}
+    assert set(by_url) == {r["url"] for r in rows}
+    for url in requested:
+        assert by_url[url]["fetch_status"] == FS.NOT_ATTEMPTED and by_url[url]["error"] == LOST_ANSWER
+    assert all(r["fetch_status"] != FS.NOT_ATTEMPTED for u, r in by_url.items() if u not in requested)
+    log = web.requests()
+    seen_paths = Counter(f"http://{e['host']}{e['path']}" for e in log)
+    assert not set(requested) & set(seen_paths), "a page the dead attempt requested was requested again"
+    assert max(seen_paths.values()) == 1
+    for host, entries in requests_by_host(log).items():
+        gap = gap_of(host)
+        # the retry's first request (robots.txt, before it knows the Crawl-delay again): at least
+        # the gap the dead attempt kept after the dead attempt's last request
+        assert entries[0]["ts"] >= last_logged[host] + gap - TOLERANCE_S, host
+        gaps = [b["ts"] - a["ts"] for a, b in zip(entries, entries[1:])]
+        assert not gaps or min(gaps) >= gap - TOLERANCE_S, (host, gaps)
+    # the retry's own log names every request it sent (robots.txt and pages), each once
+    own = [line.split("\t") for line in open(retry.path).read().splitlines()]
+    assert Counter(kind for _t, kind, _h, _gap, _u in own) == Counter(
+        "robots" if e["path"] == "/robots.txt" else "page" for e in log)
+
+
+def _worker_holding(pattern: str) -> int | None:
+    """The pid of the process (a pyspark worker) with a file matching ``pattern`` open."""
+    wanted = set(glob.glob(pattern))
+    if not wanted:
+        return None
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def test_killed_fetch_worker_is_retried_without_a_second_request(spark, root, tmp_path):
+    """kill -9 of the Python worker running a fetch task, after it has requested a few pages:
+    Spark retries the task; the retry writes its own WARC files, sends no page twice and keeps
+    every gap; the segment's results hold each URL once; update then leaves the crawldb, the
+    hostdb counters and the WARC index consistent, with the lost pages due again."""
+    from pyspark.sql import functions as F
+
+    from jobs import fetch, generate, inject, update
+    from tests.test_update_recovery import assert_consistent
+
+    delay = 0.3
+    web = DevWeb(hosts=2, pages_per_host=12, port=0, seed=5, crawl_delay_s=0.4)
+    web.start()
+    try:
+        urls = [u for i in range(2) for u in host_urls(web, i, pages=10) if not web.is_disallowed(u)]
+        cfg = make_config(fetch__delay_s=delay, fetch__tasks=1, sitemaps__enabled=False)
+        inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", urls))
+        segment = generate.run(spark, cfg, root).segment_id
+        logs = os.path.join(root.request_log_dir(segment), "*-00000-0.log")
+        outcome: dict = {}
+        runner = threading.Thread(target=lambda: outcome.update(result=fetch.run(spark, cfg, root, segment)),
+                                  daemon=True)
+        runner.start()
+        killed = None
+        deadline = time.monotonic() + 600
+        while killed is None and runner.is_alive() and time.monotonic() < deadline:
+            pages = sum(line.split(b"\t")[1] == b"page" for path in glob.glob(logs)
+                        for line in open(path, "rb").read().splitlines())
+            pid = _worker_holding(logs) if pages >= 3 else None
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                killed = pid
+            time.sleep(0.05)
+        runner.join(timeout=900)
+        assert killed is not None, "the fetch ended before its worker could be killed"
+        assert "result" in outcome, "fetch failed: the killed task was not retried"
+
+        log = web.requests()
+        pages = Counter(f"http://{e['host']}{e['path']}" for e in log if e["path"] != "/robots.txt")
+        assert max(pages.values()) == 1, [u for u, n in pages.items() if n > 1]
+        by_host = defaultdict(list)
+        for e in log:
+            by_host[e["host"]].append(e["ts"])
+        for host, times in by_host.items():
+            index = web.host_names.index(host)
+            gap = max(delay, web.crawl_delay_s) if web.robots_kind(index) == "crawl_delay" else delay
+            gaps = [b - a for a, b in zip(times, times[1:])]
+            assert min(gaps) >= gap - TOLERANCE_S, (host, min(gaps))
+
+        fetched = spark.read.parquet(root.fetched(segment)).filter(F.col("kind") == "url").collect()
+        assert sorted(r["url"] for r in fetched) == sorted(urls)  # each URL once: one attempt's rows
+        lost = {r["url"] for r in fetched if r["error"] == LOST_ANSWER}
+        assert lost and {r["fetch_task"] for r in fetched} == {"0.1"}  # the retry's rows
+        assert lost <= set(pages)  # the dead attempt did request them; nobody requested them again
+        ok = [r for r in fetched if r["fetch_status"] == FS.OK]
+        assert ok and all("-00000-1-" in r["warc_file"] for r in ok)  # the retry's own WARC files
+        for r in ok:
+            record = read_record(os.path.join(root.local_path(root.warc_dir), r["warc_file"]), r["warc_offset"])
+            assert record["target_uri"] == r["url"]
+        assert not glob.glob(os.path.join(root.local_path(root.warc_dir), "*.open"))  # the dead one's swept
+
+        update.run(spark, cfg, root, segment)
+        rows = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}
+        assert all(rows[u]["status"] == "unfetched" and rows[u]["lease_until"] is None for u in lost)
+        assert all(rows[r["url"]]["status"] == "fetched" for r in ok)
+        assert_consistent(spark, root)
+    finally:
+        web.stop()
+
+
+def test_stale_request_logs_on_local_disks_are_swept(tmp_path):
+    from crawl.requestlog import sweep_stale
+    for name in ("old", "fresh", "current"):
+        with RequestLog(str(tmp_path / name), "run", 0, 0) as log:
+            log.sent("page", "h", "http://h/")
+    old = time.time() - 7200
+    for path in (tmp_path / "old", tmp_path / "old" / "run-00000-0.log", tmp_path / "current",
+                 tmp_path / "current" / "run-00000-0.log"):
+        os.utime(path, (old, old))
+    assert sweep_stale(str(tmp_path), 3600, keep="current") == 1
+    assert sorted(os.listdir(tmp_path)) == ["current", "fresh"]
+    assert sweep_stale(str(tmp_path / "missing"), 3600, keep="x") == 0
+
+
+def test_local_masters_retry_failed_tasks(spark):
+    from jobs.session import with_task_retries
+    assert spark.sparkContext.master == "local[2, 4]"  # conftest asks for local[2]; the default is 4
+    assert [with_task_retries(m, 4) for m in ("local", "local[*]", " local[ 3 ] ", "local[2,1]", "yarn",
+                                              "spark://h:7077", "local-cluster[2,1,512]")] == [
+        "local[1, 4]", "local[*, 4]", "local[3, 4]", "local[2,1]", "yarn", "spark://h:7077", "local-cluster[2,1,512]"]
+    assert with_task_retries("local[2]", 1) == "local[2]"
