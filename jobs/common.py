@@ -91,6 +91,26 @@ def check_crawl_root(root: str, cfg: Mapping[str, Any] | None = None) -> str:
 _PYTHON_ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
 
 
+# Delta's optimistic concurrency: the commit of a step that read a table another commit changed
+# meanwhile is refused with one of these (Python classes converted from the JVM's, by name: the
+# classes delta.exceptions exports are not the ones raised, and do not share a base).
+_CONFLICTS = {"DeltaConcurrentModificationException", "ConcurrentWriteException", "ConcurrentAppendException",
+              "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
+              "ConcurrentTransactionException", "MetadataChangedException", "ProtocolChangedException"}
+
+
+def is_commit_conflict(exc: BaseException) -> bool:
+    """``exc`` is Delta refusing a commit because another one came first (also when it reaches
+    Python as a Py4JJavaError: then the JVM exception's class says it)."""
+    if any(cls.__name__ in _CONFLICTS for cls in type(exc).__mro__):
+        return True
+    cause = getattr(exc, "java_exception", None)
+    try:
+        return cause is not None and str(cause.getClass().getSimpleName()) in _CONFLICTS
+    except Exception:  # the JVM may be gone
+        return False
+
+
 def describe_failure(exc: BaseException) -> str:
     """"Type: message" of what really failed. An error raised in a Spark task reaches the driver
     wrapped: its first line says only that "an exception was thrown from the Python worker", and
@@ -173,6 +193,10 @@ def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.Ar
         print(f"{prog}: interrupted; the crawl root is consistent (leases expire on their own)", file=sys.stderr)
         return 130
     except Exception as exc:  # the last line of defence: one line, full trace only on request
+        if not isinstance(exc, ConcurrentStepError) and is_commit_conflict(exc):
+            exc = ConcurrentStepError(
+                f"another step committed to the same table first and Delta refused this commit "
+                f"({type(exc).__name__}); what was committed before stays valid: run {prog.split()[-1]} again")
         print(f"{prog}: failed: {describe_failure(exc)[:500]}", file=sys.stderr, flush=True)
         if os.environ.get("DELTACRAWL_DEBUG"):
             traceback.print_exc()

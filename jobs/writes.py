@@ -18,6 +18,8 @@ from typing import Any, Callable, Iterator
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.common import is_commit_conflict  # noqa: F401  (steps import it from here too)
+
 # Delta's idempotent writes: a commit carrying an (application id, version) the table has
 # recorded already is skipped, atomically with the check (the pair is part of the commit).
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -56,19 +58,6 @@ def merge_counts(result: DataFrame) -> dict[str, int]:
     rows = result.collect()
     row = rows[0].asDict() if rows else {}
     return {key: int(row.get(f"num_{key}_rows") or 0) for key in ("updated", "inserted", "deleted")}
-
-
-# Delta's optimistic concurrency: the commit of a step that read a table another commit changed
-# meanwhile is refused with one of these (Python classes converted from the JVM's, by name: the
-# classes delta.exceptions exports are not the ones raised, and do not share a base).
-_CONFLICTS = {"DeltaConcurrentModificationException", "ConcurrentWriteException", "ConcurrentAppendException",
-              "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
-              "ConcurrentTransactionException", "MetadataChangedException", "ProtocolChangedException"}
-
-
-def is_commit_conflict(exc: BaseException) -> bool:
-    """``exc`` is Delta refusing a commit because another one came first."""
-    return any(cls.__name__ in _CONFLICTS for cls in type(exc).__mro__)
 
 
 def run_concurrently(*calls: Callable[[], Any]) -> list[Any]:

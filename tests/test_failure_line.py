@@ -27,3 +27,22 @@ def test_a_jvm_failure_is_named_by_its_innermost_cause(spark, tmp_path):
 
 def test_a_plain_error_keeps_its_first_line():
     assert describe_failure(ValueError("first\nsecond")) == "ValueError: first"
+
+
+class ConcurrentAppendException(Exception):
+    """Named as Delta's (the Python classes Delta raises are matched by name, see jobs/common.py)."""
+
+
+def test_a_delta_commit_conflict_is_one_line_and_exit_3(capsys, monkeypatch):
+    from jobs.common import EXIT_FAILURE, run_main
+
+    def body(_args, _cfg):
+        raise ConcurrentAppendException("Files were added to partition [host_bucket=3] by a concurrent update."
+                                        "\n\tat io.delta.Something(...)")
+
+    monkeypatch.delenv("DELTACRAWL_DEBUG", raising=False)
+    assert run_main("deltacrawl update", [], lambda parser: None, body, needs_root=False) == EXIT_FAILURE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("deltacrawl update: failed: ConcurrentStepError: another step committed to the same "
+                             "table first") and err[0].endswith("run update again")
+    assert len(err) <= 2 and "io.delta" not in "\n".join(err)
