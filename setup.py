@@ -12,7 +12,8 @@ FASTHASH = Extension("crawl._fasthash", ["crawl/_fasthash.c"], optional=True, ex
 # comes from PyPI, not from extensions.duckdb.org (unreachable here, and a download at run time):
 # duckdb-extension-delta ships DuckDB's signed binary for exactly one DuckDB version, so the two are
 # pinned together. polars reads deletion vectors through deltalake (>= 1.4.2).
-ANALYSIS = ["duckdb==1.5.5", "duckdb-extension-delta==1.5.5", "polars>=2.1", "deltalake>=1.6"]
+# pandas: Spark's toPandas() in notebooks/crawl_analysis.ipynb (PySpark 4.2 does not fully support pandas >= 3).
+ANALYSIS = ["duckdb==1.5.5", "duckdb-extension-delta==1.5.5", "polars>=2.1", "deltalake>=1.6", "pandas>=2.0,<3"]
 
 setup(
     name="deltacrawl",
@@ -34,8 +35,8 @@ setup(
         "selectolax>=1.0",
         "protego>=0.3",
         "pyarrow>=15",
-        # PySpark 4.2 does not fully support pandas >= 3
-        "pandas>=2.0,<3",
+        # vectorised hashing and schedules (crawl/discovery.py, crawl/fingerprint.py, crawl/schedule.py)
+        "numpy>=1.26",
         "warcio>=1.7",
         # MinHash for the per-host near-duplicate (trap) signal and as the dedup peer
         "datasketch>=2.0",

@@ -224,9 +224,10 @@ def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argpa
 
 
 def run_segment_step(prog: str, argv: list[str] | None, description: str,
-                     run: Callable[..., Any]) -> int:
+                     run: Callable[..., Any], check: Callable[[Mapping[str, Any]], Any] | None = None) -> int:
     """main() of a step that works on one segment (fetch, dedup, update): ``run(spark, cfg, root,
-    segment_id)``; the run is appended to the cycles table (jobs/tracking.py)."""
+    segment_id)``; the run is appended to the cycles table (jobs/tracking.py). ``check(cfg)``
+    refuses bad input before a JVM starts."""
     def configure(parser: argparse.ArgumentParser) -> None:
         parser.description = description
         parser.add_argument("segment", metavar="SEGMENT", help="segment id printed by generate")
@@ -238,7 +239,9 @@ def run_segment_step(prog: str, argv: list[str] | None, description: str,
                     f"segment {args.segment}")
         return EXIT_OK
 
-    def precheck(args: argparse.Namespace, _cfg: Mapping[str, Any]) -> None:
+    def precheck(args: argparse.Namespace, cfg: Mapping[str, Any]) -> None:
         from jobs.tables import check_segment_id
         check_segment_id(args.segment)
+        if check is not None:
+            check(cfg)
     return run_spark_step(prog, argv, configure, step, precheck)

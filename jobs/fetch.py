@@ -48,6 +48,7 @@ from typing import Any, Iterator, Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from crawl.config import spark_settings
 from crawl.fetcher import FETCHLIST_FIELDS, fetch_partition
 from crawl.s3 import is_s3_uri
 from crawl.warc import WarcStore, sweep_unfinished, warc_store
@@ -293,11 +294,15 @@ def check_leased(spark: SparkSession, root: CrawlRoot, segment_id: str) -> None:
                         f"Remove {root.segment(segment_id)} and run generate")
 
 
-def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str) -> FetchResult:
-    if spark.sparkContext.getConf().get("spark.speculation", "false").strip().lower() == "true":
-        # a speculative copy of a slow fetch task would request every URL of its hosts again
+def refuse_speculation(value: str | None) -> None:
+    """A speculative copy of a slow fetch task would request every URL of its hosts again."""
+    if str(value or "false").strip().lower() == "true":
         raise UserError("fetch refuses to run with spark.speculation=true: a speculative copy of a fetch "
                         "task would fetch its hosts' URLs a second time (turn speculation off)")
+
+
+def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str) -> FetchResult:
+    refuse_speculation(spark.sparkContext.getConf().get("spark.speculation", "false"))  # spark-submit's --conf
     fetchlist_path = root.fetchlist(segment_id)
     if not path_exists(spark, fetchlist_path):
         raise UserError(f"no segment {segment_id} in {root.root} (no {fetchlist_path})")
@@ -332,7 +337,8 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
 
 def main(argv: list[str] | None = None) -> int:
     return run_segment_step("deltacrawl fetch", argv,
-                            "Fetch a generated segment (robots.txt first, polite per-host delays).", run)
+                            "Fetch a generated segment (robots.txt first, polite per-host delays).", run,
+                            lambda cfg: refuse_speculation(spark_settings(cfg).get("spark.speculation")))
 
 
 if __name__ == "__main__":

@@ -63,3 +63,23 @@ def moto_s3():
     from tests.s3server import moto_server
     with moto_server() as endpoint:
         yield endpoint
+
+
+# Modules whose tests start JVMs of their own (subprocesses, a cluster, Airflow's tasks) or crawl
+# for several cycles: marked slow as a whole. Tests elsewhere that do so carry @pytest.mark.slow.
+SLOW_MODULES = {"test_airflow", "test_cluster", "test_kill", "test_generate_race", "test_logs", "test_e2e",
+                "test_discovery_e2e", "test_tracking", "test_sql"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """The markers of pyproject.toml, from what each test uses: ``spark`` for every test that needs
+    the shared SparkSession (directly or through another fixture), ``cluster`` and ``airflow`` by
+    module, ``slow`` by module (SLOW_MODULES) or by the test's own mark."""
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+        if module in ("test_cluster", "test_airflow"):
+            item.add_marker(getattr(pytest.mark, module[len("test_"):]))
+        if module in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

@@ -151,9 +151,10 @@ def test_endpoint_down_mid_fetch_leaves_nothing_half_written(spark, tmp_path):
 
 def test_fetch_refuses_speculative_execution(tmp_path):
     """A speculative copy of a fetch task would request its hosts' URLs twice: fetch refuses to
-    run when speculation is on (sessions deltacrawl starts itself have it off)."""
+    run when speculation is on (sessions deltacrawl starts itself have it off), before a JVM starts
+    (under spark-submit, the session's own setting is checked)."""
     proc = cli(["fetch", "20261201000000-abcdef", "--crawl-root", str(tmp_path / "crawl"),
                 "--conf", "spark.conf.spark.speculation=true", *conf_args(FAST)],
                dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"))
     assert proc.returncode == 2
-    assert "spark.speculation=true" in proc.stderr.strip().splitlines()[-1]
+    assert "spark.speculation=true" in one_line_error(proc)
