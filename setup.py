@@ -51,6 +51,9 @@ setup(
         "sqlalchemy>=2.0",
         "alembic>=1.13",
         "matplotlib>=3.8",
+        # registrable domains for discovery.scope = "domain" (crawl/filters.py): the Public Suffix
+        # List, bundled and dated in the package version (no network at run time)
+        "publicsuffixlist>=1.0",
         # splitting `deltacrawl sql` scripts into statements (crawl/sqltext.py)
         "sqlparse>=0.5",
     ],

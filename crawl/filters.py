@@ -24,8 +24,11 @@ Checks run cheapest first, and the first failing one names the reason:
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Callable, Iterable, Mapping
+
+from publicsuffixlist import PublicSuffixList
 
 from crawl.urls import _fast, host_without_port
 
@@ -51,26 +54,29 @@ _DOMAIN_CACHE_SIZE = 65536
 _Search = Callable[[str], Any]
 
 
-def registrable_domain(host: str) -> str:
-    """The registrable domain of a host name (no port), approximated without the Public Suffix
-    List: the last two labels, or the last three when the last label is a two-letter country
-    code and the second-to-last has at most three characters (example.co.uk, example.com.au).
-    IP addresses and single-label hosts are returned whole.
+@functools.lru_cache(maxsize=1)
+def _public_suffixes() -> PublicSuffixList:
+    """The Public Suffix List as bundled with the publicsuffixlist package (its version is the
+    list's date): loaded once per process (~0.1 s), never fetched from the network."""
+    return PublicSuffixList()
 
-    The approximation errs both ways (www.abc.de -> www.abc.de, user.github.io -> github.io);
-    it is what ``scope = "domain"`` promises in conf/defaults.toml, nothing more.
+
+def registrable_domain(host: str) -> str:
+    """The registrable domain of a host name (no port): the public suffix it is under (Public
+    Suffix List, ICANN and private sections) plus one label: www.example.co.uk -> example.co.uk,
+    a.b.example.com -> example.com, user.github.io -> user.github.io (github.io is a suffix under
+    which each user owns a site). IP addresses, single-label hosts and hosts that are themselves a
+    public suffix (co.uk, localhost) are returned whole. A TLD the list does not know counts as a
+    suffix of one label.
     """
-    host = host.lower()
+    host = host.lower().rstrip(".")
     if host.startswith("["):  # IPv6 literal
         return host
     labels = host.split(".")
     # A numeric last label means an IPv4 address (no TLD is numeric: WHATWG URL host parsing).
-    if len(labels) <= 2 or labels[-1].isdigit():
+    if len(labels) < 2 or labels[-1].isdigit():
         return host
-    last, second = labels[-1], labels[-2]
-    if len(last) == 2 and last.isalpha() and len(second) <= 3:
-        return ".".join(labels[-3:])
-    return ".".join(labels[-2:])
+    return _public_suffixes().privatesuffix(host) or host
 
 
 def _repeats_too_often(segments: list[str], max_repeats: int) -> bool:

@@ -183,6 +183,15 @@ def test_scope_domain(url, source, kept):
     ("[::1]", "[::1]"),
     ("localhost", "localhost"),
     ("WWW.Example.COM", "example.com"),
+    # where the old last-two-labels approximation was wrong (Public Suffix List)
+    ("www.abc.de", "abc.de"),
+    ("user.github.io", "user.github.io"),
+    ("a.b.blogspot.com", "b.blogspot.com"),
+    ("www.example.ac.jp", "example.ac.jp"),
+    ("www.example.xn--fiqs8s", "example.xn--fiqs8s"),
+    ("co.uk", "co.uk"),
+    ("example.com.", "example.com"),
+    ("foo.unknowntld", "foo.unknowntld"),
 ])
 def test_registrable_domain(host, domain):
     assert registrable_domain(host) == domain
