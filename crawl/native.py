@@ -7,6 +7,10 @@ import importlib
 import os
 from types import ModuleType
 
+# What each compiled module speeds up, for the warning when it is missing.
+MODULES = {"_fasturl": "link normalisation and filtering (crawl/urls.py, crawl/filters.py)",
+           "_fasthash": "the MinHash signature of each page (crawl/fingerprint.py)"}
+
 
 def load(name: str) -> ModuleType | None:
     """``crawl.<name>``, or None when it is not built or the environment variable
@@ -17,3 +21,21 @@ def load(name: str) -> ModuleType | None:
         return importlib.import_module(f"crawl.{name}")
     except ImportError:
         return None
+
+
+def status() -> dict[str, bool]:
+    """{module: built and loaded} for each compiled module (all False under DELTACRAWL_PURE_PYTHON)."""
+    return {name: load(name) is not None for name in MODULES}
+
+
+def missing_warning() -> str | None:
+    """One line naming the compiled modules that failed to build (their Python originals give the
+    same results, slower), or None when all are there or DELTACRAWL_PURE_PYTHON asks for Python."""
+    if os.environ.get("DELTACRAWL_PURE_PYTHON"):
+        return None
+    missing = [name for name, built in status().items() if not built]
+    if not missing:
+        return None
+    what = "; ".join(f"crawl.{name}: {MODULES[name]}" for name in missing)
+    return (f"compiled code missing, so slower Python runs instead ({what}): the install had no C compiler, "
+            f"or its build failed; reinstall with one (pip install -e . shows the compiler's error)")

@@ -27,6 +27,9 @@ def format_stats(stats: Mapping[str, Any]) -> str:
     for segment, n, until in stats.get("leases") or []:
         lines.append(f"    {n:,} leased by segment {segment} until {until} UTC: if its fetch stopped, "
                      f"'deltacrawl fetch {segment}' runs it again (then dedup and update)")
+    missing = [name for name, built in (stats.get("native_code") or {}).items() if not built]
+    if missing:
+        lines.append(f"  compiled code missing (slower Python instead): {', '.join('crawl.' + m for m in missing)}")
     lines += _section("by status", stats["by_status"], total)
     lines += _section("by HTTP status", [(str(k) if k is not None else "(none)", v)
                                          for k, v in stats["by_http_status"]], total)

@@ -217,6 +217,11 @@ def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argpa
         run_context(args, prog.split()[-1])  # --crawl-id / --cycle checked before a JVM starts
         if precheck is not None:
             precheck(args, cfg)
+        from crawl import native
+        from jobs.logs import step_logger
+        warning = native.missing_warning()
+        if warning:
+            step_logger(prog.split()[-1]).warning(warning)
         from jobs.session import build_spark
         from jobs.tables import CrawlRoot
         return step(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), args)

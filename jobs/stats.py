@@ -21,6 +21,7 @@ from typing import Any, Mapping
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from crawl import native
 from crawl.report import format_stats
 from crawl.status import GENERATABLE_STATUSES
 from jobs.common import EXIT_OK, UserError, add_run_options, run_spark_step
@@ -60,7 +61,7 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     return {"hostdb": hosts,"crawl_root": root.root, "version": version, "total_urls": totals["total"],
             "hosts": totals["hosts"], "due_now": totals["due"] or 0, "leased": totals["leased"] or 0,
             "max_depth": totals["max_depth"], "by_status": by_status, "by_http_status": by_http,
-            "top_hosts": top_hosts, "leases": leases}
+            "top_hosts": top_hosts, "leases": leases, "native_code": native.status()}
 
 
 def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:

@@ -31,13 +31,6 @@ ascii_text = st.lists(st.sampled_from(list(_URLISH) + ["%2E", "%2e", "%41", "%C3
                                                       "&", "?"]), max_size=30).map("".join)
 
 
-def test_the_extension_is_built():
-    """Without it every link costs ~3.5 us more (bench/extract.py): a build that silently lost
-    it must fail here. (DELTACRAWL_PURE_PYTHON=1 skips this module deliberately.)"""
-    assert fast is not None
-    assert urls._plain is fast.plain
-
-
 def same_plain(raw: str, base: str | None, rules: UrlRules | None) -> None:
     raw = raw.strip()
     if not raw:
