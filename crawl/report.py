@@ -25,8 +25,12 @@ def format_stats(stats: Mapping[str, Any]) -> str:
              f"  {'leased':<14}{int(stats['leased']):>12,}",
              f"  {'max depth':<14}{int(stats['max_depth'] or 0):>12,}"]
     for segment, n, until in stats.get("leases") or []:
-        lines.append(f"    {n:,} leased by segment {segment} until {until} UTC: if its fetch stopped, "
-                     f"'deltacrawl fetch {segment}' runs it again (then dedup and update)")
+        stamp = segment.split("-", 1)[0]  # a segment id starts with its generate's time, YYYYmmddHHMMSS
+        since = (f" since {stamp[:4]}-{stamp[4:6]}-{stamp[6:8]} {stamp[8:10]}:{stamp[10:12]} UTC"
+                 if len(stamp) == 14 and stamp.isdigit() else "")
+        lines.append(f"    {n:,} leased by segment {segment}{since} until {until} UTC: if its fetch stopped, "
+                     f"'deltacrawl fetch {segment}' runs it again (then dedup and update); to abandon it, "
+                     f"remove {stats['crawl_root']}/segments/{segment}: its URLs are due again when the lease ends")
     missing = [name for name, built in (stats.get("native_code") or {}).items() if not built]
     if missing:
         lines.append(f"  compiled code missing (slower Python instead): {', '.join('crawl.' + m for m in missing)}")

@@ -24,5 +24,7 @@ def test_leases_in_force_say_how_to_run_their_segment_again():
     text = format_stats({"crawl_root": "/c", "version": 0, "total_urls": 3, "hosts": 1, "due_now": 0, "leased": 3,
                          "max_depth": 0, "by_status": [("unfetched", 3)], "by_http_status": [], "top_hosts": [],
                          "leases": [("20261201120000-abcdef", 3, "2026-12-01 13:00")]})
-    assert ("3 leased by segment 20261201120000-abcdef until 2026-12-01 13:00 UTC: if its fetch stopped, "
-            "'deltacrawl fetch 20261201120000-abcdef' runs it again (then dedup and update)") in text
+    assert ("3 leased by segment 20261201120000-abcdef since 2026-12-01 12:00 UTC until 2026-12-01 13:00 UTC: "
+            "if its fetch stopped, 'deltacrawl fetch 20261201120000-abcdef' runs it again (then dedup and update); "
+            "to abandon it, remove /c/segments/20261201120000-abcdef: its URLs are due again when the lease ends"
+            ) in text
