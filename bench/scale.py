@@ -1,0 +1,339 @@
+#!/usr/bin/env python
+"""Scale: does a step's cost follow its work or the table's size? (issue 13, targets 2 and 3)
+
+Run:      .venv/bin/python bench/scale.py [--sizes 1000000,10000000] [--hosts 100000] [--top-n 100000]
+                                          [--new-links 5] [--cycles 0] [--out-json FILE] [--keep]
+What:     for each size, a synthetic crawl root in a fresh folder: a crawldb of that many URLs over
+          --hosts hosts of skewed size (bench/layout.py's rows: ~80 % unfetched, the rest fetched,
+          redirected, gone, ...; url_hash and host_bucket computed as crawl/urls.py does), the hostdb
+          rows to match (url_count = the host's rows), dedup/pages and dedup/bands for every fetched
+          200 page (SimHash and 512-byte MinHash signatures, so all 12 bands per page), and the WARC
+          index of every archived page. Then, in one SparkSession with the documented defaults
+          (local[2], spark.driver_memory 2g) but generate.top_n = --top-n:
+            generate  jobs.generate.run: the due URLs, the top N, their lease;
+            fetched   a fetch result for that fetchlist made up, not fetched: every URL 200 with
+                      --new-links outlinks to new URLs of its host plus one known URL, fresh text
+                      fingerprints (1 % exact copies of known pages), and one host row per host;
+            dedup     jobs.dedup.run on that segment;
+            update    jobs.update.run on that segment (crawldb, hostdb and warc_index);
+            stats     jobs.stats.collect_stats;
+            warc-get  jobs.warc_get.captures of one archived URL.
+          For each step: seconds; for update's MERGEs, Delta's operationMetrics and the write
+          amplification (bytes the MERGE wrote / bytes of the rows it changed, at the table's mean
+          bytes per row); the driver JVM's peak resident memory (VmHWM) and the Python driver's.
+          Then the ratio of each step's time at the largest size to the smallest. --cycles K then
+          runs K more generate / fetched / dedup / update rounds at the smallest size and reports
+          table files and bytes before and after `deltacrawl maintain`.
+Targets:  a 10x larger crawldb may cost each step <= 3x the time; write amplification <= 10; no
+          driver memory that grows with the crawldb beyond the default driver memory.
+Exit:     0 done · 1 a check failed (row counts after build or update).
+
+Everything is local: Spark binds to loopback, no network is used.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import machine_facts  # noqa: E402
+from layout import conform, synth_base  # noqa: E402
+
+SEGMENT_OLD = "20260101000000-000000"
+SIGNATURE_BYTES = 512  # crawl.fingerprint: 64 MinHash values of 8 bytes
+
+
+def _with_url_hash(df):
+    """url_hash as crawl.urls.url_hash computes it (blake2b, in Python: Spark has no blake2b)."""
+    import pyarrow as pa
+
+    def hashes(batches):
+        from crawl.urls import url_hash
+        for batch in batches:
+            index = batch.schema.get_field_index("url_hash")
+            values = pa.array([url_hash(u) for u in batch.column("url").to_pylist()], pa.int64())
+            yield batch.set_column(index, batch.schema.field(index), values)
+    return df.mapInArrow(hashes, df.schema)
+
+
+def _signature(url_col, salt: str):
+    from pyspark.sql import functions as F
+    return F.unhex(F.concat(*[F.sha2(F.concat(url_col, F.lit(f"{salt}{i}")), 512) for i in range(8)]))
+
+
+def build_root(spark, root, n_urls: int, n_hosts: int, buckets: int, now: float) -> dict[str, Any]:
+    """The synthetic crawl root (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    from jobs.dedup import page_bands
+    from jobs.tables import (DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, HOST_STATE_SCHEMA, URL_STATE_SCHEMA,
+                             WARC_INDEX_SCHEMA, ensure_dedup_tables, ensure_tables)
+    ensure_tables(spark, root)
+    ensure_dedup_tables(spark, root)
+    started = time.perf_counter()
+    rows = synth_base(spark, n_urls, n_hosts, buckets, now).drop("host_idx")
+    rows = _with_url_hash(rows.withColumn("text_hash", F.when(F.col("http_status") == 200,
+                                                            F.xxhash64("url", F.lit("text")))))
+    rows.select(*URL_STATE_SCHEMA.fieldNames()).write.format("delta").mode("append").save(root.crawldb)
+    crawldb = spark.read.format("delta").load(root.crawldb)
+    robots = "User-agent: *\nDisallow: /private/\n"
+    hosts = (crawldb.groupBy("host", "host_bucket")
+             .agg(F.count("*").alias("url_count"), F.sum((F.col("fetch_count") > 0).cast("long")).alias("pages_fetched"))
+             .withColumn("requests", F.col("pages_fetched")).withColumn("errors", F.lit(0).cast("long"))
+             .withColumn("robots_status", F.lit(200)).withColumn("robots_txt", F.lit(robots))
+             .withColumn("robots_fetched_at", F.timestamp_seconds(F.lit(int(now) - 86400)))
+             .withColumn("last_segment_id", F.lit(SEGMENT_OLD)))
+    hosts.select(*conform(hosts, HOST_STATE_SCHEMA)).write.format("delta").mode("append").save(root.hostdb)
+    archived = crawldb.filter(F.col("warc_file").isNotNull())
+    index = (archived.withColumn("fetched_at", F.col("last_fetched_at")).withColumn("mime", F.col("content_type"))
+             .withColumn("warc_file", F.concat(F.lit("CC-SEG-" + SEGMENT_OLD + "-"), F.pmod(F.col("url_hash"), F.lit(500)),
+                                               F.lit(".warc.gz")))
+             .withColumn("segment_id", F.lit(SEGMENT_OLD)))
+    index.select(*conform(index, WARC_INDEX_SCHEMA)).write.format("delta").mode("append").save(root.warc_index)
+    pages = (crawldb.filter(F.col("http_status") == 200)
+             .withColumn("signature", _signature(F.col("url"), "old"))
+             .withColumn("first_fetched_at", F.col("last_fetched_at"))
+             .withColumn("segment_id", F.lit(SEGMENT_OLD)))
+    pages.select(*conform(pages, DEDUP_PAGES_SCHEMA)).write.format("delta").mode("append").save(root.dedup_pages)
+    pages = spark.read.format("delta").load(root.dedup_pages)
+    bands = page_bands(spark, pages)
+    bands.select(*conform(bands, DEDUP_BANDS_SCHEMA)).write.format("delta").mode("append").save(root.dedup_bands)
+    built = {name: spark.read.format("delta").load(path).count()
+             for name, path in (("crawldb", root.crawldb), ("hostdb", root.hostdb), ("warc_index", root.warc_index),
+                                ("dedup_pages", root.dedup_pages), ("dedup_bands", root.dedup_bands))}
+    built["seconds"] = round(time.perf_counter() - started, 1)
+    return built
+
+
+def make_fetched(spark, root, segment_id: str, new_links: int, now: float) -> int:
+    """A fetch result for the segment's fetchlist (see the module docstring); returns its URL rows."""
+    from pyspark.sql import functions as F
+
+    from jobs.tables import FETCHED_SCHEMA
+    fetchlist = spark.read.parquet(root.fetchlist(segment_id))
+    links = [F.concat(F.lit("http://"), F.col("host"), F.lit("/n"), F.abs(F.xxhash64("url", F.lit(i))))
+             for i in range(new_links)] + [F.col("url")]  # and one known URL: the page itself
+    copy = F.pmod(F.col("url_hash"), F.lit(100)) == 0  # 1 %: the text of a known page
+    urls = (fetchlist.withColumn("kind", F.lit("url")).withColumn("fetch_status", F.lit("ok"))
+            .withColumn("http_status", F.lit(200)).withColumn("fetched_at", F.lit(float(now)))
+            .withColumn("elapsed_ms", F.lit(120).cast("long")).withColumn("content_type", F.lit("text/html"))
+            .withColumn("content_length", F.lit(20000).cast("long")).withColumn("truncated", F.lit(False))
+            .withColumn("content_hash", F.sha1(F.concat("url", F.lit("new"))))
+            .withColumn("outlinks", F.array(*links))
+            .withColumn("warc_file", F.lit(f"CC-SEG-{segment_id}-00000-0-x-00000.warc.gz"))
+            .withColumn("warc_offset", F.abs(F.xxhash64("url")) % F.lit(1 << 30))
+            .withColumn("warc_length", F.lit(6000).cast("long"))
+            .withColumn("text_hash", F.when(copy, F.xxhash64(F.concat(F.col("host"), F.lit("/p0")), F.lit("text")))
+                        .otherwise(F.xxhash64("url", F.lit("new-text"))))
+            .withColumn("simhash", F.xxhash64("url", F.lit("new-sim")))
+            .withColumn("signature", _signature(F.col("url"), "new"))
+            .withColumn("fetch_task", F.lit("0.0")))
+    hosts = (fetchlist.groupBy("host", "host_bucket", "segment_id").agg(F.count("*").alias("requests"))
+             .withColumn("kind", F.lit("host")).withColumn("pages_fetched", F.col("requests"))
+             .withColumn("errors", F.lit(0).cast("long")).withColumn("robots_status", F.lit(200))
+             .withColumn("robots_fetched_at", F.lit(float(now))).withColumn("deferred", F.lit(False))
+             .withColumn("backoff_s", F.lit(0.0)).withColumn("last_fetch_at", F.lit(float(now)))
+             .withColumn("links_found", F.col("requests") * (new_links + 1))
+             .withColumn("links_kept", F.col("requests") * new_links).withColumn("fetch_task", F.lit("0.0")))
+    both = urls.select(*conform(urls, FETCHED_SCHEMA)).unionByName(hosts.select(*conform(hosts, FETCHED_SCHEMA)))
+    both.write.mode("overwrite").partitionBy("kind").parquet(root.fetched(segment_id))
+    return fetchlist.count()
+
+
+class HeapSampler:
+    """The driver JVM's heap in use, sampled every ``every_s`` seconds from a thread (py4j calls):
+    its peak over a stretch of work is an upper bound of what that work held (garbage not yet
+    collected counts too). In local mode the executors share the JVM, so their sorts and shuffles
+    count as well: a driver-side collect growing with the crawldb would show as a peak growing
+    with it, and at worst as an OutOfMemoryError."""
+
+    def __init__(self, spark, every_s: float = 0.25):
+        import threading
+        self._bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
+        self.max_mb = round(spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory() / 2**20)
+        self.peak = 0
+        self._stop = threading.Event()
+        self._every = every_s
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            try:
+                self.peak = max(self.peak, int(self._bean.getHeapMemoryUsage().getUsed()))
+            except Exception:
+                return
+
+    def take_mb(self) -> int:
+        """The peak since the last call, in MB."""
+        peak, self.peak = self.peak, 0
+        return round(peak / 2**20)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def merge_metrics(spark, path: str, operation: str = "MERGE") -> dict[str, Any]:
+    """The newest commit of ``operation`` on the table: its operationMetrics, and write
+    amplification = bytes added / (rows updated + inserted) x the table's mean bytes per row."""
+    from delta.tables import DeltaTable
+    table = DeltaTable.forPath(spark, path)
+    entry = next(r for r in table.history(20).collect() if r["operation"] == operation)
+    m = {k: int(v) for k, v in (entry["operationMetrics"] or {}).items() if str(v).isdigit()}
+    detail = table.detail().collect()[0]
+    rows = spark.read.format("delta").load(path).count()
+    per_row = detail["sizeInBytes"] / max(rows, 1)
+    changed = m.get("numTargetRowsUpdated", 0) + m.get("numTargetRowsInserted", 0)
+    added = m.get("numTargetBytesAdded", 0)
+    return {"rows_updated": m.get("numTargetRowsUpdated", 0), "rows_inserted": m.get("numTargetRowsInserted", 0),
+            "rows_copied": m.get("numTargetRowsCopied", 0), "files_added": m.get("numTargetFilesAdded", 0),
+            "files_removed": m.get("numTargetFilesRemoved", 0), "dvs_added": m.get("numTargetDeletionVectorsAdded", 0),
+            "bytes_added": added, "table_bytes": detail["sizeInBytes"], "table_files": detail["numFiles"],
+            "write_amplification": round(added / (changed * per_row), 2) if changed else None}
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    out = fn()
+    return round(time.perf_counter() - started, 2), out
+
+
+def cycle(spark, cfg, root, new_links: int, now: float, out: dict[str, Any]) -> str:
+    from jobs import dedup, generate, stats, update, warc_get
+    out["generate_s"], result = timed(lambda: generate.run(spark, cfg, root, now=now))
+    segment = result.segment_id
+    out["fetchlist_urls"], out["fetchlist_hosts"] = result.urls, result.hosts
+    out["fetched_made_s"], out["fetched_urls"] = timed(lambda: make_fetched(spark, root, segment, new_links, now))
+    out["dedup_s"], _ = timed(lambda: dedup.run(spark, cfg, root, segment))
+    out["update_s"], res = timed(lambda: update.run(spark, cfg, root, segment, now=now))
+    out["new_urls"] = getattr(res, "new_urls", None)
+    out["stats_s"], _ = timed(lambda: stats.collect_stats(spark, cfg, root, now))
+    probe = spark.read.format("delta").load(root.warc_index).select("url").first()["url"]
+    out["warc_get_s"], captures = timed(lambda: warc_get.captures(spark, root, probe))
+    out["warc_get_captures"] = len(captures)
+    return segment
+
+
+def run_size(spark, cfg, workdir: str, n_urls: int, args, now: float) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    from jobs.tables import CrawlRoot
+    root = CrawlRoot(os.path.join(workdir, f"crawl-{n_urls}"))
+    out: dict[str, Any] = {"urls": n_urls, "hosts": args.hosts}
+    heap = HeapSampler(spark)
+    out["built"] = build_root(spark, root, n_urls, args.hosts, int(cfg["crawldb.host_buckets"]), now)
+    out["heap_peak_mb_build"] = heap.take_mb()
+    before = out["built"]["crawldb"]
+    segment = cycle(spark, cfg, root, args.new_links, now, out)
+    out["crawldb_merge"] = merge_metrics(spark, root.crawldb)
+    out["hostdb_merge"] = merge_metrics(spark, root.hostdb)
+    after = spark.read.format("delta").load(root.crawldb).count()
+    out["crawldb_rows_after"] = after
+    expected_new = out["fetched_urls"] * args.new_links
+    out["check_new_urls"] = after - before == expected_new
+    leased = spark.read.format("delta").load(root.crawldb).filter(F.col("segment_id") == segment)
+    out["check_applied"] = (leased.filter(F.col("status").isin("fetched", "duplicate") & F.col("lease_until").isNull())
+                            .count() == out["fetched_urls"])
+    out["heap_peak_mb_steps"], out["max_heap_mb"] = heap.take_mb(), heap.max_mb  # generate .. warc-get
+    heap.stop()
+    out["python_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["root"] = root.root
+    return out
+
+
+def maintenance_rounds(spark, cfg, root_path: str, rounds: int, new_links: int, now: float) -> dict[str, Any]:
+    from jobs import maintain
+    from jobs.tables import CrawlRoot
+    root = CrawlRoot(root_path)
+    for k in range(rounds):
+        cycle(spark, cfg, root, new_links, now + (k + 1) * 3600, {})
+    shapes = {}
+    for name, path in (("crawldb", root.crawldb), ("hostdb", root.hostdb), ("warc_index", root.warc_index),
+                       ("dedup_pages", root.dedup_pages), ("dedup_bands", root.dedup_bands)):
+        d = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]
+        shapes[name] = {"files_before": d["numFiles"], "mb_before": round(d["sizeInBytes"] / 2**20, 1)}
+    quiet = {**cfg, "maintain.quiet_s": 0.0}  # the rounds just wrote: nothing else runs here
+    seconds, _ = timed(lambda: maintain.run(spark, quiet, root))
+    for name, path in (("crawldb", root.crawldb), ("hostdb", root.hostdb), ("warc_index", root.warc_index),
+                       ("dedup_pages", root.dedup_pages), ("dedup_bands", root.dedup_bands)):
+        d = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]
+        shapes[name].update(files_after=d["numFiles"], mb_after=round(d["sizeInBytes"] / 2**20, 1))
+    return {"rounds": rounds, "maintain_s": seconds, "tables": shapes}
+
+
+STEPS = ("generate_s", "dedup_s", "update_s", "stats_s", "warc_get_s")
+
+
+def report(result: dict[str, Any]) -> None:
+    runs = result["runs"]
+    print(f"\n{'step':<12}" + "".join(f"{r['urls']:>14,}" for r in runs) + (f"{'ratio':>10}" if len(runs) > 1 else ""))
+    for step in STEPS:
+        cells = "".join(f"{r[step]:>14.1f}" for r in runs)
+        ratio = f"{runs[-1][step] / runs[0][step]:>10.2f}" if len(runs) > 1 and runs[0][step] else ""
+        print(f"{step:<12}{cells}{ratio}")
+    for name in ("crawldb_merge", "hostdb_merge"):
+        print(f"{name + ' WA':<12}" + "".join(f"{str(r[name]['write_amplification']):>14}" for r in runs))
+    print(f"{'heap peak MB':<12}" + "".join(f"{r['heap_peak_mb_steps']:>14}" for r in runs)
+          + f"   (max heap {runs[0]['max_heap_mb']} MB)")
+    print(f"{'build s':<12}" + "".join(f"{r['built']['seconds']:>14.1f}" for r in runs))
+    if result.get("maintenance"):
+        print(json.dumps(result["maintenance"], indent=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="1000000,10000000")
+    parser.add_argument("--hosts", type=int, default=100_000)
+    parser.add_argument("--top-n", type=int, default=100_000)
+    parser.add_argument("--new-links", type=int, default=5)
+    parser.add_argument("--cycles", type=int, default=0, help="rounds at the smallest size before maintain (0: none)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--out-json")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    from crawl.config import build_config, parse_pairs
+    from jobs.session import build_spark
+    overrides = {"generate.top_n": args.top_n, "spark.ui_enabled": False}
+    overrides.update(parse_pairs(args.conf))
+    cfg = build_config(overrides=overrides)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark = build_spark(cfg)
+    workdir = tempfile.mkdtemp(prefix="deltacrawl-scale-")
+    now = time.time()
+    result: dict[str, Any] = {"command": "bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                              "machine": machine_facts(), "runs": []}
+    failures = []
+    try:
+        for n in sizes:
+            run = run_size(spark, cfg, workdir, n, args, now)
+            result["runs"].append(run)
+            print(json.dumps(run, default=str), flush=True)
+            if not (run["check_new_urls"] and run["check_applied"]):
+                failures.append(f"size {n}: update did not apply the segment as expected")
+        if args.cycles:
+            result["maintenance"] = maintenance_rounds(spark, cfg, result["runs"][0]["root"], args.cycles,
+                                                       args.new_links, now)
+        report(result)
+    finally:
+        if args.out_json:
+            with open(args.out_json, "w") as fh:
+                json.dump(result, fh, indent=1, default=str)
+        spark.stop()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    for failure in failures:
+        print("CHECK FAILED:", failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
