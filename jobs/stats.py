@@ -34,7 +34,10 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
     version = table_version(spark, root.crawldb)
-    urls = read_url_state(spark, root).cache()
+    # only the columns the report reads are cached, not whole rows of 40 columns (caching them
+    # made stats the one step whose time grew faster than the crawldb: bench/scale.py)
+    urls = read_url_state(spark, root).select("host", "status", "http_status", "depth", "next_fetch_at",
+                                              "lease_until", "segment_id").cache()
     try:
         now_ts = from_epoch_col(F.lit(now))
         leased = F.col("lease_until").isNotNull() & (F.col("lease_until") > now_ts)
