@@ -170,13 +170,13 @@ class HostQueue:
         self.slow_s = 0.0
         self.next_allowed = time.monotonic()
         # an earlier attempt of this task (or run of this fetch) that died may have contacted the
-        # host moments ago: its last request counts as ours (crawl/requestlog.py)
-        # (at the largest gap it kept: a Crawl-delay is only known again once robots.txt is read)
+        # host moments ago: its last request counts as ours, at the largest gap it kept (a
+        # Crawl-delay is only known again once robots.txt is read; crawl/requestlog.py). Every
+        # later start is at least min_gap after something that came after that request.
         earlier_at = ctx.earlier.last_at.get(host)
-        self.earlier_request = None if earlier_at is None else self.next_allowed - max(0.0, time.time() - earlier_at)
-        self.earlier_gap = max(self.min_gap, ctx.earlier.gap_s.get(host, 0.0))
-        if self.earlier_request is not None:
-            self.next_allowed = max(self.next_allowed, self.earlier_request + self.earlier_gap)
+        if earlier_at is not None:
+            earlier_gap = max(self.min_gap, ctx.earlier.gap_s.get(host, 0.0))
+            self.next_allowed += max(0.0, earlier_gap - max(0.0, time.time() - earlier_at))
         self.policy: RobotsPolicy | None = None
         self.consecutive_errors = 0
         self.results: list[dict[str, Any]] = []
@@ -377,8 +377,6 @@ class HostQueue:
         self.host_row["min_delay_s"] = self.min_gap
         self.gap = max(self.gap, self.min_gap)
         self.next_allowed = max(self.next_allowed, time.monotonic() + self.min_gap)
-        if self.earlier_request is not None:
-            self.next_allowed = max(self.next_allowed, self.earlier_request + max(self.min_gap, self.earlier_gap))
         if policy.crawl_delay_s is not None and policy.crawl_delay_s > float(cfg["fetch.max_crawl_delay_s"]):
             self.host_row["deferred"] = True
             self.give_up(FetchStatus.DEFERRED,
