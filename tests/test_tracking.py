@@ -317,7 +317,7 @@ def test_tracking_off_writes_nothing_and_reruns_append_rows(by_hand, spark, caps
     assert rc == 0, err
     assert "nothing due" in err and "mlflow" not in (out + err).lower()
     # the seed is still leased by the by-hand segment (fetched, never updated): stats says how to go on
-    assert f"1 leased by segment {by_hand.segment} until " in out and f"'deltacrawl fetch {by_hand.segment}'" in out
+    assert f"1 leased by segment {by_hand.segment} since " in out and f"'deltacrawl fetch {by_hand.segment}'" in out
     import os
     assert not os.path.exists(f"{by_hand.root}/mlflow.db") and not os.path.exists(f"{by_hand.root}/mlruns")
     assert list(cwd.iterdir()) == []
