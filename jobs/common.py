@@ -111,6 +111,9 @@ def is_commit_conflict(exc: BaseException) -> bool:
         return False
 
 
+_STORE_URI = re.compile(r"\b(?:s3a?|s3n|gs|hdfs|abfss?|wasbs?|file)://[^\s'\"]+")
+
+
 def describe_failure(exc: BaseException) -> str:
     """"Type: message" of what really failed. An error raised in a Spark task reaches the driver
     wrapped: its first line says only that "an exception was thrown from the Python worker", and
@@ -126,9 +129,17 @@ def describe_failure(exc: BaseException) -> str:
     cause = getattr(exc, "java_exception", None)
     if cause is not None:
         try:  # the JVM may be gone: then the Python side's text is all there is
+            chain = [str(cause.toString())]
             while cause.getCause() is not None and not cause.getCause().equals(cause):
                 cause = cause.getCause()
-            return " ".join(str(cause.toString()).split())
+                chain.append(str(cause.toString()))
+            line = " ".join(chain[-1].split())
+            # "Connection refused" alone does not say where: name the store an outer cause names
+            if not _STORE_URI.search(line):
+                where = next((m.group(0) for m in map(_STORE_URI.search, reversed(chain)) if m), None)
+                if where:
+                    line += f" ({where.rstrip('.,;:')})"
+            return line
         except Exception:
             pass
     first = text.splitlines()[0] if text else ""
