@@ -57,11 +57,10 @@ from crawl.fetcher import HOST_FIELDS
 from crawl.status import GENERATABLE_STATUSES
 from jobs.commit_info import note_segment, writes_commits
 from jobs.common import (EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError, add_run_options,
-                         run_spark_step)
+                         is_commit_conflict, run_spark_step)
 from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, delete_path, ensure_tables, from_epoch_col,
                          read_host_state, read_url_state, table_exists, write_marker)
 from jobs.tracking import record_step
-from jobs.writes import is_commit_conflict
 
 LEASE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 

@@ -18,8 +18,6 @@ from typing import Any, Callable, Iterator
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.common import is_commit_conflict  # noqa: F401  (steps import it from here too)
-
 # Delta's idempotent writes: a commit carrying an (application id, version) the table has
 # recorded already is skipped, atomically with the check (the pair is part of the commit).
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
