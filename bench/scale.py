@@ -2,7 +2,8 @@
 """Scale: does a step's cost follow its work or the table's size? (issue 13, targets 2 and 3)
 
 Run:      .venv/bin/python bench/scale.py [--sizes 1000000,10000000] [--hosts 100000] [--top-n 100000]
-                                          [--new-links 5] [--cycles 0] [--out-json FILE] [--keep]
+                                          [--new-links 5] [--cycles 0] [--rerun-update]
+                                          [--out-json FILE] [--keep]
 What:     for each size, a synthetic crawl root in a fresh folder: a crawldb of that many URLs over
           --hosts hosts of skewed size (bench/layout.py's rows: ~80 % unfetched, the rest fetched,
           redirected, gone, ...; url_hash and host_bucket computed as crawl/urls.py does), the hostdb
@@ -23,7 +24,12 @@ What:     for each size, a synthetic crawl root in a fresh folder: a crawldb of 
           bytes per row); the driver JVM's peak resident memory (VmHWM) and the Python driver's.
           Then the ratio of each step's time at the largest size to the smallest. --cycles K then
           runs K more generate / fetched / dedup / update rounds at the smallest size and reports
-          table files and bytes before and after `deltacrawl maintain`.
+          table files and bytes before and after `deltacrawl maintain`. --rerun-update adds, at
+          each size, a second generate / fetched / dedup / update round whose update takes the
+          re-run path (segments/<id>/_update_started already there, as after a crash): the crawldb
+          MERGE, then the touched hosts' url_count counted again from the crawldb, then hostdb and
+          warc_index. Its time beside the first round's update is the cost of crash safety's
+          recount (issue 14).
 Targets:  a 10x larger crawldb may cost each step <= 3x the time; write amplification <= 10; no
           driver memory that grows with the crawldb beyond the default driver memory.
 Exit:     0 done · 1 a check failed (row counts after build or update).
@@ -205,15 +211,22 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return round(time.perf_counter() - started, 2), out
 
 
-def cycle(spark, cfg, root, new_links: int, now: float, out: dict[str, Any]) -> str:
+def cycle(spark, cfg, root, new_links: int, now: float, out: dict[str, Any], rerun: bool = False) -> str:
+    """One round; with ``rerun`` update finds its _update_started marker (the re-run path) and
+    stats and warc-get are left out."""
     from jobs import dedup, generate, stats, update, warc_get
+    from jobs.tables import write_marker
     out["generate_s"], result = timed(lambda: generate.run(spark, cfg, root, now=now))
     segment = result.segment_id
     out["fetchlist_urls"], out["fetchlist_hosts"] = result.urls, result.hosts
     out["fetched_made_s"], out["fetched_urls"] = timed(lambda: make_fetched(spark, root, segment, new_links, now))
     out["dedup_s"], _ = timed(lambda: dedup.run(spark, cfg, root, segment))
+    if rerun:
+        write_marker(spark, root.update_started_marker(segment), "bench: as if a run had died\n")
     out["update_s"], res = timed(lambda: update.run(spark, cfg, root, segment, now=now))
     out["new_urls"] = getattr(res, "new_urls", None)
+    if rerun:
+        return segment
     out["stats_s"], _ = timed(lambda: stats.collect_stats(spark, cfg, root, now))
     probe = spark.read.format("delta").load(root.warc_index).select("url").first()["url"]
     out["warc_get_s"], captures = timed(lambda: warc_get.captures(spark, root, probe))
@@ -244,8 +257,25 @@ def run_size(spark, cfg, workdir: str, n_urls: int, args, now: float) -> dict[st
     out["heap_peak_mb_steps"], out["max_heap_mb"] = heap.take_mb(), heap.max_mb  # generate .. warc-get
     heap.stop()
     out["python_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if args.rerun_update:
+        second: dict[str, Any] = {}
+        rows_before = spark.read.format("delta").load(root.crawldb).count()
+        cycle(spark, cfg, root, args.new_links, now + 3600, second, rerun=True)
+        out["rerun"] = second
+        out["update_rerun_s"] = second["update_s"]
+        out["check_rerun_counts"] = _url_counts_exact(spark, root)
+        out["check_rerun_new_urls"] = (spark.read.format("delta").load(root.crawldb).count() - rows_before
+                                       == second["fetched_urls"] * args.new_links)
     out["root"] = root.root
     return out
+
+
+def _url_counts_exact(spark, root) -> bool:
+    """Every host's url_count equals its crawldb rows (what the re-run's recount promises)."""
+    from pyspark.sql import functions as F
+    rows = spark.read.format("delta").load(root.crawldb).groupBy("host").agg(F.count("*").alias("rows"))
+    hosts = spark.read.format("delta").load(root.hostdb).select("host", "url_count")
+    return rows.join(hosts, "host", "full").filter(~F.col("rows").eqNullSafe(F.col("url_count"))).count() == 0
 
 
 def maintenance_rounds(spark, cfg, root_path: str, rounds: int, new_links: int, now: float) -> dict[str, Any]:
@@ -268,21 +298,23 @@ def maintenance_rounds(spark, cfg, root_path: str, rounds: int, new_links: int, 
     return {"rounds": rounds, "maintain_s": seconds, "tables": shapes}
 
 
-STEPS = ("generate_s", "dedup_s", "update_s", "stats_s", "warc_get_s")
+STEPS = ("generate_s", "dedup_s", "update_s", "update_rerun_s", "stats_s", "warc_get_s")
 
 
 def report(result: dict[str, Any]) -> None:
     runs = result["runs"]
-    print(f"\n{'step':<12}" + "".join(f"{r['urls']:>14,}" for r in runs) + (f"{'ratio':>10}" if len(runs) > 1 else ""))
+    print(f"\n{'step':<16}" + "".join(f"{r['urls']:>14,}" for r in runs) + (f"{'ratio':>10}" if len(runs) > 1 else ""))
     for step in STEPS:
+        if any(step not in r for r in runs):
+            continue
         cells = "".join(f"{r[step]:>14.1f}" for r in runs)
         ratio = f"{runs[-1][step] / runs[0][step]:>10.2f}" if len(runs) > 1 and runs[0][step] else ""
-        print(f"{step:<12}{cells}{ratio}")
+        print(f"{step:<16}{cells}{ratio}")
     for name in ("crawldb_merge", "hostdb_merge"):
-        print(f"{name + ' WA':<12}" + "".join(f"{str(r[name]['write_amplification']):>14}" for r in runs))
-    print(f"{'heap peak MB':<12}" + "".join(f"{r['heap_peak_mb_steps']:>14}" for r in runs)
+        print(f"{name + ' WA':<16}" + "".join(f"{str(r[name]['write_amplification']):>14}" for r in runs))
+    print(f"{'heap peak MB':<16}" + "".join(f"{r['heap_peak_mb_steps']:>14}" for r in runs)
           + f"   (max heap {runs[0]['max_heap_mb']} MB)")
-    print(f"{'build s':<12}" + "".join(f"{r['built']['seconds']:>14.1f}" for r in runs))
+    print(f"{'build s':<16}" + "".join(f"{r['built']['seconds']:>14.1f}" for r in runs))
     if result.get("maintenance"):
         print(json.dumps(result["maintenance"], indent=1))
 
@@ -294,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top-n", type=int, default=100_000)
     parser.add_argument("--new-links", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=0, help="rounds at the smallest size before maintain (0: none)")
+    parser.add_argument("--rerun-update", action="store_true",
+                        help="a second round whose update takes the re-run path (the recount's cost)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--out-json")
     parser.add_argument("--keep", action="store_true")
@@ -319,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(run, default=str), flush=True)
             if not (run["check_new_urls"] and run["check_applied"]):
                 failures.append(f"size {n}: update did not apply the segment as expected")
+            if args.rerun_update and not (run["check_rerun_counts"] and run["check_rerun_new_urls"]):
+                failures.append(f"size {n}: the re-run path's update left url_count or new URLs wrong")
         if args.cycles:
             result["maintenance"] = maintenance_rounds(spark, cfg, result["runs"][0]["root"], args.cycles,
                                                        args.new_links, now)
