@@ -15,7 +15,7 @@ Measures: (a) fpr: for each n in --sizes and fpr in --fprs, BloomFilter.for_capa
           capped at discovery.bloom_max_mb, so a small crawldb gets a roomier filter.
           (b) spark: a Delta table with a ``url`` column of --spark-urls rows at <tmp>/crawl/crawldb,
           then jobs.fetch.build_seen_filter on it (--builds times; seconds, MiB, serialised bytes).
-          (c) crawl: --cycles cycles of generate/fetch/dedup/update (as jobs/crawl.py run) over the
+          (c) crawl: --cycles cycles of generate/fetch/dedup/update (as jobs/crawl_cycles.py run) over the
           bundled test web (crawl.devweb.DevWeb, --hosts x --pages, seeded with every host's /,
           fetch.delay_s 0, generate.max_urls_per_host = --pages), twice in one SparkSession: the
           filter on (default discovery.bloom_fpr) and off (discovery.bloom_fpr = 0). The two crawls

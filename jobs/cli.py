@@ -19,6 +19,9 @@ import sys
 from jobs.common import EXIT_OK, UserError, run_main
 
 STEPS = ("inject", "generate", "fetch", "dedup", "update", "stats", "crawl", "maintain")
+# A step's module is jobs/<step>.py, but for crawl: a jobs/crawl.py would shadow the crawl package
+# when spark-submit runs a job file (the file's folder comes first on sys.path).
+STEP_MODULES = {"crawl": "crawl_cycles"}
 SQL_COMMANDS = ("sql", "shell", "history")  # jobs/sql.py
 USAGE = __doc__
 
@@ -101,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         print("deltacrawl: error: no command given (see deltacrawl --help)", file=sys.stderr)
         return 2
     if command in STEPS:
-        module = __import__(f"jobs.{command}", fromlist=["main"])
+        module = __import__(f"jobs.{STEP_MODULES.get(command, command)}", fromlist=["main"])
         return module.main(rest)
     if command == "warc-get":
         from jobs import warc_get

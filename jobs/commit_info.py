@@ -5,7 +5,7 @@ Every Delta commit a deltacrawl step makes carries a JSON object in its commit i
 
     {"step": "update", "segment": "20261201120000-a1b2c3", "cycle": 3, "crawl_id": "20261201115900-9f8e7d"}
 
-``cycle`` and ``crawl_id`` are set by ``deltacrawl crawl`` (jobs/crawl.py: inject is cycle 0)
+``cycle`` and ``crawl_id`` are set by ``deltacrawl crawl`` (jobs/crawl_cycles.py: inject is cycle 0)
 and by a step given ``--crawl-id``/``--cycle`` (jobs/tracking.py: the Airflow DAG's steps); a
 step run on its own by hand has them null. ``segment`` is null for inject. So
 "the crawldb as of the end of cycle 3" is the newest commit whose userMetadata says cycle 3
@@ -31,7 +31,7 @@ from pyspark.sql import SparkSession
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
-# What crawl run and cycle the steps are in: set by jobs/crawl.py at the start of each cycle, or by
+# What crawl run and cycle the steps are in: set by jobs/crawl_cycles.py at the start of each cycle, or by
 # jobs/tracking.record_step around a step given --crawl-id; cleared at the end.
 _crawl: dict[str, Any] = {"crawl_id": None, "cycle": None}
 

@@ -31,10 +31,6 @@ Example:  spark-submit --jars "$(deltacrawl jars)" jobs/fetch.py 20261129120000-
 """
 from __future__ import annotations
 
-if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our packages, not sibling files
-    import os as _os, sys as _sys
-    _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-
 import heapq
 import os
 import re

@@ -12,10 +12,6 @@ Example:  deltacrawl warc-get http://127.0.0.2:8470/p/1.html --crawl-root ./craw
 """
 from __future__ import annotations
 
-if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our packages, not sibling files
-    import os as _os, sys as _sys
-    _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-
 import os
 import sys
 from typing import Any, Mapping

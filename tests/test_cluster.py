@@ -100,11 +100,11 @@ def cluster_run(web, moto_s3, tmp_path_factory):
 @pytest.fixture(scope="module")
 def local_run(cluster_run, web, spark, tmp_path_factory):
     """The same crawl in local mode (this test run's SparkSession), on local disk."""
-    from jobs import crawl
+    from jobs import crawl_cycles
     from jobs.tables import CrawlRoot
     web.clear_log()
     root = CrawlRoot(str(tmp_path_factory.mktemp("local") / "crawl"))
-    crawl.run(spark, make_config(**{k.replace(".", "__"): v for k, v in CONF.items()}), root,
+    crawl_cycles.run(spark, make_config(**{k.replace(".", "__"): v for k, v in CONF.items()}), root,
               cluster_run.seeds, CYCLES)
     return root
 

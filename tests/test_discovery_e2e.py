@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from crawl.devweb import DevWeb
-from jobs import crawl as crawl_job
+from jobs import crawl_cycles as crawl_job
 from jobs import stats
 from jobs.tables import CrawlRoot
 from tests.conftest import make_config, write_seeds

@@ -27,7 +27,7 @@ def crawled(spark, tmp_path_factory):
     """A two-cycle crawl of the test web in <tmp>/crawl-data (the README's relative path works
     from <tmp>); yields (root, CrawlResult)."""
     from crawl.devweb import DevWeb
-    from jobs import crawl
+    from jobs import crawl_cycles
     from jobs.tables import CrawlRoot
     base = tmp_path_factory.mktemp("sql")
     web = DevWeb(hosts=10, pages_per_host=8, port=0, seed=7, crawl_delay_s=0.4)
@@ -35,7 +35,7 @@ def crawled(spark, tmp_path_factory):
     try:
         seeds = write_seeds(base / "seeds.txt", web.seed_urls())
         root = CrawlRoot(str(base / "crawl-data"))
-        result = crawl.run(spark, make_config(), root, seeds, 2)
+        result = crawl_cycles.run(spark, make_config(), root, seeds, 2)
     finally:
         web.stop()
     assert result.cycles_run == 2

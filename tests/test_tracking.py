@@ -1,5 +1,5 @@
 """Run tracking: the figures (crawl/tracking.py), the charts (crawl/charts.py), and through real
-crawls (jobs/tracking.py, jobs/crawl.py): the MLflow run in a real SQLite store read back with
+crawls (jobs/tracking.py, jobs/crawl_cycles.py): the MLflow run in a real SQLite store read back with
 MLflow's own client, the cycles Delta table, url_state.discovered_segment, tracking off, a broken
 tracking store, and steps run by hand."""
 from __future__ import annotations

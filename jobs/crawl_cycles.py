@@ -12,13 +12,9 @@ Re-run:   safe: inject is idempotent, each cycle makes a new segment, each run h
           (its cycles rows are appended, earlier ones stay). Stops early (exit 0) when nothing
           is due any more.
 Exit:     0 done · 2 bad input · 3 failure.
-Example:  spark-submit --jars "$(deltacrawl jars)" jobs/crawl.py --seeds seeds.txt --cycles 3 --crawl-root /data/crawl
+Example:  spark-submit --jars "$(deltacrawl jars)" jobs/crawl_cycles.py --seeds seeds.txt --cycles 3 --crawl-root /data/crawl
 """
 from __future__ import annotations
-
-if __name__ == "__main__":  # run as `spark-submit jobs/<step>.py`: import our packages, not sibling files
-    import os as _os, sys as _sys
-    _sys.path[0] = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
 
 import os
 import sys
