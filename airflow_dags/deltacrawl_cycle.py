@@ -100,7 +100,7 @@ from typing import Any, Mapping
 from airflow.providers.standard.operators.bash import BashOperator
 from airflow.sdk import DAG, Param, TaskGroup
 
-# BashOperator's skip code, and deltacrawl generate's exit code for "nothing due" (jobs/common.py);
+# BashOperator's skip code, and deltacrawl generate's exit code for "nothing due" (jobs/errors.py);
 # the inject and generate scripts below also exit with it to skip (no seeds, cycle not requested)
 SKIP = 99
 STEPS_AFTER_GENERATE = ("fetch", "dedup", "update")

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import sys
 
-from jobs.common import EXIT_OK, UserError, run_main
+from jobs.common import run_main
+from jobs.errors import EXIT_OK, UserError
 
 STEPS = ("inject", "generate", "fetch", "dedup", "update", "stats", "crawl", "maintain")
 # A step's module is jobs/<step>.py, but for crawl: a jobs/crawl.py would shadow the crawl package

@@ -28,7 +28,8 @@ from pyspark.sql import SparkSession
 from crawl.tracking import INJECT_CYCLE
 from jobs import dedup, fetch, generate, inject, stats, update
 from jobs.commit_info import set_crawl_cycle
-from jobs.common import EXIT_OK, UserError, run_main
+from jobs.common import run_main
+from jobs.errors import EXIT_OK, UserError
 from jobs.logs import step_logger
 from jobs.tables import CrawlRoot
 from jobs.tracking import CrawlRecorder, CrawlTracker, OneLineWarnings, new_crawl_id

@@ -41,7 +41,8 @@ from pyspark.sql import functions as F
 from crawl.dedup import BANDS_PER_PAGE, SIMHASH_BANDS, band_rows, is_near_duplicate
 from crawl.status import FetchStatus
 from jobs.commit_info import writes_commits
-from jobs.common import UserError, run_segment_step
+from jobs.common import run_segment_step
+from jobs.errors import UserError
 from jobs.tables import CrawlRoot, ensure_dedup_tables, from_epoch_col, path_exists, read_delta, to_epoch
 from jobs.writes import run_concurrently
 

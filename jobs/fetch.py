@@ -48,7 +48,8 @@ from crawl.config import spark_settings
 from crawl.fetcher import FETCHLIST_FIELDS, fetch_partition
 from crawl.s3 import is_s3_uri
 from crawl.warc import WarcStore, sweep_unfinished, warc_store
-from jobs.common import UserError, run_segment_step
+from jobs.common import run_segment_step
+from jobs.errors import UserError
 from jobs.logs import Progress, step_logger
 from jobs.tables import (FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, path_exists, read_marker, read_url_state,
                          to_epoch, write_marker)

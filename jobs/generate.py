@@ -52,8 +52,8 @@ from pyspark.sql import functions as F
 from crawl.fetcher import HOST_FIELDS
 from crawl.status import GENERATABLE_STATUSES
 from jobs.commit_info import note_segment, writes_commits
-from jobs.common import (EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError, add_run_options,
-                         is_commit_conflict, run_spark_step)
+from jobs.common import add_run_options, is_commit_conflict, run_spark_step
+from jobs.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
 from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, delete_path, ensure_tables, from_epoch_col,
                          read_host_state, read_url_state, table_exists, write_marker)
 from jobs.tracking import record_step

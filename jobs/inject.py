@@ -26,7 +26,8 @@ from crawl.seeds import SeedFileEncodingError, SeedParse, read_seed_file
 from crawl.status import new_url_state
 from crawl.urls import host_bucket, host_of, url_hash
 from jobs.commit_info import writes_commits
-from jobs.common import EXIT_OK, UserError, add_run_options, run_spark_step
+from jobs.common import add_run_options, run_spark_step
+from jobs.errors import EXIT_OK, UserError
 from jobs.logs import step_logger
 from jobs.tables import (URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch,
                          url_counts)

@@ -48,7 +48,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.common import EXIT_OK, UserError, run_spark_step
+from jobs.common import run_spark_step
+from jobs.errors import EXIT_OK, UserError
 from jobs.logs import log_step, step_logger
 from jobs.tables import (CrawlRoot, _snapshot, check_segment_id, delete_path, from_epoch_col, list_segments,
                          path_exists, table_exists)

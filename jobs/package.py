@@ -233,7 +233,8 @@ def build_code_zip(cache: Path | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jobs.common import run_main, EXIT_OK
+    from jobs.common import run_main
+    from jobs.errors import EXIT_OK
 
     def configure(parser) -> None:
         parser.description = ("Build (once) what a cluster's executors need: the packed Python environment "
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--output-dir", metavar="DIR", help=f"cache folder (default: {default_cache_dir()})")
 
     def body(args, cfg) -> int:
-        from jobs.common import UserError
+        from jobs.errors import UserError
         cache = Path(args.output_dir).expanduser() if args.output_dir else None
         if args.code:
             print(build_code_zip(cache), flush=True)

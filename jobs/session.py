@@ -113,7 +113,7 @@ def check_delta_session(spark: SparkSession) -> SparkSession:
     """A session someone else started (a pyspark shell, a notebook) is used as it is, so it must
     have Delta's SQL extension: without it every table read fails later, far from the cause."""
     if DELTA_EXTENSION not in (spark.conf.get("spark.sql.extensions", None) or ""):
-        from jobs.common import UserError
+        from jobs.errors import UserError
         raise UserError(
             "the running SparkSession has no Delta Lake (spark.sql.extensions lacks "
             f"{DELTA_EXTENSION}), and Spark cannot add it to a session that exists: use "

@@ -43,7 +43,8 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from crawl.sqltext import FORMATS, format_rows, split_statements
 from crawl.urls import InvalidUrl, normalize_url, url_hash
-from jobs.common import EXIT_NOTHING_TO_DO, EXIT_OK, UserError, run_main
+from jobs.common import run_main
+from jobs.errors import EXIT_NOTHING_TO_DO, EXIT_OK, UserError
 from jobs.tables import CrawlRoot, list_segments, path_exists, table_exists
 
 # name -> path of each Delta table in a crawl root

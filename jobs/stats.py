@@ -20,7 +20,8 @@ from pyspark.sql import functions as F
 from crawl import native
 from crawl.report import format_stats
 from crawl.status import GENERATABLE_STATUSES
-from jobs.common import EXIT_OK, UserError, add_run_options, run_spark_step
+from jobs.common import add_run_options, run_spark_step
+from jobs.errors import EXIT_OK, UserError
 from jobs.logs import log_step
 from jobs.tables import CrawlRoot, from_epoch_col, read_url_state, table_exists, table_version
 

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DoubleType, IntegerType, LongType, StringType,
                                MapType, StructField, StructType, TimestampType)
 
-from jobs.common import UserError
+from jobs.errors import UserError
 
 URL_STATE_SCHEMA = StructType([
     StructField("url", StringType(), False),

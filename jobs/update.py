@@ -38,7 +38,8 @@ from crawl.status import DUPLICATE, FetchStatus, apply_fetch, mark_duplicate, sc
 from crawl.warc import warc_location_uri
 from jobs import discover
 from jobs.commit_info import writes_commits
-from jobs.common import UserError, run_segment_step
+from jobs.common import run_segment_step
+from jobs.errors import UserError
 from jobs.discover import HOST_TOTAL_CAP
 from jobs.generate import per_host_cap
 from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot,

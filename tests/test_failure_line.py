@@ -34,7 +34,8 @@ class ConcurrentAppendException(Exception):
 
 
 def test_a_delta_commit_conflict_is_one_line_and_exit_3(capsys, monkeypatch):
-    from jobs.common import EXIT_FAILURE, run_main
+    from jobs.common import run_main
+    from jobs.errors import EXIT_FAILURE
 
     def body(_args, _cfg):
         raise ConcurrentAppendException("Files were added to partition [host_bucket=3] by a concurrent update."

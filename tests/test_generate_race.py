@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs import fetch, generate, inject
-from jobs.common import UserError
+from jobs.errors import UserError
 from jobs.tables import ensure_cycles_table, list_segments
 from tests.conftest import write_seeds
 

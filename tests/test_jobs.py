@@ -9,7 +9,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from jobs import fetch, generate, inject, stats, update
-from jobs.common import UserError
+from jobs.errors import UserError
 from tests.conftest import make_config, write_seeds
 
 

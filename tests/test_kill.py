@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from crawl.warc import read_record
 from jobs import fetch, generate, inject, update
-from jobs.common import UserError
+from jobs.errors import UserError
 from jobs.tables import list_segments, table_version
 from tests.conftest import FAST, write_seeds
 from tests.test_update_recovery import assert_consistent

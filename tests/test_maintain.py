@@ -12,7 +12,7 @@ from delta.tables import DeltaTable
 
 from crawl.config import ConfigError
 from jobs import cli, dedup, fetch, generate, inject, maintain, update
-from jobs.common import UserError
+from jobs.errors import UserError
 from jobs.tables import list_segments, table_exists
 from tests.conftest import FAST, make_config, write_seeds
 

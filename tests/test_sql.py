@@ -211,7 +211,7 @@ def test_shell_has_spark_and_the_tables(crawled, monkeypatch, capfd):
 
 
 def test_build_spark_refuses_a_session_without_delta():
-    from jobs.common import UserError
+    from jobs.errors import UserError
     from jobs.session import check_delta_session
 
     class Conf:
