@@ -209,7 +209,7 @@ def test_gzip_bomb_costs_at_most_max_bytes():
     assert result.truncated and result.error is None
     assert result.urls == [SitemapEntry("http://a.com/1", None)]
     assert peak < 8 * MIB, peak
-    assert elapsed < 1.0
+    assert elapsed < 30  # a guard against runaway work, not a speed check (bench/ measures speed)
 
 
 def test_long_text_line_is_skipped():
