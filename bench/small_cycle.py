@@ -38,13 +38,15 @@ STEP = re.compile(r"(\w+) ([\d.]+) ?s")
 STEPS = ("generate", "fetch", "dedup", "update")
 
 
-def crawl_once(tree: str, cycles: int, hosts: int, workdir: str) -> dict[int, dict[str, float]]:
-    """One `deltacrawl crawl --with-devweb` with ``tree``'s code; {cycle: {step: seconds}}."""
+def crawl_once(tree: str, cycles: int, hosts: int, workdir: str,
+               conf: tuple[str, ...] = ()) -> dict[int, dict[str, float]]:
+    """One `deltacrawl crawl --with-devweb` with ``tree``'s code and the ``conf`` overrides
+    (KEY=VALUE); {cycle: {step: seconds}}."""
     root = tempfile.mkdtemp(prefix="crawl-", dir=workdir)
     env = dict(os.environ, PYTHONPATH=tree)
     argv = [sys.executable, "-m", "jobs.cli", "crawl", "--with-devweb", "--cycles", str(cycles),
             "--crawl-root", root, "--mlflow-uri", "off", "--conf", "devweb.port=0",
-            "--conf", f"devweb.hosts={hosts}"]
+            "--conf", f"devweb.hosts={hosts}", *(arg for pair in conf for arg in ("--conf", pair))]
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tree, timeout=3600)
     shutil.rmtree(root, ignore_errors=True)
     if proc.returncode != 0:

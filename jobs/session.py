@@ -136,6 +136,17 @@ def with_task_retries(master: str, max_failures: int) -> str:
     return f"local[{match.group(1) or 1}, {max_failures}]"
 
 
+def java_options(cfg: Mapping[str, Any], master: str) -> dict[str, str]:
+    """The driver's JVM options (our log settings, then spark.jvm_options) and, for a cluster
+    master, the executors' (spark.jvm_options)."""
+    extra = str(cfg["spark.jvm_options"]).split()
+    log_conf = resources.files("conf").joinpath("log4j2.properties")
+    out = {"spark.driver.extraJavaOptions": " ".join([f"-Dlog4j.configurationFile=file:{log_conf}", *extra])}
+    if extra and not master.startswith("local"):
+        out["spark.executor.extraJavaOptions"] = " ".join(extra)
+    return out
+
+
 def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -159,13 +170,12 @@ def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkS
     code_zip = None
     if not _under_spark_submit():
         master = with_task_retries(cfg["spark.master"], int(cfg["spark.task_max_failures"]))
-        log_conf = resources.files("conf").joinpath("log4j2.properties")
         settings.update({"spark.master": master,
                          "spark.driver.memory": cfg["spark.driver_memory"],
                          "spark.ui.enabled": str(cfg["spark.ui_enabled"]).lower(),
                          "spark.speculation": "false",
                          "spark.task.maxFailures": str(cfg["spark.task_max_failures"]),
-                         "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile=file:{log_conf}"})
+                         **java_options(cfg, master)})
         if master.startswith("local"):
             # Keep the driver on loopback (this machine's host name may resolve elsewhere), and run
             # Python workers with the interpreter that runs us, so they see the same packages.

@@ -73,3 +73,15 @@ def test_spark_log_level_is_checked_before_a_jvm_starts():
         build_config(overrides={"spark.log_level": "LOUD"})
     with pytest.raises(ConfigError, match="'log.progress_s' must be >= 0"):
         build_config(overrides={"log.progress_s": -1})
+
+
+def test_jvm_options_join_ours_and_reach_a_clusters_executors():
+    from jobs.session import java_options
+    plain = java_options(build_config(), "local[2]")
+    assert list(plain) == ["spark.driver.extraJavaOptions"]
+    assert plain["spark.driver.extraJavaOptions"].startswith("-Dlog4j.configurationFile=file:")
+    cfg = build_config(overrides={"spark.jvm_options": " -XX:TieredStopAtLevel=1  -Dx=y "})
+    local, cluster = java_options(cfg, "local[*, 4]"), java_options(cfg, "spark://127.0.0.1:7077")
+    assert local["spark.driver.extraJavaOptions"].split()[1:] == ["-XX:TieredStopAtLevel=1", "-Dx=y"]
+    assert "spark.executor.extraJavaOptions" not in local  # local executors live in the driver's JVM
+    assert cluster["spark.executor.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -Dx=y"
