@@ -16,6 +16,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JARS   := $(VENV)/.jars-s3
 CRAWL_ROOT ?= ./crawl-data
+# make test's pytest workers (pytest-xdist; each runs whole test modules). The suite's steps are
+# mostly one busy thread each (a Spark driver planning, a cold JVM starting, a polite fetch
+# waiting), so two workers keep a 2-core machine busy; 0 runs everything in one process.
+TEST_WORKERS ?= 2
 AIRFLOW_VENV  := .venv-airflow
 AIRFLOW_LOCK  := airflow_dags/requirements-lock.txt
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
@@ -26,7 +30,7 @@ demo: setup
 	$(BIN)/deltacrawl crawl --with-devweb --cycles 3 --crawl-root $(CRAWL_ROOT)
 
 test: setup airflow
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 setup: $(STAMP) $(JARS)
 

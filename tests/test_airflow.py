@@ -283,7 +283,7 @@ def test_dag_crawls_the_test_web_for_two_cycles(spark, airflow_home, tmp_path):
         seeds = write_seeds(tmp_path / "seeds.txt", web.seed_urls())
         params = {"crawl_root": root, "spark_master": FAST["spark.master"], "deltacrawl_bin": DELTACRAWL,
                   "conf": [f"{k}={v}" for k, v in FAST.items() if k != "spark.master"]}
-        run = dag_run(airflow_home, {**params, "seeds": seeds, "cycles": 2}, tmp_path / "run1.log", 1800)
+        run = dag_run(airflow_home, {**params, "seeds": seeds, "cycles": 2}, tmp_path / "run1.log", 3600)
         tasks = run["tasks"]
         assert run["state"] == "success", tasks
         ran = ["inject", *cycle_tasks(1), *cycle_tasks(2), "stats"]

@@ -126,7 +126,7 @@ def test_step_runs_under_spark_submit(spark, tmp_path):
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jobs", "inject.py")
     proc = subprocess.run([os.path.join(bin_dir, "spark-submit"), "--master", "local[1]", "--jars", jars,
                            "--conf", "spark.ui.enabled=false", script, seeds, "--crawl-root", str(root)],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=1800, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     # spark-submit runs the Python driver with its stderr merged into stdout (PythonRunner), so
     # our progress lines arrive on stdout here
