@@ -1,12 +1,12 @@
 """deltacrawl: a batch-iterative web crawler on Apache Spark with a Delta Lake crawl database."""
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
-# The per-link hot path (crawl/_fasturl.c: URL normalisation and link filtering for the common
-# link shapes). Optional: without a C compiler the install still succeeds and crawl.urls and
-# crawl.filters run their pure-Python versions, which give the same results, slower.
-FASTURL = Extension("crawl._fasturl", ["crawl/_fasturl.c"], optional=True, extra_compile_args=["-O2"])
-# The MinHash signature of crawl.fingerprint (crawl/_fasthash.c), optional the same way.
-FASTHASH = Extension("crawl._fasthash", ["crawl/_fasthash.c"], optional=True, extra_compile_args=["-O2"])
+# The per-link hot path (crawl/net/_fasturl.c: URL normalisation and link filtering for the common
+# link shapes). Optional: without a C compiler the install still succeeds and crawl.net.urls and
+# crawl.net.filters run their pure-Python versions, which give the same results, slower.
+FASTURL = Extension("crawl.net._fasturl", ["crawl/net/_fasturl.c"], optional=True, extra_compile_args=["-O2"])
+# The MinHash signature of crawl.dedup.fingerprint (crawl/dedup/_fasthash.c), optional the same way.
+FASTHASH = Extension("crawl.dedup._fasthash", ["crawl/dedup/_fasthash.c"], optional=True, extra_compile_args=["-O2"])
 
 # Reading the tables without Spark (crawl/readers.py, docs/readers.md). DuckDB's delta extension
 # comes from PyPI, not from extensions.duckdb.org (unreachable here, and a download at run time):
@@ -22,7 +22,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read() if __import__("os").path.exists("README.md") else "",
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=["crawl", "jobs", "conf"],
+    packages=find_packages(include=["crawl", "crawl.*", "jobs", "conf"]),
     package_data={"conf": ["*.toml", "*.properties"]},
     include_package_data=True,
     ext_modules=[FASTURL, FASTHASH],
@@ -35,7 +35,7 @@ setup(
         "selectolax>=1.0",
         "protego>=0.3",
         "pyarrow>=15",
-        # vectorised hashing and schedules (crawl/discovery.py, crawl/fingerprint.py, crawl/schedule.py)
+        # vectorised hashing and schedules (crawl/crawldb/discovery.py, crawl/dedup/fingerprint.py, crawl/crawldb/schedule.py)
         "numpy>=1.26",
         "warcio>=1.7",
         # MinHash for the per-host near-duplicate (trap) signal and as the dedup peer
@@ -51,7 +51,7 @@ setup(
         "sqlalchemy>=2.0",
         "alembic>=1.13",
         "matplotlib>=3.8",
-        # registrable domains for discovery.scope = "domain" (crawl/filters.py): the Public Suffix
+        # registrable domains for discovery.scope = "domain" (crawl/net/filters.py): the Public Suffix
         # List, bundled and dated in the package version (no network at run time)
         "publicsuffixlist>=1.0",
         # splitting `deltacrawl sql` scripts into statements (crawl/sqltext.py)

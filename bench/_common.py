@@ -4,7 +4,7 @@
   figure, because this is a shared, noisy 2-core machine and only same-run ratios compare.
 * ``raw_fetch()``: the plain-aiohttp baseline (one coroutine per host, so one request in flight
   per host; a global concurrency cap; optionally selectolax link extraction with
-  crawl.links.extract_outlinks). Top-level, so a spawned child process can run it.
+  crawl.parse.links.extract_outlinks). Top-level, so a spawned child process can run it.
 * ``start_devweb_process()``: the bundled test web as a ``deltacrawl devweb`` subprocess, so
   its server does not share a GIL with what is being measured.
 * small formatting helpers (``rate``, ``fmt``, ``http_span``, ``median_run``).
@@ -39,7 +39,7 @@ async def _raw_fetch_async(urls: list[str], concurrency: int, user_agent: str,
     import aiohttp
     extract = None
     if max_outlinks is not None:
-        from crawl.links import extract_outlinks as extract
+        from crawl.parse.links import extract_outlinks as extract
     by_host: "collections.OrderedDict[str, list[str]]" = collections.OrderedDict()
     for url in urls:
         by_host.setdefault(url.split("/", 3)[2], []).append(url)
@@ -93,7 +93,7 @@ class DevWebProcess:
     """``deltacrawl devweb`` in a child process (its own interpreter, its own GIL).
 
     ``seeds`` are the host root URLs it printed, ``port`` their common port, ``log_path`` the
-    JSON-lines request log (one line per completed request, see crawl/devweb.py).
+    JSON-lines request log (one line per completed request, see crawl/devweb/web.py).
     """
 
     def __init__(self, hosts: int, pages_per_host: int, log_path: str, crawl_delay_s: float = 0.0,

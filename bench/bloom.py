@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Seen-URL Bloom filter benchmark (crawl/bloom.py, jobs/fetch.py build_seen_filter): its
+"""Seen-URL Bloom filter benchmark (crawl/net/bloom.py, jobs/fetch.py build_seen_filter): its
 false-positive rate against the configured one, its memory, its speed, and how many outlink
 rows it keeps out of the shuffle in a real crawl.
 
@@ -16,7 +16,7 @@ Measures: (a) fpr: for each n in --sizes and fpr in --fprs, BloomFilter.for_capa
           (b) spark: a Delta table with a ``url`` column of --spark-urls rows at <tmp>/crawl/crawldb,
           then jobs.fetch.build_seen_filter on it (--builds times; seconds, MiB, serialised bytes).
           (c) crawl: --cycles cycles of generate/fetch/dedup/update (as jobs/crawl_cycles.py run) over the
-          bundled test web (crawl.devweb.DevWeb, --hosts x --pages, seeded with every host's /,
+          bundled test web (crawl.devweb.web.DevWeb, --hosts x --pages, seeded with every host's /,
           fetch.delay_s 0, generate.max_urls_per_host = --pages), twice in one SparkSession: the
           filter on (default discovery.bloom_fpr) and off (discovery.bloom_fpr = 0). The two crawls
           run interleaved (cycle k of one, then of the other; the order alternates per cycle) so
@@ -161,7 +161,7 @@ def measure_filter(bloom: Any, added: list[str], probes: list[str], fpr: float, 
 def run_fpr(args: argparse.Namespace, urls: list[str], probes: list[str], cfg: Any, check,
             built: dict[tuple[int, int, int], Any]) -> dict[str, Any]:
     """(a); filters of ``args.spark_urls`` URLs are left in ``built`` by (n, m, k) for (b)."""
-    from crawl.bloom import BloomFilter
+    from crawl.net.bloom import BloomFilter
     from jobs.fetch import MIN_FILTER_CAPACITY
     max_mb = int(cfg["discovery.bloom_max_mb"])
     rows = []
@@ -220,7 +220,7 @@ def run_fpr(args: argparse.Namespace, urls: list[str], probes: list[str], cfg: A
 
 def run_spark(args: argparse.Namespace, spark: Any, cfg: Any, workdir: str, urls: list[str], probes: list[str],
               check, built: dict[tuple[int, int, int], Any]) -> dict[str, Any]:
-    from crawl.bloom import BloomFilter
+    from crawl.net.bloom import BloomFilter
     from jobs.fetch import MIN_FILTER_CAPACITY, build_seen_filter
     from jobs.tables import CrawlRoot, read_url_state
     n = args.spark_urls
@@ -305,7 +305,7 @@ def segment_figures(spark: Any, root: Any, segment_id: str) -> dict[str, Any]:
 def run_crawl(args: argparse.Namespace, spark: Any, workdir: str, check) -> dict[str, Any]:
     from pyspark.sql import functions as F
     from crawl.config import build_config
-    from crawl.devweb import DevWeb
+    from crawl.devweb.web import DevWeb
     import jobs.fetch as fetch_job
     from jobs import dedup, fetch, generate, inject, update
     from jobs.tables import CrawlRoot, read_host_state, read_url_state

@@ -62,9 +62,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from crawl.config import build_config
-    from crawl.devweb import DevWeb
-    from crawl.status import DUPLICATE, FETCHED
-    from crawl.urls import InvalidUrl, normalize_url
+    from crawl.devweb.web import DevWeb
+    from crawl.crawldb.status import DUPLICATE, FETCHED
+    from crawl.net.urls import InvalidUrl, normalize_url
 
     facts = machine_facts()
     failures: list[str] = []

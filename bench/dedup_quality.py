@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Dedup quality benchmark: exact and near-duplicate detection on a labelled synthetic corpus,
-SimHash (crawl.fingerprint) next to datasketch MinHashLSH, MinHash confirmation of SimHash
+SimHash (crawl.dedup.fingerprint) next to datasketch MinHashLSH, MinHash confirmation of SimHash
 candidates, and the cost per page of each fingerprint.
 
 Run:      .venv/bin/python bench/dedup_quality.py [--docs 2000] [--seed 7] [--k 3] [--no-sweep]
@@ -31,13 +31,13 @@ Truth:    pairs of pages from the same original; a pair's level is the larger ed
           two pages (originals and exact copies: 0). Precision counts every same-family pair
           found as correct (10 % copies are copies too); recall is per level; the target is
           precision >= 0.95 and recall >= 0.90 over the pairs of levels 1, 2 and 5 %.
-Measures: the crawler's own dedup step (crawl/dedup.py), in plain Python: fingerprint(page_text(
-          html)), pages sharing a (band, value) of crawl.dedup.band_rows (SimHash 4 x 16-bit bands +
+Measures: the crawler's own dedup step (crawl/dedup/rules.py), in plain Python: fingerprint(page_text(
+          html)), pages sharing a (band, value) of crawl.dedup.rules.band_rows (SimHash 4 x 16-bit bands +
           MinHash 8 x 8 LSH bands), kept when is_near_duplicate(max_hamming=3, min_jaccard=
-          --min-jaccard) by crawl.dedup.confirm's rule (SimHash-band candidates by Hamming alone,
+          --min-jaccard) by crawl.dedup.rules.confirm's rule (SimHash-band candidates by Hamming alone,
           MinHash-band ones by either test; also counted: the pairs that testing every candidate
           both ways would add), plus equal text_hash; with its candidate count and fingerprint us/page;
-          exact dedup (equal text_hash); SimHash with crawl.fingerprint's defaults: the 4 x 16-bit
+          exact dedup (equal text_hash); SimHash with crawl.dedup.fingerprint's defaults: the 4 x 16-bit
           band join done here with numpy (pages sharing a (band, value); pages without words
           excluded), then Hamming <= --k, checked against a brute-force scan of all pairs, which
           also gives the distance distribution per level and, for k = 0..16, recall and the
@@ -50,7 +50,7 @@ Measures: the crawler's own dedup step (crawl/dedup.py), in plain Python: finger
           and minhash (first 500 pages, median of 3 passes) and on a 50 KB HTML page / 50 KB of
           text (median of 30 runs).
 Checks:   exact dedup finds every level-0 pair and nothing else; the script's band cut equals
-          crawl.fingerprint.bands; for k <= 3 the band join finds exactly the pairs the brute-force
+          crawl.dedup.fingerprint.bands; for k <= 3 the band join finds exactly the pairs the brute-force
           scan finds within k (pigeonhole). Missed quality targets are reported, not failed: they
           are what this benchmark measures.
 Exit:     0 done · 1 a check failed (figures are still printed and written) · 2 bad arguments.
@@ -72,13 +72,13 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py
 from _common import finish, fmt, machine_facts  # noqa: E402
 
-from crawl import fingerprint as fp  # noqa: E402
+from crawl.dedup import fingerprint as fp  # noqa: E402
 
 LEVELS = (1, 2, 5, 10)          # near-copy edit levels, % of body words
 TARGET_LEVELS = (1, 2, 5)       # "near copies with <= 5 % edits"
 TARGET_PRECISION, TARGET_RECALL = 0.95, 0.90
-DELTACRAWL_MAX_HAMMING = 3      # crawl/dedup.py's max_hamming, as the job calls it
-DELTACRAWL_LABEL = "deltacrawl dedup: text_hash + SimHash<=3 or MinHash-band J>={j} (crawl/dedup.py)"
+DELTACRAWL_MAX_HAMMING = 3      # crawl/dedup/rules.py's max_hamming, as the job calls it
+DELTACRAWL_LABEL = "deltacrawl dedup: text_hash + SimHash<=3 or MinHash-band J>={j} (crawl/dedup/rules.py)"
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December")
 
@@ -379,7 +379,7 @@ def unsigned(hashes: list[int]) -> np.ndarray:
 
 def band_join(u: np.ndarray, eligible: np.ndarray | None = None, n_bands: int = 4) -> np.ndarray:
     """Candidate pairs (keys): pages sharing a (band_index, band_value) — what the Spark job's
-    equi-join produces (crawl.fingerprint.bands cuts the same bits). Pages not ``eligible``
+    equi-join produces (crawl.dedup.fingerprint.bands cuts the same bits). Pages not ``eligible``
     (no words: fingerprint 0, the hot band) take no part."""
     n = len(u)
     ids_all = np.arange(n) if eligible is None else np.flatnonzero(eligible)
@@ -493,11 +493,11 @@ def minhash_lsh_pairs(sigs: list, threshold: float, num_perm: int) -> tuple[np.n
 
 
 def deltacrawl_pairs(prints: list, n: int, max_hamming: int, min_jaccard: float) -> dict[str, Any]:
-    """The crawler's dedup step (crawl/dedup.py) in plain Python: pages without words are
-    skipped; candidates are pages sharing a (band, value) from ``crawl.dedup.band_rows``
+    """The crawler's dedup step (crawl/dedup/rules.py) in plain Python: pages without words are
+    skipped; candidates are pages sharing a (band, value) from ``crawl.dedup.rules.band_rows``
     (SimHash bands 0..3 + MinHash LSH bands 4..11), confirmed by ``is_near_duplicate``;
     plus every pair with equal ``text_hash``. Keys of the pairs found, and counts/seconds."""
-    from crawl import dedup
+    from crawl.dedup import rules as dedup
     t0 = time.perf_counter()
     buckets: dict[tuple[int, int], list[int]] = collections.defaultdict(list)
     exact: dict[int, list[int]] = collections.defaultdict(list)
@@ -518,7 +518,7 @@ def deltacrawl_pairs(prints: list, n: int, max_hamming: int, min_jaccard: float)
                                  prints[key % n].simhash, prints[key % n].signature,
                                  max_hamming=max_hamming, min_jaccard=min_jaccard)}
 
-    # crawl.dedup.confirm's rule, as jobs/dedup.py applies it: SimHash-band candidates by Hamming
+    # crawl.dedup.rules.confirm's rule, as jobs/dedup.py applies it: SimHash-band candidates by Hamming
     # alone, MinHash-band candidates by Hamming or Jaccard
     simhash_cands, signature_cands = pairs_of(True), pairs_of(False)
     candidates = simhash_cands | signature_cands
@@ -596,7 +596,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--confirm-jaccard", type=float, default=0.6,
                    help="Jaccard a SimHash candidate needs to be confirmed (default 0.6)")
     p.add_argument("--min-jaccard", type=float, default=0.7,
-                   help="min_jaccard of the deltacrawl dedup row (crawl.dedup.is_near_duplicate; default 0.7)")
+                   help="min_jaccard of the deltacrawl dedup row (crawl.dedup.rules.is_near_duplicate; default 0.7)")
     p.add_argument("--no-sweep", action="store_true", help="skip the SimHash feature sweep")
     p.add_argument("--body-edits-only", action="store_true",
                    help="near copies keep the original's date and Related list (only the body is edited)")
@@ -668,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
     check(exact["recall_by_level"][0]["recall"] == 1.0, "text_hash finds every exact-copy pair")
     check(exact["found"] == exact["recall_by_level"][0]["found"], "text_hash pairs are exact copies only")
 
-    # ---- the crawler's dedup step (crawl/dedup.py), run as the job runs it
+    # ---- the crawler's dedup step (crawl/dedup/rules.py), run as the job runs it
     dc = deltacrawl_pairs(prints, n, DELTACRAWL_MAX_HAMMING, args.min_jaccard)
     dcs = truth.score(dc["found"])
     some_html = html[: min(500, len(html))]
@@ -688,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---- SimHash: band join + Hamming <= k, checked against all pairs
     width_ok = all(fp.bands(int(h)) == [(b, (int(h) >> (16 * b)) & 0xFFFF) for b in range(4)] for h in u[:500])
-    check(width_ok, "crawl.fingerprint.bands cuts the bits this script's band join uses")
+    check(width_ok, "crawl.dedup.fingerprint.bands cuts the bits this script's band join uses")
     t0 = time.perf_counter()
     candidates = band_join(u, eligible)
     band_join_s = time.perf_counter() - t0

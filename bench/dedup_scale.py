@@ -23,7 +23,7 @@ Data:     synthetic fingerprints, no HTML: every value is a counter-based hash (
           source j. The dedup/pages and dedup/bands Delta tables (created by
           jobs.tables.ensure_dedup_tables, bands partitioned by band) are written by Spark; band
           rows are computed vectorised (numpy + hashlib.blake2b), checked equal to
-          crawl.dedup.band_rows on a sample of existing and new pages first.
+          crawl.dedup.rules.band_rows on a sample of existing and new pages first.
 Measures: for each --new size, on one SparkSession: the new pages (the 8 columns segment_pages
           returns) read from Parquet and cached, as jobs.dedup.run does ("load"); then
           jobs.dedup.duplicates(spark, pages, known, old_bands, cfg) with the duplicates written to
@@ -38,7 +38,7 @@ Measures: for each --new size, on one SparkSession: the new pages (the 8 columns
           so the first timed size does not pay for JIT and Python worker start. With two or more
           sizes, dups seconds = fixed + per-pair cost x pairs is fitted and extrapolated to the
           --extrapolate sizes (a rough estimate, printed as such).
-Checks:   vectorised band rows == crawl.dedup.band_rows on the sample; every planted exact copy
+Checks:   vectorised band rows == crawl.dedup.rules.band_rows on the sample; every planted exact copy
           found as "exact" and every planted near copy as "near", each with dup_of = its source
           page; no unique page reported as a duplicate. A missed planted copy or a false positive
           fails the run (figures are still printed and written).
@@ -208,7 +208,7 @@ def new_columns(idx: np.ndarray, seed: int, n_existing: int, existing_hot_share:
 
 
 def band_values(simhash_u: np.ndarray, signatures: np.ndarray) -> np.ndarray:
-    """(n, 12) band values, column b = band b, as crawl.dedup.band_rows computes them: 4 x 16-bit
+    """(n, 12) band values, column b = band b, as crawl.dedup.rules.band_rows computes them: 4 x 16-bit
     SimHash slices, then the signed big-endian 8-byte blake2b of each 64-byte signature slice."""
     n = len(simhash_u)
     out = np.empty((n, 12), dtype=np.int64)
@@ -359,7 +359,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--driver-memory", default="8g", help="spark.driver_memory (default 8g)")
     p.add_argument("--shuffle-partitions", type=int, default=16, help="spark.shuffle_partitions (default 16)")
-    p.add_argument("--sample", type=int, default=2000, help="pages per kind compared with crawl.dedup.band_rows")
+    p.add_argument("--sample", type=int, default=2000, help="pages per kind compared with crawl.dedup.rules.band_rows")
     p.add_argument("--workdir", help="directory for the tables (default: a new one under /tmp)")
     p.add_argument("--keep", action="store_true", help="keep the work directory")
     p.add_argument("--out-json", metavar="FILE", help="write every figure to this JSON file")
@@ -386,7 +386,7 @@ def _load() -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from crawl.config import build_config
-    from crawl.dedup import band_rows
+    from crawl.dedup.rules import band_rows
 
     facts = machine_facts(("pyarrow", "numpy"))
     failures: list[str] = []
@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         for k in range(len(sims)):
             lib = band_rows(int(sims[k]), np.ascontiguousarray(cols["signature"][k], dtype="<u8").tobytes())
             mismatched += lib != list(enumerate(int(v) for v in values[k]))
-    check(mismatched == 0, f"vectorised band rows equal crawl.dedup.band_rows on {len(sample) + len(new['idx']):,} "
+    check(mismatched == 0, f"vectorised band rows equal crawl.dedup.rules.band_rows on {len(sample) + len(new['idx']):,} "
                            f"sample pages ({mismatched} differ)")
     near = new["kind"] == KIND_NEAR
     if near.any():

@@ -18,19 +18,19 @@ Methods   timed over the whole corpus, one after the other in a rotating order, 
           all in this one process (one core):
             bare        selectolax only: LexborHTMLParser(html), then
                         [n.attributes.get("href") for n in tree.css("a[href]")]   (str input)
-            ours        what the fetch task does per page: crawl.links.extract_links(html, url,
+            ours        what the fetch task does per page: crawl.parse.links.extract_links(html, url,
                         max_outlinks=500, x_robots_tag=None, rules=UrlRules.from_config(cfg),
                         agent="deltacrawl"), then LinkFilter.from_config(cfg).reject_reason(link,
                         host) for every outlink; cfg = crawl.config.build_config() (the
                         documented defaults)   (str input)
-            ours_bytes  ours preceded by crawl.parse.decode_html(body, "text/html; charset=utf-8"),
+            ours_bytes  ours preceded by crawl.parse.page.decode_html(body, "text/html; charset=utf-8"),
                         because the fetcher holds bytes   (bytes input)
             scrapy      scrapy.linkextractors.LinkExtractor() with its defaults (tags a and area,
                         attrs href, unique=True, canonicalize=False, strip=True, deny_extensions
                         = IGNORED_EXTENSIONS; it still resolves every link against the base URL
                         and makes it URL-safe with w3lib's safe_url_string) on
                         HtmlResponse(url, body=bytes, encoding="utf-8")   (bytes input)
-          The process-wide caches of crawl.urls and crawl.links are cleared before every pass of
+          The process-wide caches of crawl.net.urls and crawl.parse.links are cleared before every pass of
           ours/ours_bytes and a fresh LinkFilter is built, so each pass starts cold, as a new fetch task
           would; within a pass, pages of a site share cached results, as they do in a task. Before
           round 1 every method runs once on 50 pages, untimed (the first pass in a fresh process
@@ -40,8 +40,8 @@ Reported  per method the median pages/s over the rounds, by CPU time of this pro
           other processes' turns) and by wall time; per-round ratios; the targets
           ours/bare >= 0.5 (our own work at most doubles the cost of parsing) and
           ours/scrapy >= 5; our own µs per link ((ours - bare) / links). Then, once, per-link
-          costs: crawl.urls.check_url on every href with its page URL as base, without
-          crawl.links' caches (the normaliser alone), and LinkFilter.reject_reason on every
+          costs: crawl.net.urls.check_url on every href with its page URL as base, without
+          crawl.parse.links' caches (the normaliser alone), and LinkFilter.reject_reason on every
           outlink; for scale, the standard library's urllib.parse.urljoin(page, href) and
           urlsplit(href) on the same hrefs, next to the µs per href that the ours/bare target
           leaves for all of our own work. --profile-top N: cProfile of one more pass of ours.
@@ -339,10 +339,10 @@ class Methods:
         from scrapy.http import HtmlResponse
         from scrapy.linkextractors import LinkExtractor
 
-        from crawl.filters import LinkFilter
-        from crawl.links import extract_links
-        from crawl.parse import decode_html
-        from crawl.urls import UrlRules
+        from crawl.net.filters import LinkFilter
+        from crawl.parse.links import extract_links
+        from crawl.parse.page import decode_html
+        from crawl.net.urls import UrlRules
 
         self.cfg = cfg
         self.rules = UrlRules.from_config(cfg)
@@ -356,12 +356,12 @@ class Methods:
 
     def fresh_task(self) -> None:
         """Cold caches and a new LinkFilter, as at the start of a fetch task."""
-        import crawl.links
-        import crawl.urls
-        if hasattr(crawl.links, "clear_caches"):
-            crawl.links.clear_caches()
-        else:  # an older crawl.links (before/after comparisons): its lru caches only
-            for module in (crawl.urls, crawl.links):
+        import crawl.parse.links
+        import crawl.net.urls
+        if hasattr(crawl.parse.links, "clear_caches"):
+            crawl.parse.links.clear_caches()
+        else:  # an older crawl.parse.links (before/after comparisons): its lru caches only
+            for module in (crawl.net.urls, crawl.parse.links):
                 for value in vars(module).values():
                     if callable(getattr(value, "cache_clear", None)):
                         value.cache_clear()
@@ -402,11 +402,11 @@ def timed_pass(fn: Callable[[dict[str, Any]], Any], corpus: list[dict[str, Any]]
 
 
 def per_link_costs(methods: Methods, corpus: list[dict[str, Any]]) -> dict[str, Any]:
-    """µs per href of crawl.urls.check_url alone (page URL as base, rules on, no caches) and of
+    """µs per href of crawl.net.urls.check_url alone (page URL as base, rules on, no caches) and of
     LinkFilter.reject_reason per outlink: where our per-link time goes."""
     from selectolax.lexbor import LexborHTMLParser
 
-    from crawl.urls import check_url
+    from crawl.net.urls import check_url
     pairs = [(n.attributes.get("href") or "", p["url"]) for p in corpus
              for n in LexborHTMLParser(p["html"]).css("a[href]")]
     rules = methods.rules

@@ -11,9 +11,9 @@ throughput  DevWeb (200 hosts x 50 pages, `deltacrawl devweb` in a SUBPROCESS, s
             timing, interleaved, on the same URLs:
               (a) jobs.fetch.run — the Spark fetch step (fetch.tasks default: 2 tasks) — alone;
               (b) jobs.fetch.fetch_task — the body of one Spark task: WarcWriter + ParserPool +
-                  crawl.fetcher.fetch_partition — on all fetchlist rows in one plain Python child
+                  crawl.fetch.fetcher.fetch_partition — on all fetchlist rows in one plain Python child
                   process (no Spark);
-              (c) plain aiohttp + crawl.links.extract_outlinks, same URLs, same concurrency cap
+              (c) plain aiohttp + crawl.parse.links.extract_outlinks, same URLs, same concurrency cap
                   (fetch.max_concurrency), one request in flight per host, same child process;
               (d) Scrapy (bench/_scrapy_fetch.py, a subprocess): CONCURRENT_REQUESTS = cap,
                   CONCURRENT_REQUESTS_PER_DOMAIN = 1, DOWNLOAD_DELAY = 0, ROBOTSTXT_OBEY = True,
@@ -31,7 +31,7 @@ politeness  DevWeb (50 hosts, subprocess, request log), host i seeded with 20 + 
 memory      DevWeb(hostile=True) in this process; a fresh child process (started through `sh`, so its
             ru_maxrss does not inherit this process's high-water mark) runs jobs.fetch.fetch_task
             (WarcWriter + ParserPool exactly as a Spark task sets them up) over every hostile URL
-            (crawl.devweb.HOSTILE), default fetch.max_body_bytes (10 MiB), fetch.*timeout_s = 5.
+            (crawl.devweb.web.HOSTILE), default fetch.max_body_bytes (10 MiB), fetch.*timeout_s = 5.
             Reports the child's ru_maxrss (RUSAGE_SELF) and, apart, its children's (RUSAGE_CHILDREN:
             the parser workers, after their forkserver is stopped), plus a /proc sampler of every
             descendant's VmHWM; target <= 512 MB.
@@ -165,7 +165,7 @@ def _vm_hwm_mb(pid: int | str) -> float | None:
 def child_memory(rows: list[dict[str, Any]], cfg: dict[str, Any], warc_dir: str) -> dict[str, Any]:
     """The memory benchmark's child: imports first, then fetch_task over the hostile rows."""
     import importlib
-    for mod in ("jobs.fetch", "crawl.parse", "crawl.warc"):  # what a Spark Python worker has loaded
+    for mod in ("jobs.fetch", "crawl.parse.page", "crawl.fetch.warc"):  # what a Spark Python worker has loaded
         importlib.import_module(mod)
     rss_before = _rss_mb()
     maxrss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -213,7 +213,7 @@ def child_pid() -> int:
 
 def page_rows_from_fetchlist(spark, path: str) -> list[dict[str, Any]]:
     """The fetchlist rows exactly as jobs.fetch.fetch_segment hands them to a task (plain dicts)."""
-    from crawl.fetcher import FETCHLIST_FIELDS
+    from crawl.fetch.fetcher import FETCHLIST_FIELDS
     from jobs.tables import FETCHLIST_TIMES, to_epoch
     df = to_epoch(spark.read.parquet(path), FETCHLIST_TIMES).select(*FETCHLIST_FIELDS)
     return [r.asDict() for r in df.collect()]
@@ -530,8 +530,8 @@ def bench_politeness(args, spark_box: dict, workdir: str, check: Checker) -> dic
 
 def bench_memory(args, workdir: str, check: Checker) -> dict[str, Any]:
     from crawl.config import build_config
-    from crawl.devweb import HOSTILE, DevWeb
-    from crawl.urls import host_bucket, host_of, normalize_url, url_hash
+    from crawl.devweb.web import HOSTILE, DevWeb
+    from crawl.net.urls import host_bucket, host_of, normalize_url, url_hash
     wd = os.path.join(workdir, "memory")
     os.makedirs(wd)
     t = args.mem_timeout_s

@@ -5,12 +5,12 @@
 Run:      .venv/bin/python bench/host_share.py [--hosts 20] [--pages 30] [--drip-urls 8] [--drip-s 6]
                                              [--factors 2,1,0] [--floor-s S] [--out-json FILE]
 
-Web:      crawl.devweb.DevWeb(hostile=True, crawl_delay_s=0) in this process (its own thread; this
+Web:      crawl.devweb.web.DevWeb(hostile=True, crawl_delay_s=0) in this process (its own thread; this
           process does nothing else meanwhile). The quick hosts are the first --hosts normal hosts,
           each seeded with /p/0.html .. /p/<pages-1>.html; the dripping host is the "drip" hostile
           host, seeded with --drip-urls URLs /slow.html?s=<drip-s>&n=k: 200 answers that complete
           after --drip-s seconds each, under every read timeout.
-Fetch:    jobs.fetch.fetch_task (the body of one Spark fetch task: crawl.fetcher with the parser
+Fetch:    jobs.fetch.fetch_task (the body of one Spark fetch task: crawl.fetch.fetcher with the parser
           child pool as configured; no Spark, no WARC) in a fresh spawned child process per run,
           with the conf defaults
           (fetch.delay_s 1, fetch.delay_factor 5, fetch.max_delay_s 30, timeouts 10/20/60 s) but for
@@ -59,7 +59,7 @@ def child_fetch(rows: list[dict[str, Any]], cfg: dict[str, Any]) -> dict[str, An
 
 
 def fetch_rows(urls: list[str]) -> list[dict[str, Any]]:
-    from crawl.urls import host_bucket, host_of, normalize_url, url_hash
+    from crawl.net.urls import host_bucket, host_of, normalize_url, url_hash
     rows = []
     for u in urls:
         u = normalize_url(u)
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     factors = [float(x) for x in args.factors.split(",")]
 
     from crawl.config import build_config
-    from crawl.devweb import DevWeb
+    from crawl.devweb.web import DevWeb
     facts = machine_facts()
     print("machine:", facts, flush=True)
     base_cfg = build_config()

@@ -65,7 +65,7 @@ DAY = 86400
 def synth_base(spark, n_urls: int, n_hosts: int, buckets: int, now: float):
     """url_state rows (without lease) as a DataFrame; deterministic for given sizes."""
     from pyspark.sql import functions as F
-    from crawl.urls import host_bucket
+    from crawl.net.urls import host_bucket
     from jobs.tables import URL_STATE_SCHEMA
 
     def uniform(col, salt: str):  # deterministic uniform [0, 1) from a row id

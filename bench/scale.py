@@ -6,7 +6,7 @@ Run:      .venv/bin/python bench/scale.py [--sizes 1000000,10000000] [--hosts 10
                                           [--out-json FILE] [--keep]
 What:     for each size, a synthetic crawl root in a fresh folder: a crawldb of that many URLs over
           --hosts hosts of skewed size (bench/layout.py's rows: ~80 % unfetched, the rest fetched,
-          redirected, gone, ...; url_hash and host_bucket computed as crawl/urls.py does), the hostdb
+          redirected, gone, ...; url_hash and host_bucket computed as crawl/net/urls.py does), the hostdb
           rows to match (url_count = the host's rows), dedup/pages and dedup/bands for every fetched
           200 page (SimHash and 512-byte MinHash signatures, so all 12 bands per page), and the WARC
           index of every archived page. Then, in one SparkSession with the documented defaults
@@ -53,15 +53,15 @@ from _common import machine_facts  # noqa: E402
 from layout import conform, synth_base  # noqa: E402
 
 SEGMENT_OLD = "20260101000000-000000"
-SIGNATURE_BYTES = 512  # crawl.fingerprint: 64 MinHash values of 8 bytes
+SIGNATURE_BYTES = 512  # crawl.dedup.fingerprint: 64 MinHash values of 8 bytes
 
 
 def _with_url_hash(df):
-    """url_hash as crawl.urls.url_hash computes it (blake2b, in Python: Spark has no blake2b)."""
+    """url_hash as crawl.net.urls.url_hash computes it (blake2b, in Python: Spark has no blake2b)."""
     import pyarrow as pa
 
     def hashes(batches):
-        from crawl.urls import url_hash
+        from crawl.net.urls import url_hash
         for batch in batches:
             index = batch.schema.get_field_index("url_hash")
             values = pa.array([url_hash(u) for u in batch.column("url").to_pylist()], pa.int64())

@@ -12,12 +12,12 @@ Policies: uniform       every page every pages / budget days;
           optimum       Cho & Garcia-Molina, "Effective page refresh policies for web crawlers",
                         ACM TODS 28(4) 2003: maximise Σ wᵢ F(λᵢ, fᵢ) subject to Σ fᵢ = budget,
                         F(λ, f) = (f/λ)(1 − e^(−λ/f)), TRUE rates, Lagrange multiplier by
-                        bisection — computed here independently of crawl.schedule (bisection on
+                        bisection — computed here independently of crawl.crawldb.schedule (bisection on
                         x instead of its Newton solver), unclamped;
-          ours          crawl.schedule as update would run it: record_observation after every
+          ours          crawl.crawldb.schedule as update would run it: record_observation after every
                         fetch, then next_interval — learning λ only from what a crawler sees (did
                         the content change since the last fetch; a 304 is the same observation),
-                        never the true rates; μ = crawl.schedule.calibrate_fetch_value on the
+                        never the true rates; μ = crawl.crawldb.schedule.calibrate_fetch_value on the
                         current histories once per simulated day, with the prior range 1 min …
                         10 years (wider than the simulated web's);
           point_estimate (diagnostic) the same, but deciding on Cho & Garcia-Molina's point
@@ -28,7 +28,7 @@ Policies: uniform       every page every pages / budget days;
 Engine:   every page is fetched once at t = 0 (the discovery crawl, outside the budget), then its
           first refetch falls at a random phase of its first interval. Every --cycle-hours a
           generate step takes the due pages (next_fetch_at ≤ now), at most the cycle's share of
-          the budget, ranked by crawl.schedule.priority (importance × staleness; same for every
+          the budget, ranked by crawl.crawldb.schedule.priority (importance × staleness; same for every
           policy), fetches them at that instant and sets next_fetch_at = now + interval. Changes
           are simulated exactly: at each fetch the time to the page's next change is drawn
           Exp(λ) (memoryless), so the copy is fresh until then and the next fetch sees a change
@@ -58,7 +58,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py
 from _common import finish, fmt, machine_facts  # noqa: E402  (importing it also puts the checkout on sys.path)
 
-from crawl import schedule as S  # noqa: E402
+from crawl.crawldb import schedule as S  # noqa: E402
 
 DAY = 86400.0
 
@@ -93,7 +93,7 @@ def weighted(values: np.ndarray, weights: np.ndarray) -> float:
 def optimum_frequencies(rate: np.ndarray, weight: np.ndarray, budget_per_s: float) -> tuple[np.ndarray, float]:
     """Cho & Garcia-Molina's optimal refresh frequencies for Σ f = budget: wᵢ ∂F/∂f = μ, i.e.
     1 − (1 + x)e^(−x) = μλ/w with x = λ/f, f = 0 where μλ/w ≥ 1. Bisection on x per page (not
-    crawl.schedule's Newton solver, so the two are independent) inside a bisection on μ."""
+    crawl.crawldb.schedule's Newton solver, so the two are independent) inside a bisection on μ."""
     def x_of(c: np.ndarray) -> np.ndarray:
         lo = np.zeros_like(c)
         hi = np.full_like(c, 1.0)
@@ -241,7 +241,7 @@ def calibrate_known_rates(rates: np.ndarray, weight: np.ndarray, budget_per_s: f
 
 
 def learning_policy(weight: np.ndarray, budget_per_s: float, info: dict[str, Any], point_estimate: bool = False):
-    """A crawler that knows only what it observed, the way update would run crawl.schedule:
+    """A crawler that knows only what it observed, the way update would run crawl.crawldb.schedule:
     record_observation after every fetch, then next_interval; μ recalibrated once per simulated
     day with calibrate_fetch_value on the current histories.
 

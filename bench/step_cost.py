@@ -62,7 +62,7 @@ STEPS = ("dedup", "update", "generate", "stats", "generate (nothing due)")
 def child_build(base: str, hosts: int, overrides: dict[str, str]) -> None:
     """The crawl root every measurement copies: cycle 1 done, cycle 2 fetched."""
     from crawl.config import build_config
-    from crawl.devweb import DevWeb
+    from crawl.devweb.web import DevWeb
     from jobs import dedup, fetch, generate, inject, update
     from jobs.session import build_spark
     from jobs.tables import CrawlRoot

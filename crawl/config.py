@@ -132,8 +132,8 @@ SPARK_LOG_LEVELS = ("ALL", "DEBUG", "ERROR", "FATAL", "INFO", "OFF", "TRACE", "W
 
 
 def _validate(cfg: dict[str, Any]) -> None:
-    from crawl.filters import LinkFilter
-    from crawl.politeness import validate_overrides
+    from crawl.net.filters import LinkFilter
+    from crawl.fetch.politeness import validate_overrides
     try:
         cfg["fetch.host_overrides"] = validate_overrides(cfg["fetch.host_overrides"])
     except ValueError as exc:

@@ -1,5 +1,5 @@
-"""The optional compiled parts of crawl/: crawl/_fasturl.c (link normalisation and filtering)
-and crawl/_fasthash.c (the MinHash signature). setup.py builds them when a C compiler is at
+"""The optional compiled parts of crawl/: crawl/net/_fasturl.c (link normalisation and filtering)
+and crawl/dedup/_fasthash.c (the MinHash signature). setup.py builds them when a C compiler is at
 hand; each has a pure-Python original that gives the same results and stays the reference."""
 from __future__ import annotations
 
@@ -8,19 +8,26 @@ import os
 from types import ModuleType
 
 # What each compiled module speeds up, for the warning when it is missing.
-MODULES = {"_fasturl": "link normalisation and filtering (crawl/urls.py, crawl/filters.py)",
-           "_fasthash": "the MinHash signature of each page (crawl/fingerprint.py)"}
+MODULES = {"_fasturl": "link normalisation and filtering (crawl/net/urls.py, crawl/net/filters.py)",
+           "_fasthash": "the MinHash signature of each page (crawl/dedup/fingerprint.py)"}
+# The package each one is built into (setup.py), next to the Python it copies.
+PACKAGES = {"_fasturl": "crawl.net", "_fasthash": "crawl.dedup"}
 
 
 def load(name: str) -> ModuleType | None:
-    """``crawl.<name>``, or None when it is not built or the environment variable
-    DELTACRAWL_PURE_PYTHON is set (to compare both, or to rule the C code out)."""
+    """The compiled module ``name`` (a key of MODULES), or None when it is not built or the
+    environment variable DELTACRAWL_PURE_PYTHON is set (to compare both, or to rule the C code out)."""
     if os.environ.get("DELTACRAWL_PURE_PYTHON"):
         return None
     try:
-        return importlib.import_module(f"crawl.{name}")
+        return importlib.import_module(dotted(name))
     except ImportError:
         return None
+
+
+def dotted(name: str) -> str:
+    """The compiled module's full name, e.g. crawl.net._fasturl."""
+    return f"{PACKAGES[name]}.{name}"
 
 
 def status() -> dict[str, bool]:
@@ -36,6 +43,6 @@ def missing_warning() -> str | None:
     missing = [name for name, built in status().items() if not built]
     if not missing:
         return None
-    what = "; ".join(f"crawl.{name}: {MODULES[name]}" for name in missing)
+    what = "; ".join(f"{dotted(name)}: {MODULES[name]}" for name in missing)
     return (f"compiled code missing, so slower Python runs instead ({what}): the install had no C compiler, "
             f"or its build failed; reinstall with one (pip install -e . shows the compiler's error)")

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from crawl import native
+
 
 def _section(title: str, rows: Sequence[tuple[str, Any]], total: int | None = None) -> list[str]:
     lines = [title]
@@ -33,7 +35,7 @@ def format_stats(stats: Mapping[str, Any]) -> str:
                      f"remove {stats['crawl_root']}/segments/{segment}: its URLs are due again when the lease ends")
     missing = [name for name, built in (stats.get("native_code") or {}).items() if not built]
     if missing:
-        lines.append(f"  compiled code missing (slower Python instead): {', '.join('crawl.' + m for m in missing)}")
+        lines.append(f"  compiled code missing (slower Python instead): {', '.join(native.dotted(m) for m in missing)}")
     lines += _section("by status", stats["by_status"], total)
     lines += _section("by HTTP status", [(str(k) if k is not None else "(none)", v)
                                          for k, v in stats["by_http_status"]], total)

@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from crawl.status import FetchStatus
+from crawl.crawldb.status import FetchStatus
 
 # The steps of one cycle, in order; a crawl also records "inject" as cycle 0.
 CYCLE_STEPS = ("generate", "fetch", "dedup", "update")

@@ -34,7 +34,7 @@ def devweb_main(argv: list[str] | None) -> int:
         parser.add_argument("--log", metavar="FILE", help="append every request as a JSON line to FILE")
 
     def body(args, cfg) -> int:
-        from crawl.devweb import DevWeb
+        from crawl.devweb.web import DevWeb
         web = DevWeb(hosts=int(cfg["devweb.hosts"]), pages_per_host=int(cfg["devweb.pages_per_host"]),
                      port=int(cfg["devweb.port"]), seed=int(cfg["devweb.seed"]),
                      crawl_delay_s=float(cfg["devweb.crawl_delay_s"]), log_path=args.log)

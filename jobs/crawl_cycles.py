@@ -97,7 +97,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
 
 def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> str:
     """Start the bundled test web for this run and write its seeds file; return the file's path."""
-    from crawl.devweb import DevWeb
+    from crawl.devweb.web import DevWeb
     web = DevWeb(hosts=int(cfg["devweb.hosts"]), pages_per_host=int(cfg["devweb.pages_per_host"]),
                  port=int(cfg["devweb.port"]), seed=int(cfg["devweb.seed"]),
                  crawl_delay_s=float(cfg["devweb.crawl_delay_s"]))

@@ -8,12 +8,12 @@ Inputs:   <crawl_root>/segments/<id>/fetched (2xx pages with text fingerprints, 
           fetch task), <crawl_root>/dedup/pages and dedup/bands (Delta: canonical pages of
           earlier segments and their band rows).
 How:      exact duplicates: equal text_hash (hash of the normalised text: markup, whitespace,
-          dates and counters do not defeat it). Near duplicates (crawl/dedup.py): pages sharing
+          dates and counters do not defeat it). Near duplicates (crawl/dedup/rules.py): pages sharing
           a SimHash band (4 x 16 bits) or a MinHash band (8 x 8 values) are candidates — an
           equi-join on (band, value), never all pairs. A SimHash candidate is a duplicate within
           dedup.max_hamming bits, decided in the join (never in Python: chance alone gives ~300
           such candidates per page against 5 M pages); a MinHash candidate also when its
-          estimated Jaccard is >= dedup.min_jaccard (crawl.dedup.confirm). A band value shared
+          estimated Jaccard is >= dedup.min_jaccard (crawl.dedup.rules.confirm). A band value shared
           by more than dedup.max_band_candidates pages (boilerplate-only pages) is skipped, so a
           hot band cannot explode the join; pages without text are never compared. Each duplicate
           gets dup_of = the canonical page among its duplicates (first fetched wins, then higher
@@ -38,8 +38,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawl.dedup import BANDS_PER_PAGE, SIMHASH_BANDS, band_rows, is_near_duplicate
-from crawl.status import FetchStatus
+from crawl.dedup.rules import BANDS_PER_PAGE, SIMHASH_BANDS, band_rows, is_near_duplicate
+from crawl.crawldb.status import FetchStatus
 from jobs.commit_info import writes_commits
 from jobs.common import run_segment_step
 from jobs.errors import UserError

@@ -1,8 +1,8 @@
 """What a segment discovered, as crawldb rows: used by update (pure DataFrame -> DataFrame).
 
-Sources, all already normalised and filtered in the fetch task (crawl/discovery.py):
+Sources, all already normalised and filtered in the fetch task (crawl/crawldb/discovery.py):
   * outlinks of fetched pages (and the canonical hint of a page), depth + 1, each with an
-    OPIC-like share of the page's score (crawl.status.outlink_score);
+    OPIC-like share of the page's score (crawl.crawldb.status.outlink_score);
   * redirect targets, carrying the chain length (redirect_hops);
   * sitemap entries (the host rows' ``sitemap_entries``): depth 1 and the score a seed's only
     outlink would get (a sitemap is the site's own list of the pages it cares about).
@@ -22,8 +22,8 @@ from typing import Any, Iterator, Mapping
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from crawl.status import FetchStatus, discovered_links, new_url_state, outlink_score
-from crawl.urls import host_bucket, host_of, url_hash
+from crawl.crawldb.status import FetchStatus, discovered_links, new_url_state, outlink_score
+from crawl.net.urls import host_bucket, host_of, url_hash
 from jobs.tables import URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch, from_epoch_col
 
 HOST_TOTAL_CAP = "host_total_cap"   # link_rejects reason: the host holds all the URLs it may
@@ -110,7 +110,7 @@ def _new_rows(rows: Iterator[Any], now: float, segment_id: str | None) -> Iterat
 def new_url_rows(spark: SparkSession, kept: DataFrame, now: float, segment_id: str) -> DataFrame:
     """crawldb rows (unfetched, due now) for the kept unknown candidates, discovered in ``segment_id``."""
     rdd = kept.rdd.mapPartitions(lambda it: _new_rows(it, now, segment_id))
-    # rows come from crawl.status.new_url_state in schema order: no per-row type verification
+    # rows come from crawl.crawldb.status.new_url_state in schema order: no per-row type verification
     return from_epoch(spark.createDataFrame(rdd, epoch_schema(URL_STATE_SCHEMA), verifySchema=False), URL_STATE_TIMES)
 
 

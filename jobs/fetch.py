@@ -3,7 +3,7 @@
 Inputs:   <crawl_root>/segments/<id>/fetchlist.
 How:      every host is assigned to exactly one of fetch.tasks tasks, balancing the expected
           work per task (URLs x politeness gap, largest hosts first onto the least loaded task),
-          so a few big hosts never pile up in one task; each task runs crawl.fetcher (asyncio +
+          so a few big hosts never pile up in one task; each task runs crawl.fetch.fetcher (asyncio +
           aiohttp) over its hosts: robots.txt first, one request in flight per host, adaptive
           gaps, backoff; bodies are parsed in a guarded child process and written to WARC;
           outlinks are normalised and filtered there, and those the crawldb already knows are
@@ -20,7 +20,7 @@ Outputs:  <crawl_root>/segments/<id>/fetched (Parquet, partitioned by kind: one 
           files, in-progress uploads) is removed: this segment's after the fetch succeeded, any
           segment's older than generate.lease_s when a fetch starts.
           <crawl_root>/segments/<id>/requests/: every request each task attempt sent, logged
-          just before sending (crawl/requestlog.py), so a retried task (spark.task_max_failures)
+          just before sending (crawl/fetch/requestlog.py), so a retried task (spark.task_max_failures)
           keeps each host's gap to the dead attempt's last request and never requests one of its
           pages again; segments/<id>/_fetched_run names the run that succeeded.
 Re-run:   allowed until the segment is updated (it fetches again and replaces the results);
@@ -45,9 +45,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawl.config import spark_settings
-from crawl.fetcher import FETCHLIST_FIELDS, fetch_partition
+from crawl.fetch.fetcher import FETCHLIST_FIELDS, fetch_partition
 from crawl.s3 import is_s3_uri
-from crawl.warc import WarcStore, sweep_unfinished, warc_store
+from crawl.fetch.warc import WarcStore, sweep_unfinished, warc_store
 from jobs.common import run_segment_step
 from jobs.errors import UserError
 from jobs.logs import Progress, step_logger
@@ -104,14 +104,14 @@ def expected_work(fetchlist: DataFrame, cfg: Mapping[str, Any], limit: int | Non
 
 
 def _partial_filter(urls: Iterator[Any], num_bits: int, num_hashes: int) -> Iterator[bytes]:
-    from crawl.bloom import BloomFilter
+    from crawl.net.bloom import BloomFilter
     bloom = BloomFilter(num_bits, num_hashes)
     bloom.add_many(row[0] for row in urls)
     yield bloom.to_bytes()
 
 
 def _union(a: bytes, b: bytes) -> bytes:
-    from crawl.bloom import BloomFilter
+    from crawl.net.bloom import BloomFilter
     return BloomFilter.from_bytes(a).union_update(BloomFilter.from_bytes(b)).to_bytes()
 
 
@@ -133,7 +133,7 @@ def build_seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Mapping[str, An
     """A Bloom filter of every URL in the crawldb, sized for its count (at least
     MIN_FILTER_CAPACITY) at discovery.bloom_fpr, at most discovery.bloom_max_mb: built per
     partition and OR-merged in a tree on the executors."""
-    from crawl.bloom import BloomFilter
+    from crawl.net.bloom import BloomFilter
     fpr = float(cfg["discovery.bloom_fpr"])
     if fpr <= 0:
         return None
@@ -180,7 +180,7 @@ def executor_identity() -> str:
 @dataclass(frozen=True)
 class FetchRun:
     """What every task of one fetch run shares besides the config (it travels in the closure)."""
-    run_id: str                       # sortable by start time (crawl/requestlog.py)
+    run_id: str                       # sortable by start time (crawl/fetch/requestlog.py)
     store: str | WarcStore | None     # where WARC files go (None: no WARC)
     request_log_dir: str | None       # where tasks log their requests (None: no log)
     completed_run: str | None = None  # the last run of this segment's fetch that succeeded
@@ -194,7 +194,7 @@ def new_run_id() -> str:
 def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], run: FetchRun,
                seen: Any = None) -> Iterator[tuple]:
     """The body of one Spark task: (host, Row) pairs in, FETCHED_SCHEMA tuples out. ``seen`` is
-    the broadcast seen-URL filter (bytes of crawl.bloom.BloomFilter), or None. Its attempt number
+    the broadcast seen-URL filter (bytes of crawl.net.bloom.BloomFilter), or None. Its attempt number
     names its WARC files and request log, so a retried task never writes into a dead one's."""
     from pyspark import TaskContext
     dicts = [row.asDict() for _host, row in rows]
@@ -207,14 +207,14 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], run: Fet
     with ExitStack() as stack:
         request_log = None
         if run.request_log_dir is not None:
-            from crawl.requestlog import RequestLog, sweep_stale
+            from crawl.fetch.requestlog import RequestLog, sweep_stale
             if run.sweep_logs_s is not None:
                 sweep_stale(os.path.dirname(run.request_log_dir), run.sweep_logs_s, segment_id)
             request_log = stack.enter_context(RequestLog(run.request_log_dir, run.run_id, index, attempt,
                                                          run.completed_run))
         archive = None
         if store is not None:
-            from crawl.warc import WarcWriter
+            from crawl.fetch.warc import WarcWriter
             info = {"operator": cfg["warc.operator"], "http-header-user-agent": cfg["fetch.user_agent"],
                     "robots": "obey", "isPartOf": segment_id}
             archive = stack.enter_context(WarcWriter(
@@ -223,14 +223,14 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], run: Fet
                 gzip_level=int(cfg["warc.gzip_level"])))
         parser = None
         if cfg["parse.isolate"]:
-            from crawl.parse import BatchingParser, ParserPool
+            from crawl.parse.page import BatchingParser, ParserPool
             pool = ParserPool(workers=int(cfg["parse.workers"]),
                               memory_limit_bytes=int(cfg["parse.memory_limit_mb"]) * 2**20,
                               time_limit_s=float(cfg["parse.time_limit_s"]))
             parser = stack.enter_context(BatchingParser(pool))
         bloom = None
         if seen is not None:
-            from crawl.bloom import BloomFilter
+            from crawl.net.bloom import BloomFilter
             bloom = BloomFilter.from_bytes(seen.value)
         results = fetch_partition(dicts, cfg, archive, parser, bloom, request_log)
     where = {"fetch_task": f"{index}.{attempt}", "fetch_executor": executor_identity()}

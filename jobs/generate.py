@@ -3,11 +3,11 @@
 Inputs:   <crawl_root>/crawldb, <crawl_root>/hostdb.
 Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= now, no lease
           in force, whose host is not deferred or backing off, ranked by priority =
-          importance × staleness (crawl.schedule.priority, computed here as a Spark Column:
+          importance × staleness (crawl.crawldb.schedule.priority, computed here as a Spark Column:
           importance = max(score, schedule.score_floor)^schedule.score_exponent ×
           schedule.depth_decay^depth; staleness = 1 + (now − next_fetch_at) / fetch_interval_s).
           A URL without an interval yet (fetch_interval_s null: never fetched) has staleness 1,
-          as crawl.schedule.staleness defines it: new URLs rank by importance alone, and a due
+          as crawl.crawldb.schedule.staleness defines it: new URLs rank by importance alone, and a due
           known URL of the same importance never ranks below them (where the two meet: in a
           host's cap).
           1. Per host: at most generate.max_urls_per_host (or a fetch.host_overrides entry's
@@ -49,8 +49,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from crawl.fetcher import HOST_FIELDS
-from crawl.status import GENERATABLE_STATUSES
+from crawl.fetch.fetcher import HOST_FIELDS
+from crawl.crawldb.status import GENERATABLE_STATUSES
 from jobs.commit_info import note_segment, writes_commits
 from jobs.common import add_run_options, is_commit_conflict, run_spark_step
 from jobs.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
@@ -100,7 +100,7 @@ def override_cap(cfg: Mapping[str, Any], key: str, default: int) -> Column:
     """``default``, or ``key`` of the first fetch.host_overrides entry matching the row's host that sets it."""
     name = host_name_col()
     cap = F.lit(int(default))
-    # CASE WHEN is first-match-wins, like crawl.politeness.host_override: build it back to front
+    # CASE WHEN is first-match-wins, like crawl.fetch.politeness.host_override: build it back to front
     for entry in reversed(list(cfg["fetch.host_overrides"])):
         if key not in entry:
             continue
@@ -120,7 +120,7 @@ def per_host_cap(cfg: Mapping[str, Any]) -> Column:
 
 
 def importance_col(cfg: Mapping[str, Any]) -> Column:
-    """crawl.schedule.importance of the row's score and depth."""
+    """crawl.crawldb.schedule.importance of the row's score and depth."""
     score = F.greatest(F.col("score").cast("double"), F.lit(float(cfg["schedule.score_floor"])))
     depth = F.greatest(F.col("depth").cast("double"), F.lit(0.0))
     return (F.pow(score, F.lit(float(cfg["schedule.score_exponent"])))
@@ -128,7 +128,7 @@ def importance_col(cfg: Mapping[str, Any]) -> Column:
 
 
 def staleness_col(now: float) -> Column:
-    """crawl.schedule.staleness of the row at ``now``: 0 before next_fetch_at, then
+    """crawl.crawldb.schedule.staleness of the row at ``now``: 0 before next_fetch_at, then
     1 + (now − next_fetch_at) / fetch_interval_s; 1 once due without an interval (never fetched)."""
     due_at = F.unix_micros(F.col("next_fetch_at")) / F.lit(1e6)
     interval = F.col("fetch_interval_s").cast("double")
@@ -140,7 +140,7 @@ def staleness_col(now: float) -> Column:
 
 
 def priority_col(cfg: Mapping[str, Any], now: float) -> Column:
-    """crawl.schedule.priority as a Column (importance × staleness, higher first; 0 = not due).
+    """crawl.crawldb.schedule.priority as a Column (importance × staleness, higher first; 0 = not due).
     Reads score, depth, next_fetch_at and fetch_interval_s; tests hold it equal to the pure one."""
     return importance_col(cfg) * staleness_col(now)
 
@@ -201,7 +201,7 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
         *[F.when(fresh, F.col(c)).alias(c) for c in ("robots_status", "robots_txt", "robots_fetched_at")],
         F.when(sitemaps_fresh, F.col("sitemaps_fetched_at")).alias("sitemaps_fetched_at"))
     # the host's robots.txt (up to fetch.robots_max_bytes) and sitemap list ride on its best row
-    # only, not on each of its URLs: the fetcher reads them from that row (crawl/fetcher.py)
+    # only, not on each of its URLs: the fetcher reads them from that row (crawl/fetch/fetcher.py)
     first = F.row_number().over(Window.partitionBy("host").orderBy("_rank")) == 1
     rows = (top.join(robots, ["host_bucket", "host"], "left")
             .withColumn("segment_id", F.lit(segment_id))

@@ -1,6 +1,6 @@
 """inject — normalise seed URLs and insert the new ones into the crawldb.
 
-Inputs:   a local seeds file (one URL per line, # comments; see crawl/seeds.py).
+Inputs:   a local seeds file (one URL per line, # comments; see crawl/crawldb/seeds.py).
 Outputs:  new rows in <crawl_root>/crawldb (status unfetched, depth 0, due now); the seeds'
           hosts' url_count in <crawl_root>/hostdb, counted from the crawldb (a row for a host
           new to the hostdb); creates the crawldb and hostdb if they do not exist. Run on its own, a row in <crawl_root>/cycles
@@ -22,9 +22,9 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawl.seeds import SeedFileEncodingError, SeedParse, read_seed_file
-from crawl.status import new_url_state
-from crawl.urls import host_bucket, host_of, url_hash
+from crawl.crawldb.seeds import SeedFileEncodingError, SeedParse, read_seed_file
+from crawl.crawldb.status import new_url_state
+from crawl.net.urls import host_bucket, host_of, url_hash
 from jobs.commit_info import writes_commits
 from jobs.common import add_run_options, run_spark_step
 from jobs.errors import EXIT_OK, UserError

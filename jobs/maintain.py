@@ -18,7 +18,7 @@ Outputs:  per table, in this order:
           is deleted; one never updated whose lease has expired ("abandoned") likewise, only past that
           retention; a segment any crawldb URL is still leased to is never deleted. Then WARC
           leftovers (local *.warc.gz.open files, S3 in-progress uploads) started more than
-          generate.lease_s ago are removed (crawl.warc.sweep_unfinished). On stdout: one row per
+          generate.lease_s ago are removed (crawl.fetch.warc.sweep_unfinished). On stdout: one row per
           table (files and MB before / after, deletion vectors purged, files vacuumed) and what
           happened to segments and leftovers. --dry-run prints the same plan and changes nothing.
 Guard:    maintain refuses (exit 2, one line) while a step holds the crawl root: when a segment is in
@@ -202,7 +202,7 @@ def warc_leftovers(cfg: Mapping[str, Any], root: CrawlRoot, now: float, dry_run:
     """Unfinished WARC files (local .open files, S3 uploads) started more than generate.lease_s ago:
     removed (or, dry run, counted). Other roots (HDFS) hold no WARC files (fetch refuses them)."""
     from crawl.s3 import is_s3_uri
-    from crawl.warc import sweep_unfinished, warc_store
+    from crawl.fetch.warc import sweep_unfinished, warc_store
     if not (root.is_local or is_s3_uri(root.root)):
         return 0
     store = warc_store(root.warc_dir, cfg)

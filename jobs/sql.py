@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from crawl.sqltext import FORMATS, format_rows, split_statements
-from crawl.urls import InvalidUrl, normalize_url, url_hash
+from crawl.net.urls import InvalidUrl, normalize_url, url_hash
 from jobs.common import run_main
 from jobs.errors import EXIT_NOTHING_TO_DO, EXIT_OK, UserError
 from jobs.tables import CrawlRoot, list_segments, path_exists, table_exists

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from crawl import native
 from crawl.report import format_stats
-from crawl.status import GENERATABLE_STATUSES
+from crawl.crawldb.status import GENERATABLE_STATUSES
 from jobs.common import add_run_options, run_spark_step
 from jobs.errors import EXIT_OK, UserError
 from jobs.logs import log_step

@@ -238,7 +238,7 @@ DEDUP_PAGES_SCHEMA = StructType([
     StructField("segment_id", StringType(), False),
 ])
 
-# dedup/bands: the band rows of every canonical page (crawl/dedup.py), partitioned by band
+# dedup/bands: the band rows of every canonical page (crawl/dedup/rules.py), partitioned by band
 DEDUP_BANDS_SCHEMA = StructType([
     StructField("band", IntegerType(), False),
     StructField("value", LongType(), False),
@@ -310,11 +310,11 @@ class CrawlRoot:
         return f"{self.segment(segment_id)}/_leased"
 
     def fetched_run_marker(self, segment_id: str) -> str:
-        """Written by fetch once a run succeeded: that run's id (crawl/requestlog.py)."""
+        """Written by fetch once a run succeeded: that run's id (crawl/fetch/requestlog.py)."""
         return f"{self.segment(segment_id)}/_fetched_run"
 
     def request_log_dir(self, segment_id: str) -> str:
-        """Where fetch tasks log their requests (crawl/requestlog.py): in the segment on a local
+        """Where fetch tasks log their requests (crawl/fetch/requestlog.py): in the segment on a local
         crawl root; on an object store, which has no append, on each executor's local disk (so
         a retry on another machine does not see what the dead attempt sent)."""
         if self.is_local:

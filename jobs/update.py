@@ -2,7 +2,7 @@
 
 Inputs:   <crawl_root>/segments/<id>/fetched, <crawl_root>/crawldb, <crawl_root>/hostdb.
 Outputs:  ONE Delta MERGE into crawldb: each attempted URL gets its new state from
-          crawl.status.apply_fetch (status, http status, timestamps, content hash,
+          crawl.crawldb.status.apply_fetch (status, http status, timestamps, content hash,
           next_fetch_at, canonical hint, noindex; lease released); what the segment discovered
           (jobs/discover.py: outlinks, redirect targets, canonical hints, sitemap entries —
           deduplicated, anti-joined with the crawldb, within each host's total budget) is
@@ -34,8 +34,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawl.status import DUPLICATE, FetchStatus, apply_fetch, mark_duplicate, schedule_policy
-from crawl.warc import warc_location_uri
+from crawl.crawldb.status import DUPLICATE, FetchStatus, apply_fetch, mark_duplicate, schedule_policy
+from crawl.fetch.warc import warc_location_uri
 from jobs import discover
 from jobs.commit_info import writes_commits
 from jobs.common import run_segment_step

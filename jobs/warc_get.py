@@ -20,8 +20,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from crawl.s3 import is_s3_uri, s3_settings
-from crawl.urls import InvalidUrl, normalize_url, url_hash
-from crawl.warc import read_record_at
+from crawl.net.urls import InvalidUrl, normalize_url, url_hash
+from crawl.fetch.warc import read_record_at
 from jobs.common import run_spark_step
 from jobs.errors import EXIT_NOTHING_TO_DO, EXIT_OK, UserError
 from jobs.tables import CrawlRoot, table_exists

@@ -45,7 +45,7 @@ def root(tmp_path):
 
 @pytest.fixture
 def devweb():
-    from crawl.devweb import DevWeb
+    from crawl.devweb.web import DevWeb
     web = DevWeb(hosts=10, pages_per_host=8, port=0, seed=7, crawl_delay_s=0.4)
     web.start()
     yield web

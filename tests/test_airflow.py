@@ -274,7 +274,7 @@ def finished_mlflow_run(root: str, crawl_id: str) -> dict:
 def test_dag_crawls_the_test_web_for_two_cycles(spark, airflow_home, tmp_path):
     """Every task a real `deltacrawl` (a cold JVM each: ten of them). A run with nothing due, and
     its skips, is shown with the stand-in above (generate's exit 99 itself: tests/test_cli.py)."""
-    from crawl.devweb import DevWeb
+    from crawl.devweb.web import DevWeb
 
     web = DevWeb(hosts=3, pages_per_host=4, port=0, seed=7, crawl_delay_s=0.4)
     web.start()

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from crawl.bloom import MAX_HASHES, BloomFilter
+from crawl.net.bloom import MAX_HASHES, BloomFilter
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -40,7 +40,7 @@ def test_bits_are_the_documented_double_hashing_positions():
 
 def test_hashing_is_stable_across_processes():
     # Python's hash() is salted per process; the filter must be the same everywhere it is built.
-    code = ("from crawl.bloom import BloomFilter\n"
+    code = ("from crawl.net.bloom import BloomFilter\n"
             "b = BloomFilter(4096, 5)\n"
             "b.add_many(['https://example.com/', 'https://example.org/x?y=1'])\n"
             "import sys; sys.stdout.write(b.to_bytes().hex())\n")
@@ -172,8 +172,8 @@ def test_union_of_halves_equals_the_filter_of_all():
 
 def test_union_of_many_chunks(monkeypatch):
     # the OR runs chunk by chunk; a filter spanning several chunks (and a ragged last one) merges
-    import crawl.bloom
-    monkeypatch.setattr(crawl.bloom, "_UNION_CHUNK", 7)
+    import crawl.net.bloom
+    monkeypatch.setattr(crawl.net.bloom, "_UNION_CHUNK", 7)
     a, b, both = BloomFilter(8 * 50, 4), BloomFilter(8 * 50, 4), BloomFilter(8 * 50, 4)
     a.add_many(["x", "y"])
     b.add_many(["z", "w"])

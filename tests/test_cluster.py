@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from crawl.devweb import DevWeb
+from crawl.devweb.web import DevWeb
 from tests.conftest import FAST, make_config, write_seeds
 from tests.politeness import assert_polite
 from tests.s3server import aws_environ, new_bucket

@@ -1,4 +1,4 @@
-"""The pure rules of near-duplicate detection (crawl/dedup.py): band rows, the pair tests, the
+"""The pure rules of near-duplicate detection (crawl/dedup/rules.py): band rows, the pair tests, the
 canonical rule. The Spark job is tested in test_dedup_job.py."""
 import random
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawl import dedup
+from crawl.dedup import rules as dedup
 
 SIG = bytes(range(256)) * 2  # 64 values of 8 bytes
 

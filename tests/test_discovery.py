@@ -1,11 +1,11 @@
-"""crawl.discovery: what a fetch task keeps of the links it finds, and the per-host trap signal."""
+"""crawl.crawldb.discovery: what a fetch task keeps of the links it finds, and the per-host trap signal."""
 from __future__ import annotations
 
 import random
 
-from crawl.bloom import BloomFilter
-from crawl.discovery import KNOWN, TRAP_LINK_EXPLOSION, TRAP_NEAR_DUPLICATES, TaskLinks
-from crawl.fingerprint import page_text, word_set_signature
+from crawl.net.bloom import BloomFilter
+from crawl.crawldb.discovery import KNOWN, TRAP_LINK_EXPLOSION, TRAP_NEAR_DUPLICATES, TaskLinks
+from crawl.dedup.fingerprint import page_text, word_set_signature
 from tests.conftest import make_config
 
 HOST = "a.example"

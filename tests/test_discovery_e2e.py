@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from crawl.devweb import DevWeb
+from crawl.devweb.web import DevWeb
 from jobs import crawl_cycles as crawl_job
 from jobs import stats
 from jobs.tables import CrawlRoot

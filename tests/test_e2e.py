@@ -65,7 +65,7 @@ def test_three_cycles_over_the_test_web(spark, devweb, tmp_path, capsys):
 def test_one_cycle_over_the_hostile_web(spark, tmp_path, capsys):
     """Through the real jobs: no task fails, every URL ends in a recorded status, the hostdb
     holds back the hosts that asked for it, and per-host overrides cap generate."""
-    from crawl.devweb import HOSTILE, DevWeb
+    from crawl.devweb.web import HOSTILE, DevWeb
     from jobs import fetch, generate, inject, stats, update
     from jobs.tables import CrawlRoot
     from tests.conftest import make_config

@@ -1,12 +1,12 @@
-"""crawl/_fasturl.c is an exact copy of three Python hot paths; these tests hold it to that.
+"""crawl/net/_fasturl.c is an exact copy of three Python hot paths; these tests hold it to that.
 
-  plain(raw, based, rules)           == crawl.urls._plain_py
-  page_links(...)                    == crawl.links._link_loop (with the same resolver)
-  Filter(...).reject_reason(url, h)  == crawl.filters.LinkFilter._reject_reason_py
+  plain(raw, based, rules)           == crawl.net.urls._plain_py
+  page_links(...)                    == crawl.parse.links._link_loop (with the same resolver)
+  Filter(...).reject_reason(url, h)  == crawl.net.filters.LinkFilter._reject_reason_py
 
 on generated input built to cross every boundary of the fast path (the strategies of
 tests/test_urls_property.py, plus arbitrary ASCII), and on the corpus of bench/extract.py's
-shape. The rest of the suite then runs with the C code in place (crawl.urls uses it whenever it
+shape. The rest of the suite then runs with the C code in place (crawl.net.urls uses it whenever it
 is built), so every normalisation and filter test also tests it.
 """
 import pickle
@@ -15,14 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawl import filters, links, urls
-from crawl.filters import LinkFilter
-from crawl.urls import UrlRules
+from crawl.net import filters, urls
+from crawl.parse import links
+from crawl.net.filters import LinkFilter
+from crawl.net.urls import UrlRules
 from tests.test_urls_property import (BASE, FIXED, RULES, plain_bases, plain_urls, rules_or_none,
                                       url_shaped)
 
 fast = urls._fast
-pytestmark = pytest.mark.skipif(fast is None, reason="crawl._fasturl not built or DELTACRAWL_PURE_PYTHON set")
+pytestmark = pytest.mark.skipif(fast is None, reason="crawl.net._fasturl not built or DELTACRAWL_PURE_PYTHON set")
 
 # ASCII with the characters that matter to the fast path over-represented
 _URLISH = "abcXYZ019-._~!$&'()*+,;=:@/?#%[]\\ \t\x7f\"<>^`{|}"

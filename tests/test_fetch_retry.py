@@ -1,5 +1,5 @@
 """A fetch task that dies is retried, and the retry is safe (issue 14, item 1): the request log
-(crawl/requestlog.py) read and written; a retried attempt against the real test web keeping the
+(crawl/fetch/requestlog.py) read and written; a retried attempt against the real test web keeping the
 gap to the dead attempt's last request and not requesting its pages again; and a real kill -9 of
 the pyspark worker in the middle of a segment's fetch, followed by update and a check of every
 table and of the server's own request log."""
@@ -12,11 +12,11 @@ import threading
 import time
 from collections import Counter, defaultdict
 
-from crawl.devweb import DevWeb
-from crawl.fetcher import LOST_ANSWER, fetch_partition
-from crawl.requestlog import RequestLog, log_name, read_earlier
-from crawl.status import FetchStatus as FS
-from crawl.warc import read_record
+from crawl.devweb.web import DevWeb
+from crawl.fetch.fetcher import LOST_ANSWER, fetch_partition
+from crawl.fetch.requestlog import RequestLog, log_name, read_earlier
+from crawl.crawldb.status import FetchStatus as FS
+from crawl.fetch.warc import read_record
 from tests.conftest import make_config, write_seeds
 from tests.politeness import TOLERANCE_S, requests_by_host
 from tests.test_fetcher import cfg as fetcher_cfg
@@ -188,7 +188,7 @@ def test_killed_fetch_worker_is_retried_without_a_second_request(spark, root, tm
 
 
 def test_stale_request_logs_on_local_disks_are_swept(tmp_path):
-    from crawl.requestlog import sweep_stale
+    from crawl.fetch.requestlog import sweep_stale
     for name in ("old", "fresh", "current"):
         with RequestLog(str(tmp_path / name), "run", 0, 0) as log:
             log.sent("page", "h", "http://h/")

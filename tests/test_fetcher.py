@@ -1,4 +1,4 @@
-"""The fetcher (crawl/fetcher.py) against the real test web on loopback, without Spark."""
+"""The fetcher (crawl/fetch/fetcher.py) against the real test web on loopback, without Spark."""
 from __future__ import annotations
 
 import socket
@@ -6,9 +6,9 @@ import socket
 import pytest
 
 from crawl.config import build_config
-from crawl.fetcher import fetch_partition
-from crawl.status import FetchStatus as FS
-from crawl.urls import host_bucket, host_of, normalize_url, url_hash
+from crawl.fetch.fetcher import fetch_partition
+from crawl.crawldb.status import FetchStatus as FS
+from crawl.net.urls import host_bucket, host_of, normalize_url, url_hash
 from tests.politeness import assert_polite
 
 DELAY = 0.2
@@ -140,7 +140,7 @@ def test_one_request_in_flight_per_host(devweb, concurrency):
 
 
 def test_host_override_delay_and_concurrency(devweb, tmp_path):
-    from crawl.requestlog import RequestLog
+    from crawl.fetch.requestlog import RequestLog
     i = kind_index(devweb, "allow_all")
     host = devweb.host_names[i]
     j = kind_index(devweb, "disallow")
@@ -194,7 +194,7 @@ def test_read_body_decodes_what_servers_send(encoding):
     import asyncio
     import zlib
 
-    from crawl.http import read_body
+    from crawl.fetch.http import read_body
     payload = b"<html>" + b"x" * 5000 + b"</html>"
 
     def gz(data):
@@ -227,7 +227,7 @@ def test_read_body_decodes_what_servers_send(encoding):
 
 
 def test_sitemaps_are_read_politely_after_robots_and_their_urls_reported():
-    from crawl.devweb import DevWeb
+    from crawl.devweb.web import DevWeb
     with DevWeb(hosts=4, pages_per_host=6, port=0, seed=2, crawl_delay_s=0.2, sitemaps=True) as web:
         rows = rows_for([f"http://{h}/" for h in web.host_names])
         out = fetch_partition(rows, cfg(sitemaps__enabled=True))

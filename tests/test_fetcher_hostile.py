@@ -12,11 +12,11 @@ from collections import defaultdict
 import pytest
 
 from crawl.config import build_config
-from crawl.devweb import HOSTILE, DevWeb
-from crawl.fetcher import fetch_partition
-from crawl.parse import ParserPool
-from crawl.status import FetchStatus as FS
-from crawl.warc import WarcWriter, read_record
+from crawl.devweb.web import HOSTILE, DevWeb
+from crawl.fetch.fetcher import fetch_partition
+from crawl.parse.page import ParserPool
+from crawl.crawldb.status import FetchStatus as FS
+from crawl.fetch.warc import WarcWriter, read_record
 from tests.test_fetcher import _closed_port, rows_for
 
 LIMIT = 1 << 20

@@ -1,7 +1,7 @@
-"""The fair time share of crawl.fetcher (fetch.host_time_factor, fetch.host_time_floor_s): a host
+"""The fair time share of crawl.fetch.fetcher (fetch.host_time_factor, fetch.host_time_floor_s): a host
 whose answers drip is stopped for the cycle with its remaining URLs left due, while quick hosts
 finish; a polite host with a long Crawl-delay, and a task whose hosts are all slow, are left
-alone. Real servers on loopback (crawl.devweb), no Spark. Assertions are on outcomes and on the
+alone. Real servers on loopback (crawl.devweb.web), no Spark. Assertions are on outcomes and on the
 server's request log, never on how long anything took."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import time
 import pytest
 
 from crawl.config import ConfigError, build_config
-from crawl.devweb import DevWeb
-from crawl.fetcher import SLOW_STOP_REASON, fetch_partition
-from crawl.status import FetchStatus as FS
+from crawl.devweb.web import DevWeb
+from crawl.fetch.fetcher import SLOW_STOP_REASON, fetch_partition
+from crawl.crawldb.status import FetchStatus as FS
 from tests.test_fetcher import kind_index, rows_for
 
 DRIP_URLS = 12

@@ -1,9 +1,9 @@
 import pytest
 
-from crawl import filters
+from crawl.net import filters
 from crawl.config import build_config
-from crawl.filters import LinkFilter, registrable_domain
-from crawl.urls import normalize_url
+from crawl.net.filters import LinkFilter, registrable_domain
+from crawl.net.urls import normalize_url
 
 
 def make(**overrides):

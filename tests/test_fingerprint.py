@@ -1,4 +1,4 @@
-"""crawl.fingerprint: visible text, normalisation, exact hash, SimHash, bands, MinHash.
+"""crawl.dedup.fingerprint: visible text, normalisation, exact hash, SimHash, bands, MinHash.
 
 No Spark. Fixed values pin the hashing down: if one of them changes, every fingerprint stored
 in a crawldb changes too, so that must be a deliberate decision (and a re-fingerprinting).
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawl import fingerprint as fp
-from crawl.fingerprint import (EMPTY_SIMHASH, EMPTY_TEXT_HASH, bands, fingerprint, hamming, minhash,
+from crawl.dedup import fingerprint as fp
+from crawl.dedup.fingerprint import (EMPTY_SIMHASH, EMPTY_TEXT_HASH, bands, fingerprint, hamming, minhash,
                                normalise_text, page_text, simhash, text_hash)
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -351,7 +351,7 @@ def test_minhash_estimates_word_set_jaccard():
 
 def test_word_set_signature_agrees_in_about_a_jaccard_share_of_positions():
     import numpy as np
-    from crawl.fingerprint import word_set_signature
+    from crawl.dedup.fingerprint import word_set_signature
     rng = random.Random(11)
     vocab = ["".join(rng.choice("abcdefghijklmnop") for _ in range(7)) for _ in range(5000)]
     words = [rng.choice(vocab) for _ in range(800)]
@@ -371,7 +371,7 @@ def test_page_text_of_a_tree_parsed_once():
     assert page_text(html, LexborHTMLParser(html)) == page_text(html) == "Hello big world"
 
 
-# The MinHash signature in C (crawl/_fasthash.c) against the numpy reference, byte for byte.
+# The MinHash signature in C (crawl/dedup/_fasthash.c) against the numpy reference, byte for byte.
 
 def test_signature_in_c_is_built():
     """Without it a 50 KB page costs ~1 ms more (DELTACRAWL_PURE_PYTHON=1 turns it off)."""
@@ -381,7 +381,7 @@ def test_signature_in_c_is_built():
     assert fp._FASTHASH is not None
 
 
-@pytest.mark.skipif(fp._FASTHASH is None, reason="crawl._fasthash not built")
+@pytest.mark.skipif(fp._FASTHASH is None, reason="crawl.dedup._fasthash not built")
 def test_signature_in_c_equals_numpy_on_random_word_hashes():
     rng = np.random.default_rng(20261130)
     for n in [1, 2, 3, 63, 64, 65, 80, 1000, 4095, 4096, 4097, 9000]:
@@ -393,7 +393,7 @@ def test_signature_in_c_equals_numpy_on_random_word_hashes():
             assert fp._signature_of(words) == fp._signature_of_numpy(words), n
 
 
-@pytest.mark.skipif(fp._FASTHASH is None, reason="crawl._fasthash not built")
+@pytest.mark.skipif(fp._FASTHASH is None, reason="crawl.dedup._fasthash not built")
 @given(st.text(max_size=400))
 @settings(max_examples=200, derandomize=True, database=None, deadline=None)
 def test_signature_in_c_equals_numpy_on_texts(text):
@@ -401,7 +401,7 @@ def test_signature_in_c_equals_numpy_on_texts(text):
     assert fp._signature_of(words) == fp._signature_of_numpy(words)
 
 
-@pytest.mark.skipif(fp._FASTHASH is None, reason="crawl._fasthash not built")
+@pytest.mark.skipif(fp._FASTHASH is None, reason="crawl.dedup._fasthash not built")
 def test_signature_in_c_refuses_bad_buffers():
     a = np.ones(64, dtype=np.uint64)
     with pytest.raises(ValueError):
@@ -417,7 +417,7 @@ def test_signature_in_c_refuses_bad_buffers():
     assert fp._FASTHASH.minhash(memoryview(raw)[1:], *fp._SIGNATURE_AB) == fp._signature_of_numpy(words)
 
 
-# The normaliser's array part and the word hashes in C (crawl/_fasthash.c) against numpy.
+# The normaliser's array part and the word hashes in C (crawl/dedup/_fasthash.c) against numpy.
 
 _NUMBERY = st.lists(st.sampled_from(["0", "7", "2024", "-", "03", ":", "10", ",", ".", " ", "  ", "%", "a", "Ab",
                                      "é", "ß", "١٢", "x1", "\t", "\n", "!", "views", "ﬁ", "😀", "𝟘"]),
@@ -431,7 +431,7 @@ def _c_and_numpy_normalise(text):
     return out, fp._normalise_array(cps)
 
 
-@pytest.mark.skipif(fp._FASTHASH is None, reason="crawl._fasthash not built")
+@pytest.mark.skipif(fp._FASTHASH is None, reason="crawl.dedup._fasthash not built")
 @given(st.one_of(st.text(max_size=300), _NUMBERY))
 @settings(max_examples=600, derandomize=True, database=None, deadline=None)
 def test_normaliser_and_word_hashes_in_c_equal_numpy(text):
@@ -445,7 +445,7 @@ def test_normaliser_and_word_hashes_in_c_equal_numpy(text):
     assert fp._word_hashes(cps).tolist() == fp._word_hashes_numpy(cps).tolist()
 
 
-@pytest.mark.skipif(fp._FASTHASH is None, reason="crawl._fasthash not built")
+@pytest.mark.skipif(fp._FASTHASH is None, reason="crawl.dedup._fasthash not built")
 def test_normaliser_in_c_on_long_pages_and_edges():
     rng = random.Random(5)
     vocab = ["alpha", "beta", "2024-03-05", "10:32:07", "1,024", "3.5 %", "views", "Ünïcode", "x", "—", "...", "0 0 0"]

@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
 from crawl.config import build_config
-from crawl.parse import ParseOptions, ParseResult, parse_page
-from crawl.robots import RobotsPolicy, effective_delay, policy_from_fetch
-from crawl.sitemaps import parse_sitemap
-from crawl.urls import InvalidUrl, UrlRules, check_url, host_of, normalize_url
-from crawl.warc import WarcWriter, read_record
+from crawl.parse.page import ParseOptions, ParseResult, parse_page
+from crawl.fetch.robots import RobotsPolicy, effective_delay, policy_from_fetch
+from crawl.parse.sitemaps import parse_sitemap
+from crawl.net.urls import InvalidUrl, UrlRules, check_url, host_of, normalize_url
+from crawl.fetch.warc import WarcWriter, read_record
 
 EXAMPLES = int(os.environ.get("DELTACRAWL_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(max_examples=EXAMPLES, derandomize=not os.environ.get("DELTACRAWL_FUZZ_RANDOM"), database=None,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from crawl import schedule
+from crawl.crawldb import schedule
 from crawl.config import ConfigError
-from crawl.status import new_url_state
-from crawl.urls import host_bucket, host_of, url_hash
+from crawl.crawldb.status import new_url_state
+from crawl.net.urls import host_bucket, host_of, url_hash
 from jobs import generate
 from jobs.inject import rows_to_url_state
 from jobs.tables import (HOST_STATE_SCHEMA, HOST_STATE_TIMES, URL_STATE_SCHEMA, CrawlRoot, ensure_tables,

@@ -15,7 +15,7 @@ import time
 import pytest
 from pyspark.sql import functions as F
 
-from crawl.warc import read_record
+from crawl.fetch.warc import read_record
 from jobs import fetch, generate, inject, update
 from jobs.errors import UserError
 from jobs.tables import list_segments, table_version

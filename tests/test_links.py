@@ -1,4 +1,4 @@
-"""crawl.links: outlinks, canonical, meta refresh and robots directives of real-world-shaped pages."""
+"""crawl.parse.links: outlinks, canonical, meta refresh and robots directives of real-world-shaped pages."""
 from __future__ import annotations
 
 import random
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from crawl.links import PageLinks, extract_links, extract_outlinks
-from crawl.urls import UrlRules, check_url
+from crawl.parse.links import PageLinks, extract_links, extract_outlinks
+from crawl.net.urls import UrlRules, check_url
 
 PAGE = "http://a.com/dir/page.html"
 
@@ -145,7 +145,7 @@ def test_nofollow_links_after_the_cap_count_as_over_cap():
 
 def test_results_do_not_depend_on_the_cross_page_cache(monkeypatch):
     """The per-origin cache is a memo only: cold, warm, evicted or disabled, the same links."""
-    from crawl import links as links_module
+    from crawl.parse import links as links_module
     pages = [(f"http://s{i % 3}.org/d{i % 2}/p{i}.html",
               "".join(f'<a href="{h}">x</a>' for h in ("/nav", "/nav?b=2&a=1&utm_source=x", f"/p{i}", "rel",
                                                        "http://o.org/x", "//cdn.org/y", "../up", "/p1",

@@ -28,7 +28,7 @@ def maintain_cfg(**extra):
 
 @pytest.fixture(scope="module")
 def crawled(spark, tmp_path_factory):
-    from crawl.devweb import DevWeb
+    from crawl.devweb.web import DevWeb
     from jobs.tables import CrawlRoot
     tmp = tmp_path_factory.mktemp("maintain")
     root = CrawlRoot(str(tmp / "crawl"))

@@ -33,12 +33,12 @@ def test_a_missing_module_is_named(monkeypatch):
     monkeypatch.setattr(native, "load", lambda name: None if name == "_fasthash" else real(name))
     assert native.status()["_fasthash"] is False
     warning = native.missing_warning()
-    assert "crawl._fasthash" in warning and "MinHash" in warning and "C compiler" in warning
+    assert "crawl.dedup._fasthash" in warning and "MinHash" in warning and "C compiler" in warning
     assert "_fasturl" not in warning or not native.status()["_fasturl"]
     stats = {"crawl_root": "r", "version": 1, "total_urls": 0, "hosts": 0, "due_now": 0, "leased": 0,
              "max_depth": 0, "by_status": [], "by_http_status": [], "top_hosts": [],
              "native_code": native.status()}
-    assert "compiled code missing (slower Python instead): crawl._fasthash" in format_stats(stats)
+    assert "compiled code missing (slower Python instead): crawl.dedup._fasthash" in format_stats(stats)
     monkeypatch.setenv("DELTACRAWL_PURE_PYTHON", "1")  # asked for: no warning
     assert native.missing_warning() is None
 

@@ -27,13 +27,13 @@ def test_archive_entries_leave_out_what_executors_never_import():
                        "pyspark", "py4j", "IPython"}
     assert "bin/python" in names and "pyvenv.cfg" in names
     ours = {name for _path, name in package._our_files(with_native=True)}
-    assert {"crawl/urls.py", "jobs/fetch.py", "conf/defaults.toml"} <= ours
+    assert {"crawl/net/urls.py", "jobs/fetch.py", "conf/defaults.toml"} <= ours
 
 
 def test_code_zip_is_pure_python(tmp_path):
     path = package.build_code_zip(tmp_path)
     with zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
-    assert {"crawl/urls.py", "jobs/fetch.py", "conf/defaults.toml", "conf/log4j2.properties"} <= names
+    assert {"crawl/net/urls.py", "jobs/fetch.py", "conf/defaults.toml", "conf/log4j2.properties"} <= names
     assert not [n for n in names if n.endswith(".so")]
     assert package.build_code_zip(tmp_path) == path  # unchanged code: the same zip, reused

@@ -1,6 +1,6 @@
-"""crawl.parse: charset decoding, in-process parsing, and the process pool that survives hostile pages.
+"""crawl.parse.page: charset decoding, in-process parsing, and the process pool that survives hostile pages.
 
-No Spark. The pool tests use the test hooks in crawl/parse.py (``_hostile_page`` dispatches on
+No Spark. The pool tests use the test hooks in crawl/parse/page.py (``_hostile_page`` dispatches on
 the body: b"sleep <s>", b"alloc <bytes>", b"segv", b"exit", b"pid", anything else is a page).
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from crawl.links import extract_outlinks
-from crawl.parse import (ParseResult, ParserPool, _hostile_allocate, _hostile_crash, _hostile_page,
+from crawl.parse.links import extract_outlinks
+from crawl.parse.page import (ParseResult, ParserPool, _hostile_allocate, _hostile_crash, _hostile_page,
                          _hostile_sleep, decode_html, is_parseable, parse_page)
 
 PAGE_URL = "http://a.com/dir/page.html"
@@ -153,7 +153,7 @@ def test_parse_page_malformed_html():
 
 
 def test_parse_page_zero_bytes_and_no_links_wanted():
-    from crawl.fingerprint import EMPTY_TEXT_HASH
+    from crawl.dedup.fingerprint import EMPTY_TEXT_HASH
     assert parse_page(b"", PAGE_URL, None, 100) == ParseResult([], "utf-8", None, None, text_hash=EMPTY_TEXT_HASH)
     assert parse_page(PAGE, PAGE_URL, None, 0).outlinks == []
 
@@ -333,7 +333,7 @@ def test_pool_rejects_targets_a_child_cannot_import():
 # -- BatchingParser: many pages per round trip, a hostile one isolated -----------------------
 
 def test_batching_parser_matches_parse_page_and_isolates_hostile_pages():
-    from crawl.parse import BatchingParser, ParserPool, _hostile_batch, _hostile_page, parse_page
+    from crawl.parse.page import BatchingParser, ParserPool, _hostile_batch, _hostile_page, parse_page
 
     pages = [(f'<html><title>t{i}</title><a href="/p{i}">x</a><a href="q{i}">y</a></html>'.encode(),
               f"http://a.example/d/{i}.html", "text/html", 100) for i in range(40)]

@@ -1,6 +1,6 @@
 from email.utils import formatdate
 
-from crawl.politeness import adaptive_gap, decayed_backoff, next_backoff, parse_retry_after
+from crawl.fetch.politeness import adaptive_gap, decayed_backoff, next_backoff, parse_retry_after
 
 NOW = 1_800_000_000.0
 
@@ -34,7 +34,7 @@ def test_backoff_doubles_to_a_cap_and_decays():
 
 
 def test_override_patterns():
-    from crawl.politeness import host_override, override_matches
+    from crawl.fetch.politeness import host_override, override_matches
     assert override_matches("example.com", "example.com:8080") and override_matches("example.com", "EXAMPLE.com")
     assert not override_matches("example.com", "www.example.com")
     assert override_matches("*.example.com", "www.example.com") and override_matches("*.example.com", "example.com")

@@ -1,4 +1,4 @@
-from crawl.robots import UNREACHABLE_STATUS, effective_delay, policy_from_fetch
+from crawl.fetch.robots import UNREACHABLE_STATUS, effective_delay, policy_from_fetch
 
 BODY = b"User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n\nUser-agent: deltacrawl\nDisallow: /nodc/\n"
 

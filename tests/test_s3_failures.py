@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 
-from crawl.devweb import DevWeb
+from crawl.devweb.web import DevWeb
 from tests.conftest import FAST, write_seeds
 from tests.s3server import aws_environ, new_bucket
 from tests.sparkcluster import free_port

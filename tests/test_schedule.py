@@ -1,10 +1,10 @@
-"""Every rule of the recrawl schedule (crawl/schedule.py)."""
+"""Every rule of the recrawl schedule (crawl/crawldb/schedule.py)."""
 import math
 
 import numpy as np
 import pytest
 
-from crawl import schedule as S
+from crawl.crawldb import schedule as S
 
 DAY = 86400.0
 LIMITS = {"min_interval_s": 3600.0, "max_interval_s": 60 * DAY}

@@ -1,6 +1,6 @@
 import pytest
 
-from crawl.seeds import SeedFileEncodingError, parse_seed_lines, read_seed_file
+from crawl.crawldb.seeds import SeedFileEncodingError, parse_seed_lines, read_seed_file
 
 
 def test_parse_seed_lines():
@@ -34,5 +34,5 @@ def test_seeds_longer_than_links_may_be_are_bad_lines():
     assert parsed.urls == ["http://short.example/"]
     [(number, _text, reason)] = parsed.rejected
     assert number == 1 and reason.startswith("too_long") and "discovery.max_url_length (2048)" in reason
-    # without the limit (the library's own use), only crawl.urls.MAX_URL_LENGTH applies
+    # without the limit (the library's own use), only crawl.net.urls.MAX_URL_LENGTH applies
     assert len(parse_seed_lines([f"http://long.example/{long_path}"]).urls) == 1

@@ -1,4 +1,4 @@
-"""crawl.sitemaps: sitemap files as found in the wild, and as an attacker would write them."""
+"""crawl.parse.sitemaps: sitemap files as found in the wild, and as an attacker would write them."""
 from __future__ import annotations
 
 import gzip
@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from crawl.sitemaps import Sitemap, SitemapEntry, parse_sitemap, parse_w3c_datetime
-from crawl.urls import UrlRules, check_url
+from crawl.parse.sitemaps import Sitemap, SitemapEntry, parse_sitemap, parse_w3c_datetime
+from crawl.net.urls import UrlRules, check_url
 
 HOME = "http://a.com/sitemap.xml"
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'

@@ -26,7 +26,7 @@ NOTEBOOK = REPO / "notebooks" / "crawl_analysis.ipynb"
 def crawled(spark, tmp_path_factory):
     """A two-cycle crawl of the test web in <tmp>/crawl-data (the README's relative path works
     from <tmp>); yields (root, CrawlResult)."""
-    from crawl.devweb import DevWeb
+    from crawl.devweb.web import DevWeb
     from jobs import crawl_cycles
     from jobs.tables import CrawlRoot
     base = tmp_path_factory.mktemp("sql")

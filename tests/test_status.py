@@ -1,8 +1,8 @@
-"""Every transition of the status model (crawl/status.py)."""
+"""Every transition of the status model (crawl/crawldb/status.py)."""
 import pytest
 
-from crawl import status as S
-from crawl.status import FetchStatus as FS
+from crawl.crawldb import status as S
+from crawl.crawldb.status import FetchStatus as FS
 
 from crawl.config import build_config
 

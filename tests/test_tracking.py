@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from crawl.status import FetchStatus
+from crawl.crawldb.status import FetchStatus
 from crawl.tracking import (MAX_PARAM_CHARS, StepFigures, config_params, cycle_metrics, cycle_row,
                             latency_percentiles, politeness_efficiency, store_name, tracking_store)
 from tests.conftest import FAST, write_seeds
@@ -132,7 +132,7 @@ def test_charts_are_png(tmp_path):
 
 @pytest.fixture(scope="module")
 def web():
-    from crawl.devweb import DevWeb
+    from crawl.devweb.web import DevWeb
     web = DevWeb(hosts=3, pages_per_host=6, port=0, seed=3, crawl_delay_s=0.4).start()
     yield web
     web.stop()

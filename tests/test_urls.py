@@ -3,7 +3,7 @@ import re
 import pytest
 
 from crawl.config import build_config
-from crawl.urls import (MAX_URL_LENGTH, REASONS, BaseUrl, InvalidUrl, UrlRules, check_url, host_bucket, host_of,
+from crawl.net.urls import (MAX_URL_LENGTH, REASONS, BaseUrl, InvalidUrl, UrlRules, check_url, host_bucket, host_of,
                         host_without_port, normalize_url, url_hash)
 
 # the documented defaults (conf/defaults.toml [discovery]), as the fetch task uses them
@@ -208,10 +208,10 @@ def test_ipv6_literal_hosts(raw, expected):
 
 
 def test_ipv6_literal_hosts_as_base_keys_and_rules():
-    from crawl.filters import registrable_domain
-    from crawl.fetcher import _ip_of
-    from crawl.politeness import override_matches
-    from crawl.seeds import parse_seed_lines
+    from crawl.net.filters import registrable_domain
+    from crawl.fetch.fetcher import _ip_of
+    from crawl.fetch.politeness import override_matches
+    from crawl.crawldb.seeds import parse_seed_lines
 
     assert check_url("../c?x", base="http://[::1]:8080/a/b") == ("http://[::1]:8080/c?x", None)
     assert BaseUrl("http://[::1]:8080/a/b").check("//[::2]/d") == ("http://[::2]/d", None)
@@ -247,14 +247,14 @@ def test_keys_are_stable():
 def test_common_links_take_the_fast_path(href):
     """The common shapes of links are normalised without urlsplit (tests/test_urls_property.py
     proves the fast path gives the general path's answer)."""
-    from crawl import urls
+    from crawl.net import urls
     base = "https://www.example.com/news/2024/page.html?x=1"
     assert urls._plain_canonical(href, base, RULES) == normalize_url(href, base, RULES)
 
 
 @pytest.mark.parametrize("href", ["javascript:void(0)", "mailto:x@example.com", "tel:+1-555", "data:,x", "Ftp:x"])
 def test_other_schemes_are_rejected_on_the_fast_path(href):
-    from crawl import urls
+    from crawl.net import urls
     base = "https://www.example.com/dir/page.html"
     assert urls._plain_canonical(href, base, RULES) == ""
     assert check_url(href, base, RULES) == urls.BaseUrl(base, RULES).check(href) == (None, "scheme")
@@ -267,13 +267,13 @@ def test_other_schemes_are_rejected_on_the_fast_path(href):
     "http://user@example.com/", "http://[::1]/", "http://example.com:0/", "/a\\b", "http://ex ample.com/",
 ])
 def test_unusual_links_take_the_general_path(href):
-    from crawl import urls
+    from crawl.net import urls
     assert urls._plain_canonical(href, "https://www.example.com/dir/page.html", RULES) is None
 
 
 def test_plain_escapes_are_exactly_those_requote_keeps():
     """The fast path accepts a %XX escape only where _requote would leave it as it is."""
-    from crawl import urls
+    from crawl.net import urls
     for byte in range(256):
         for escape in (f"%{byte:02X}", f"%{byte:02x}"):
             kept = urls._requote(escape, urls._PATH_REWRITE_RE) == escape

@@ -1,4 +1,4 @@
-"""Property tests of crawl.urls: for any input, check_url never raises, and a URL it returns is a
+"""Property tests of crawl.net.urls: for any input, check_url never raises, and a URL it returns is a
 fixed point (normalising it again with the same rules gives it back), ASCII, fragment-free and
 free of every parameter the rules strip. Derandomized, so CI runs the same examples each time."""
 import re
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from crawl.config import build_config
-from crawl.urls import MAX_URL_LENGTH, REASONS, InvalidUrl, UrlRules, check_url, normalize_url
+from crawl.net.urls import MAX_URL_LENGTH, REASONS, InvalidUrl, UrlRules, check_url, normalize_url
 
 RULES = UrlRules.from_config(build_config())
 BASE = "https://www.example.com/dir/page.html?q=1"
@@ -149,13 +149,13 @@ def test_path_and_query(path_segments, query, fragment, rules):
 
 
 # --------------------------------------------------------------------------- fast path == general path
-# crawl.urls normalises plain references (ASCII, nothing to percent-encode, lower-case http(s))
+# crawl.net.urls normalises plain references (ASCII, nothing to percent-encode, lower-case http(s))
 # with string operations instead of urlsplit; whenever it answers, the answer must be the
 # general path's, byte for byte. The URLs below are built from plain characters, and a quarter of
 # them get one character that must send them to the general path, so both sides of every
 # boundary are generated (dot segments, path parameters, ports, host shapes, schemes, escapes).
 
-from crawl import urls as _urls  # noqa: E402
+from crawl.net import urls as _urls  # noqa: E402
 
 _PLAIN = "abcxyzABZ019-._~!$&'()*+,;=:@"
 _SPECIAL = list("%/?#[]\\ü \"<>^`{|}") + ["\x7f", "\u00a0", "\ud800"]
@@ -281,7 +281,7 @@ def test_fast_path_dot_segments_exhaustively():
 @given(st.sampled_from(["http://", "https://", "HTTP://", "ftp://", ""]),
        st.text(alphabet=st.sampled_from(list("aZ09.-_:~%!$&'()*+,;=/?#@[]\\ \t\n\x7fü")), max_size=20))
 def test_host_of_is_urlsplit_netloc(prefix, rest):
-    from crawl.urls import host_of
+    from crawl.net.urls import host_of
     url = prefix + rest
     try:
         expected = urlsplit(url).netloc

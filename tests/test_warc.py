@@ -1,4 +1,4 @@
-"""crawl/warc.py: WARC/1.1 writing (naming, rolling, per-record gzip, sanitising) and reading."""
+"""crawl/fetch/warc.py: WARC/1.1 writing (naming, rolling, per-record gzip, sanitising) and reading."""
 import gzip
 import json
 import os
@@ -10,7 +10,7 @@ import zlib
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawl.warc import REVISIT_PROFILE_NOT_MODIFIED, WarcLocation, WarcWriter, read_record
+from crawl.fetch.warc import REVISIT_PROFILE_NOT_MODIFIED, WarcLocation, WarcWriter, read_record
 
 PREFIX = "CC-SEG-20250101000000-part-00007"
 NAME_RX = re.compile(re.escape(PREFIX) + r"-(\d{14})-(\d{5})\.warc\.gz$")
@@ -314,7 +314,7 @@ def test_fast_paths_give_what_the_general_ones_give():
     import hashlib
     import random
 
-    from crawl import warc
+    from crawl.fetch import warc
     rng = random.Random(7)
     for _ in range(500):
         data = rng.randbytes(rng.randint(0, 200))

@@ -1,4 +1,4 @@
-"""crawl/warc.py's stores: WARC files in a local directory or uploaded to S3 (a moto server on
+"""crawl/fetch/warc.py's stores: WARC files in a local directory or uploaded to S3 (a moto server on
 loopback), read back one record at a time, and the sweep of what dead task attempts leave."""
 import os
 import pickle
@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from crawl.s3 import S3Settings, make_client
-from crawl.warc import (LocalWarcStore, S3WarcStore, WarcWriter, read_record_at, sweep_unfinished, warc_location_uri,
+from crawl.fetch.warc import (LocalWarcStore, S3WarcStore, WarcWriter, read_record_at, sweep_unfinished, warc_location_uri,
                         warc_store)
 from tests.conftest import make_config
 from tests.s3server import (ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, TEST_PART_BYTES, aws_environ, moto_server,

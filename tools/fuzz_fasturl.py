@@ -1,11 +1,11 @@
 #!/usr/bin/env python
-"""Fuzz crawl/_fasturl.c under AddressSanitizer against the Python reference: a memory-safety
+"""Fuzz crawl/net/_fasturl.c under AddressSanitizer against the Python reference: a memory-safety
 check of the C link path (its filter runs in the fetch process, where a crash would fail a Spark
 task), too long-running for the test suite.
 
 Run:  gcc -shared -fPIC -O1 -g -fsanitize=address -fno-omit-frame-pointer \
           -I"$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
-          crawl/_fasturl.c -o /tmp/fasturl_asan.so
+          crawl/net/_fasturl.c -o /tmp/fasturl_asan.so
       PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
           .venv/bin/python tools/fuzz_fasturl.py SEED SECONDS [/tmp/fasturl_asan.so]
 Any ASAN report aborts the run; a result that differs from the Python code prints MISMATCH.
@@ -14,13 +14,14 @@ Exit 0 when nothing differed. (The ordinary build can be given instead of the AS
 import importlib.util, os, random, sys, time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SO = sys.argv[3] if len(sys.argv) > 3 else "/tmp/fasturl_asan.so"
-spec = importlib.util.spec_from_file_location("crawl._fasturl", _SO)
+spec = importlib.util.spec_from_file_location("crawl.net._fasturl", _SO)
 fast = importlib.util.module_from_spec(spec); spec.loader.exec_module(fast)
-import crawl.urls as urls
+import crawl.net.urls as urls
 fast.set_fallback(urls._plain_py)
-from crawl.urls import UrlRules
+from crawl.net.urls import UrlRules
 from crawl.config import build_config
-from crawl import links, filters
+from crawl.net import filters
+from crawl.parse import links
 R = UrlRules.from_config(build_config())
 R2 = UrlRules(("A*", "b", "*"), ("S", "x*", ""))
 rng = random.Random(int(sys.argv[1]) if len(sys.argv) > 1 else 1)

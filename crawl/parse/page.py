@@ -5,8 +5,8 @@ Three layers:
   * ``decode_html`` picks the charset (BOM, HTTP header, ``<meta>`` prescan, utf-8, and a
     windows-1252 fallback for undeclared pages that are plainly not utf-8) and never raises;
   * ``parse_page`` decodes, extracts links and robots directives with
-    ``crawl.links.extract_links``, reads ``<title>`` and computes the page's text fingerprints
-    (crawl/fingerprint.py), in-process; it never raises either, but it cannot protect the process from a
+    ``crawl.parse.links.extract_links``, reads ``<title>`` and computes the page's text fingerprints
+    (crawl/dedup/fingerprint.py), in-process; it never raises either, but it cannot protect the process from a
     page that makes the parser hang, eat all memory or crash in native code;
   * ``ParserPool`` runs ``parse_page`` in child processes (``ProcessPoolExecutor`` with the
     forkserver start method) under an address-space limit (``RLIMIT_AS``) and a wall-clock
@@ -41,9 +41,9 @@ from typing import Any, Callable, Mapping
 
 from selectolax.lexbor import LexborHTMLParser
 
-from crawl.fingerprint import fingerprint, page_text
-from crawl.links import extract_links
-from crawl.urls import UrlRules
+from crawl.dedup.fingerprint import fingerprint, page_text
+from crawl.parse.links import extract_links
+from crawl.net.urls import UrlRules
 
 _ERROR_TEXT_LIMIT = 300
 _TITLE_LIMIT = 1000
@@ -55,7 +55,7 @@ _START_TIMEOUT_S = 60.0
 class ParseOptions:
     """What parse_page needs besides the page (picklable: it travels to the child with each batch)."""
     max_outlinks: int
-    rules: UrlRules | None = None       # tracking / session parameters to strip (crawl.urls)
+    rules: UrlRules | None = None       # tracking / session parameters to strip (crawl.net.urls)
     agent: str = "deltacrawl"           # our robots product token, for <meta name=...> and X-Robots-Tag
 
     @classmethod
@@ -69,10 +69,10 @@ class ParseResult:
     charset: str              # Python codec name of the encoding actually used ("" if not decoded)
     title: str | None         # whitespace-collapsed <title> text; None when absent or blank
     error: str | None         # None, or "parse_error: <why>"
-    canonical: str | None = None   # <link rel=canonical>, a hint (crawl.links)
+    canonical: str | None = None   # <link rel=canonical>, a hint (crawl.parse.links)
     noindex: bool = False          # <meta name=robots> or X-Robots-Tag says noindex
     rejected: Mapping[str, int] = field(default_factory=dict)  # links dropped by the extractor, by reason
-    text_hash: int | None = None   # crawl.fingerprint: exact-duplicate key of the normalised text
+    text_hash: int | None = None   # crawl.dedup.fingerprint: exact-duplicate key of the normalised text
     simhash: int | None = None     # 64-bit SimHash of the text; None for a page without words
     signature: bytes | None = None # MinHash of the page's word set (near duplicates, trap signal)
 
@@ -267,7 +267,7 @@ def _title(tree: LexborHTMLParser) -> str | None:
 
 def parse_page(body: bytes, url: str, content_type_header: str | None, options: ParseOptions | int,
                x_robots_tag: str | None = None) -> ParseResult:
-    """In-process parse (decode_html + crawl.links.extract_links + <title> + fingerprints).
+    """In-process parse (decode_html + crawl.parse.links.extract_links + <title> + fingerprints).
     ``options`` may be a plain int: ParseOptions(max_outlinks=options). Never raises."""
     charset = ""
     try:
@@ -317,7 +317,7 @@ def _mp_context() -> multiprocessing.context.BaseContext:
         return multiprocessing.get_context("spawn")
     # Only takes effect if the forkserver is not running yet: workers are then forked with
     # selectolax and crawl already imported, and the parent's __main__ is not preloaded.
-    ctx.set_forkserver_preload(["crawl.parse"])
+    ctx.set_forkserver_preload(["crawl.parse.page"])
     return ctx
 
 
@@ -593,7 +593,7 @@ class BatchingParser:
         return await future
 
     async def call(self, fn: Callable, *args) -> object:
-        """Run another module-level function (e.g. crawl.sitemaps.parse_sitemap) in the same guarded child."""
+        """Run another module-level function (e.g. crawl.parse.sitemaps.parse_sitemap) in the same guarded child."""
         return await self.pool.call(fn, *args)
 
     def _take_batch(self) -> list[tuple[tuple, asyncio.Future]]:

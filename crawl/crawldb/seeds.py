@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from crawl.urls import InvalidUrl, normalize_url
+from crawl.net.urls import InvalidUrl, normalize_url
 
 
 @dataclass
@@ -21,7 +21,7 @@ class SeedParse:
 
 def parse_seed_lines(lines: Iterable[str], max_url_length: int | None = None) -> SeedParse:
     """``max_url_length``: the longest normalised URL kept (discovery.max_url_length, the limit
-    links have; crawl.urls.MAX_URL_LENGTH caps every URL in any case)."""
+    links have; crawl.net.urls.MAX_URL_LENGTH caps every URL in any case)."""
     result = SeedParse()
     seen: set[str] = set()
     for number, line in enumerate(lines, start=1):

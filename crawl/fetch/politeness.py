@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from email.utils import parsedate_to_datetime
 
-from crawl.urls import host_without_port
+from crawl.net.urls import host_without_port
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:

@@ -3,7 +3,7 @@
 ``LinkFilter.reject_reason(url, source_host)`` returns None to keep a link, or one stable reason
 code (the module constants below, all listed in REASONS) that callers count in stats.
 
-The input is a URL already normalised by crawl.urls: ``scheme://host[:port]/path[?query]``,
+The input is a URL already normalised by crawl.net.urls: ``scheme://host[:port]/path[?query]``,
 lower-case scheme and host, no fragment. That is what lets the checks use plain string
 operations instead of urlsplit: this runs for every outlink of every page (~100k links/s per
 core are needed), so each check is a few C-level string calls.
@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from publicsuffixlist import PublicSuffixList
 
-from crawl.urls import _fast, host_without_port
+from crawl.net.urls import _fast, host_without_port
 
 SCHEME = "scheme"
 TOO_LONG = "too_long"
@@ -187,7 +187,7 @@ class LinkFilter:
         self._args = (schemes, max_url_length, max_path_depth, max_segment_repeats, sorted(extensions),
                       include_patterns, exclude_patterns, scope)
         if _fast is not None:
-            # The same checks in C (crawl/_fasturl.c Filter); it calls back for the regexes, the
+            # The same checks in C (crawl/net/_fasturl.c Filter); it calls back for the regexes, the
             # registrable domain, and for the whole check on a URL that is not ASCII.
             has_patterns = self._exclude is not None or bool(self._exclude_rest) or self._has_include
             self.reject_reason = _fast.Filter(  # type: ignore[method-assign]
@@ -229,9 +229,9 @@ class LinkFilter:
     def reject_reason(self, url: str, source_host: str) -> str | None:
         """None to keep ``url``, else the reason code (one of REASONS) it is dropped for.
 
-        ``url`` is normalised by crawl.urls; ``source_host`` is the host key (``host`` or
-        ``host:port``, as crawl.urls.host_of returns) of the page the link is on. (When
-        crawl._fasturl is built, each instance replaces this method by its exact copy in C.)
+        ``url`` is normalised by crawl.net.urls; ``source_host`` is the host key (``host`` or
+        ``host:port``, as crawl.net.urls.host_of returns) of the page the link is on. (When
+        crawl.net._fasturl is built, each instance replaces this method by its exact copy in C.)
         """
         return self._reject_reason_py(url, source_host)
 

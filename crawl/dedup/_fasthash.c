@@ -1,4 +1,4 @@
-/* crawl._fasthash: the hot paths of crawl.fingerprint, compiled, each an exact copy of its
+/* crawl.dedup._fasthash: the hot paths of crawl.dedup.fingerprint, compiled, each an exact copy of its
  * numpy original (which stays as reference and fallback; tests/test_fingerprint.py compares):
  *
  *   minhash(words, a, b) -> bytes                 _signature_of_numpy
@@ -211,16 +211,16 @@ done:
 
 static PyMethodDef methods[] = {
     {"minhash", (PyCFunction)(void (*)(void))minhash, METH_FASTCALL,
-     "minhash(words, a, b) -> bytes: crawl.fingerprint's MinHash signature (see crawl/_fasthash.c)"},
+     "minhash(words, a, b) -> bytes: crawl.dedup.fingerprint's MinHash signature (see crawl/dedup/_fasthash.c)"},
     {"normalise", (PyCFunction)(void (*)(void))normalise, METH_FASTCALL,
-     "normalise(cps, classes) -> bytes | None: crawl.fingerprint's code-point normalisation"},
+     "normalise(cps, classes) -> bytes | None: crawl.dedup.fingerprint's code-point normalisation"},
     {"word_hashes", (PyCFunction)(void (*)(void))word_hashes, METH_FASTCALL,
-     "word_hashes(cps, p) -> bytes: crawl.fingerprint's word hashes"},
+     "word_hashes(cps, p) -> bytes: crawl.dedup.fingerprint's word hashes"},
     {NULL}
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "crawl._fasthash", "crawl.fingerprint's hot paths in C.", -1, methods
+    PyModuleDef_HEAD_INIT, "crawl.dedup._fasthash", "crawl.dedup.fingerprint's hot paths in C.", -1, methods
 };
 
 PyMODINIT_FUNC PyInit__fasthash(void) { return PyModule_Create(&module); }

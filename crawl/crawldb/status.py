@@ -19,7 +19,7 @@ duplicate due at once when its canonical page no longer holds the content: found
 redirected, with changed text, or itself a duplicate). A duplicate that is
 re-fetched is a duplicate again only if dedup says so (a 304 keeps it one: nothing changed);
 any other answer releases it and clears dup_of. When next_fetch_at passes is the schedule's
-business (crawl/schedule.py).
+business (crawl/crawldb/schedule.py).
 
 A fetch attempt ends in one *fetch outcome* (``FetchStatus``), and ``apply_fetch`` maps the
 current state plus that outcome to the new state. Times are epoch seconds (floats).
@@ -138,7 +138,7 @@ def _changed(state: Mapping[str, Any], outcome: Mapping[str, Any]) -> bool:
 def _observe(new: dict[str, Any], state: Mapping[str, Any], at: float, changed: bool,
              policy: Mapping[str, Any]) -> None:
     """A 2xx or 304: fold it into the URL's change history and schedule the next fetch."""
-    from crawl import schedule
+    from crawl.crawldb import schedule
     first = state.get("first_observed_at")
     count, changes, first, last, last_changed = schedule.record_observation(
         int(state.get("observed_count") or 0), int(state.get("change_count") or 0),
@@ -159,7 +159,7 @@ def _observe(new: dict[str, Any], state: Mapping[str, Any], at: float, changed: 
 
 def _gone(new: dict[str, Any], state: Mapping[str, Any], at: float, policy: Mapping[str, Any]) -> None:
     """A gone answer: re-checked with growing intervals, then kept as gone (never due)."""
-    from crawl import schedule
+    from crawl.crawldb import schedule
     checks = int(state.get("gone_checks") or 0) + 1
     interval = schedule.gone_interval(checks, float(policy["schedule.gone_interval_s"]),
                                       float(policy["schedule.max_interval_s"]), int(policy["schedule.gone_max_checks"]))
@@ -178,7 +178,7 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
     ``outcome`` holds fetch_status, http_status, fetched_at, content_hash, content_type, etag,
     last_modified, redirect_to, error (and optionally parse_error, warc_file, warc_offset,
     warc_length, canonical, noindex, text_hash, simhash). ``policy`` holds the schedule.*
-    config values (``schedule_policy``). When the URL is due again (crawl/schedule.py):
+    config values (``schedule_policy``). When the URL is due again (crawl/crawldb/schedule.py):
 
       2xx, 304        the change history is updated (a 304 or the same text: unchanged) and
                       the interval follows from the estimated change rate and importance;
@@ -218,7 +218,7 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
         return new
 
     if fs in (FetchStatus.SERVER_ERROR, FetchStatus.NETWORK_ERROR):
-        from crawl import schedule
+        from crawl.crawldb import schedule
         retries = int(state.get("retries") or 0) + 1
         new["retries"] = retries
         interval = schedule.retry_interval(retries, float(policy["schedule.retry_interval_s"]),

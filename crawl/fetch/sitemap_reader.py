@@ -7,7 +7,7 @@ are read — a request to another host from this task would bypass that host's p
 which lives in whichever task owns it — and only where robots.txt allows. Index files add
 their children to the host's queue, up to ``sitemaps.max_files_per_host`` files; each request
 keeps the host's gap like any page. Files are parsed in the guarded parser child
-(crawl/sitemaps.py: gzip and size limits, no DOCTYPE), and at most
+(crawl/parse/sitemaps.py: gzip and size limits, no DOCTYPE), and at most
 ``sitemaps.max_urls_per_host`` URLs are kept, filtered like links. They leave the task in the
 host's row (``sitemap_entries``: url and lastmod) and update inserts the new ones and makes
 known ones due when their lastmod is newer than our copy.
@@ -21,16 +21,16 @@ from typing import Any
 
 import aiohttp
 
-from crawl.http import error_text, read_body
-from crawl.sitemaps import Sitemap, parse_sitemap
-from crawl.urls import check_url, host_of
+from crawl.fetch.http import error_text, read_body
+from crawl.parse.sitemaps import Sitemap, parse_sitemap
+from crawl.net.urls import check_url, host_of
 
 OTHER_HOST = "sitemap_other_host"
 ROBOTS_DENIED = "sitemap_robots_denied"
 
 
 class SitemapReader:
-    """One host's sitemap work for this cycle (owned by a crawl.fetcher.HostQueue)."""
+    """One host's sitemap work for this cycle (owned by a crawl.fetch.fetcher.HostQueue)."""
 
     def __init__(self, queue: Any):
         self.host_queue = queue

@@ -27,7 +27,7 @@ string with one regex and a few string operations instead of urlsplit and the re
 (about 1 us instead of 8 us per link; tests/test_urls_property.py checks on generated URLs that
 it always agrees with the general path, byte for byte). ``BaseUrl(base, rules).check(href)`` is
 ``check_url(href, base, rules)`` with the base split once, for the links of one page. The fast
-path also exists in C (crawl/_fasturl.c, built by setup.py when a compiler is at hand), about
+path also exists in C (crawl/net/_fasturl.c, built by setup.py when a compiler is at hand), about
 0.2 us per link; ``_plain`` is that copy when it is built and ``_plain_py`` otherwise, and
 tests/test_fasturl.py holds the two to the same answers.
 """
@@ -130,7 +130,7 @@ def _compile_patterns(patterns: tuple[str, ...]) -> NameMatcher | None:
 
 def _fast_names(patterns: tuple[str, ...]) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
     """(exact names, prefixes of the ``*`` patterns), lower-cased, as ASCII bytes for
-    crawl._fasturl, which matches ASCII names only. Patterns that are not ASCII once lower-cased,
+    crawl.net._fasturl, which matches ASCII names only. Patterns that are not ASCII once lower-cased,
     or hold "=", are left out: they can match no ASCII parameter name."""
     lowered = [p.lower() for p in patterns]
     usable = [p for p in lowered if p.isascii() and "=" not in p]
@@ -374,7 +374,7 @@ def _plain_canonical(raw: str, base: str | None, rules: UrlRules | None) -> str 
 
 def _plain_py(raw: str, based: tuple[str, str, str, str, int] | None, rules: UrlRules | None) -> str | None:
     """_plain_canonical with the base already split by _plain_base (None: no plain base).
-    ``_plain`` is this function, or its exact copy in C (crawl/_fasturl.c) when that is built."""
+    ``_plain`` is this function, or its exact copy in C (crawl/net/_fasturl.c) when that is built."""
     if raw.startswith(("http://", "https://")):  # absolute: _resolve returns it as it is
         match = _PLAIN_ABSOLUTE_RE.fullmatch(raw)
         if match is None:

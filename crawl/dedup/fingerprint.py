@@ -37,7 +37,7 @@ Speed: the normaliser and the SimHash are vectorised with numpy (one pass over t
 points, word hashes by segmented sums, feature bits by ``unpackbits``), because this runs
 on every fetched page; bench/dedup_quality.py reports microseconds per 50 KB page. The
 normaliser's array work, the word hashes and the word-set MinHash signature are computed in C
-when crawl/_fasthash.c is built (the same values; ``_normalise_array``, ``_word_hashes_numpy``
+when crawl/dedup/_fasthash.c is built (the same values; ``_normalise_array``, ``_word_hashes_numpy``
 and ``_signature_of_numpy`` are the references the tests compare them with): ~3x faster.
 """
 from __future__ import annotations
@@ -102,7 +102,7 @@ def page_text(html: str | bytes, tree: Any = None) -> str:
     Text nodes are joined with a space, so block elements never glue words together
     ("Home</a><a>About" gives "Home About"); the price is that markup inside a word
     (``wo<b>rd</b>``) splits it. ``bytes`` are decoded as UTF-8 with replacement (decode
-    with crawl.parse.decode_html first when the charset is known). Never raises: anything
+    with crawl.parse.page.decode_html first when the charset is known). Never raises: anything
     the parser cannot handle gives ``""``.
 
     ``tree``: the page already parsed from ``html`` by selectolax's LexborHTMLParser (so a
@@ -172,7 +172,7 @@ def _normalised_codepoints(text: str) -> np.ndarray:
 
 
 def _normalise_array(cps: np.ndarray) -> np.ndarray:
-    """The array part of _normalised_codepoints in numpy (crawl/_fasthash.c normalise is its
+    """The array part of _normalised_codepoints in numpy (crawl/dedup/_fasthash.c normalise is its
     copy in C; tests/test_fingerprint.py compares them)."""
     classes = np.empty(len(cps), dtype=np.uint8)
     small = cps < 0x10000
@@ -304,7 +304,7 @@ def _word_hashes(cps: np.ndarray) -> np.ndarray:
 
 
 def _word_hashes_numpy(cps: np.ndarray) -> np.ndarray:
-    """_word_hashes in numpy: the reference (crawl/_fasthash.c word_hashes is its copy in C)."""
+    """_word_hashes in numpy: the reference (crawl/dedup/_fasthash.c word_hashes is its copy in C)."""
     n = len(cps)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
@@ -424,14 +424,14 @@ def _signature_permutations() -> np.ndarray:
     return _SIGNATURE_PERMS
 
 
-# crawl/_fasthash.c reads and writes native-order integers: little-endian, as "<u4" above
+# crawl/dedup/_fasthash.c reads and writes native-order integers: little-endian, as "<u4" above
 _FASTHASH = native.load("_fasthash") if sys.byteorder == "little" else None
 _SIGNATURE_AB: tuple[bytes, bytes] | None = None
 
 
 def _signature_of(words: np.ndarray) -> bytes | None:
     """MinHash (Broder 1997) of a set of word hashes: 64 uint64 values, as bytes. In C when
-    crawl._fasthash is built (the same bytes, several times faster: no np.unique, no 64-bit
+    crawl.dedup._fasthash is built (the same bytes, several times faster: no np.unique, no 64-bit
     division), else _signature_of_numpy."""
     global _SIGNATURE_AB
     if len(words) == 0:
@@ -462,7 +462,7 @@ def word_set_signature(text: str) -> bytes | None:
     """The 64-permutation MinHash of the set of normalised words of ``text`` (bytes of 64
     uint64), or None for text without words. Two pages' signatures agree in about a Jaccard
     share of their 64 positions: the near-duplicate test that survives 1-10 % edits
-    (bench/dedup_quality.py), and the per-host trap signal (crawl/discovery.py)."""
+    (bench/dedup_quality.py), and the per-host trap signal (crawl/crawldb/discovery.py)."""
     if not isinstance(text, str):
         return None
     return _signature_of(_word_hashes(_normalised_codepoints(text[:SIMHASH_MAX_CHARS])))

@@ -6,7 +6,7 @@ order:
 
   * outlinks: ``<a href>`` and ``<area href>``, resolved against the document base URL (the first
     ``<base href>``, HTML LS section 2.4.1 "document base URL"), normalised with
-    ``crawl.urls.check_url``, deduplicated, the page itself left out, at most ``max_outlinks``;
+    ``crawl.net.urls.check_url``, deduplicated, the page itself left out, at most ``max_outlinks``;
   * ``canonical``: the first ``<link rel=canonical>`` in ``<head>`` (RFC 6596), a hint only;
   * ``refresh``: the target of the first valid ``<meta http-equiv=refresh>`` (HTML LS "shared
     declarative refresh steps"), which browsers follow like a redirect, so it is also the first
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser
 
-from crawl.urls import BaseUrl, UrlRules, _fast, check_url
+from crawl.net.urls import BaseUrl, UrlRules, _fast, check_url
 
 # Two queries: the links, and the elements that carry hints about them. (One query for all,
 # telling links apart by tag id, walked the tree once but cost more: about 0.1 us per link for
@@ -56,13 +56,13 @@ _origin_cache_entries = 0  # entries added since the last count (see _origin_cac
 
 
 def clear_caches() -> None:
-    """Empty the process-wide caches of link resolution (this module's and crawl.urls'), as in
+    """Empty the process-wide caches of link resolution (this module's and crawl.net.urls'), as in
     a fresh process: for benchmarks and tests, never needed for correctness."""
     global _origin_cache_entries
     _ORIGIN_CACHES.clear()
     _origin_cache_entries = 0
-    import crawl.urls
-    for value in vars(crawl.urls).values():
+    import crawl.net.urls
+    for value in vars(crawl.net.urls).values():
         if callable(getattr(value, "cache_clear", None)):
             value.cache_clear()
 
@@ -93,7 +93,7 @@ def extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots_
     """Outlinks, canonical, refresh target and robots flags of one page. Never raises on input.
 
     ``html`` is the decoded page (bytes are decoded as UTF-8 with replacement; callers that know
-    the charset decode first, see crawl.parse.decode_html). ``x_robots_tag`` is the value of the
+    the charset decode first, see crawl.parse.page.decode_html). ``x_robots_tag`` is the value of the
     X-Robots-Tag response header; several such headers are joined with ", " (RFC 9110 section
     5.3). ``agent`` is our robots user-agent token, matched case-insensitively.
 
@@ -107,7 +107,7 @@ def extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots_
     remaining link elements are counted as ``over_cap`` without being normalised (so that count
     includes their duplicates and invalid ones: an upper bound, cheap on a page of 100k links).
 
-    ``tree``: the page already parsed from ``html`` (crawl.parse parses each page once for its
+    ``tree``: the page already parsed from ``html`` (crawl.parse.page parses each page once for its
     links, title and text); it is read, not changed.
     """
     try:
@@ -211,7 +211,7 @@ def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots
             rejected["over_cap"] = 1
     room = max_outlinks - len(seen) + 1
     if _fast is not None and (rules is None or rules.__class__ is UrlRules):
-        # The same loop in C (crawl/_fasturl.c page_links), which resolves plain hrefs itself
+        # The same loop in C (crawl/net/_fasturl.c page_links), which resolves plain hrefs itself
         # and hands any other to resolve.cached, the Python path below with its caches.
         _fast.page_links(hrefs, resolve.based, rules, seen, room, rejected, resolve.cached, _NOFOLLOW)
     else:
@@ -225,7 +225,7 @@ def _link_loop(hrefs: list[str | object], resolve: "_Resolver", seen: dict[str, 
                rejected: dict[str, int]) -> None:
     """For each href in order: stop at the cap (the rest count as over_cap), count a nofollow
     link, resolve the others, count a rejection by its reason, add a new URL to ``seen``.
-    (crawl/_fasturl.c page_links is this loop in C.)"""
+    (crawl/net/_fasturl.c page_links is this loop in C.)"""
     # This runs for every link of every page: the two caches are read inline, and
     # resolve.new() is called only for an href seen neither on this page nor, for an href that
     # needs only the base's origin, on an earlier page of the same origin.

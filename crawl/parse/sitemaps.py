@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
-from crawl.urls import UrlRules, check_url
+from crawl.net.urls import UrlRules, check_url
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 1 << 20            # decoded bytes handed to the parser at a time
@@ -56,7 +56,7 @@ _W3C_DATETIME_RE = re.compile(
 
 @dataclass(frozen=True)
 class SitemapEntry:
-    url: str                  # canonical (crawl.urls.check_url)
+    url: str                  # canonical (crawl.net.urls.check_url)
     lastmod: float | None     # <lastmod> as epoch seconds; None when absent or invalid
 
 

@@ -3,9 +3,9 @@
 A fetch task holds every page a host yields in this cycle, so it can judge links and hosts
 before anything crosses a shuffle:
 
-  * every link is checked by crawl.filters.LinkFilter (scheme, length, depth, repeating
+  * every link is checked by crawl.net.filters.LinkFilter (scheme, length, depth, repeating
     path, extension, include/exclude rules, scope); rejections are counted by reason;
-  * links the crawldb already knows are dropped by the seen-URL Bloom filter (crawl.bloom,
+  * links the crawldb already knows are dropped by the seen-URL Bloom filter (crawl.net.bloom,
     built from the crawldb once per cycle). A false positive only delays a new URL until
     another page links to it; the crawldb MERGE stays the exact source of truth;
   * the trap signal: when a host's pages are mostly near-identical (a calendar, a session id
@@ -22,9 +22,9 @@ import functools
 from collections import Counter
 from typing import Any, Iterable, Mapping
 
-from crawl.bloom import BloomFilter
-from crawl.filters import LinkFilter
-from crawl.urls import UrlRules, host_of
+from crawl.net.bloom import BloomFilter
+from crawl.net.filters import LinkFilter
+from crawl.net.urls import UrlRules, host_of
 
 # reasons counted besides LinkFilter's and the normaliser's
 KNOWN = "known"            # dropped by the seen-URL Bloom filter (probably in the crawldb already)
@@ -32,7 +32,7 @@ MAX_DEPTH = "max_depth"    # the linking page is update.max_depth hops from a se
 TRAP_NEAR_DUPLICATES = "near_duplicate_pages"
 TRAP_LINK_EXPLOSION = "link_explosion"
 
-_MINHASH_PERMUTATIONS = 64  # crawl.fingerprint.SIGNATURE_PERMUTATIONS
+_MINHASH_PERMUTATIONS = 64  # crawl.dedup.fingerprint.SIGNATURE_PERMUTATIONS
 
 
 @functools.lru_cache(maxsize=16)
@@ -115,14 +115,14 @@ class HostLinks:
         return kept
 
     def add_signature(self, signature: bytes | None) -> None:
-        """A parsed page's word-set MinHash (crawl.fingerprint.word_set_signature, computed in
+        """A parsed page's word-set MinHash (crawl.dedup.fingerprint.word_set_signature, computed in
         the parser child): is it near-identical to an earlier page of this host?"""
         if not signature:
             return
         import numpy as np
         from datasketch import MinHash, MinHashLSH
 
-        from crawl.fingerprint import _signature_permutations
+        from crawl.dedup.fingerprint import _signature_permutations
         values = np.frombuffer(signature, dtype=np.uint64)
         if len(values) != _MINHASH_PERMUTATIONS:
             return

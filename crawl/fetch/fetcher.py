@@ -11,8 +11,8 @@ needs no coordination with other tasks. Inside the task, the Mercator design:
     the heap only when that request has ended — so there is never more than one request in
     flight per host, and at most ``fetch.max_concurrency`` in the task;
   * robots.txt is fetched (or taken from the hostdb cache while fresh) before the host's first
-    page, and every URL is checked against it (RFC 9309, crawl/robots.py);
-  * the gap after each request is crawl.politeness.adaptive_gap: at least max(fetch.delay_s,
+    page, and every URL is checked against it (RFC 9309, crawl/fetch/robots.py);
+  * the gap after each request is crawl.fetch.politeness.adaptive_gap: at least max(fetch.delay_s,
     Crawl-delay), growing with the server's response time; 429/503 add Retry-After or an
     exponential backoff; a wait longer than ``fetch.max_wait_in_cycle_s`` stops the host for
     this cycle and records ``backoff_until`` in host_state, which generate honours;
@@ -26,8 +26,8 @@ needs no coordination with other tasks. Inside the task, the Mercator design:
     as ``not_attempted`` and stays due.
 
 Bodies are read as a stream and cut at ``fetch.max_body_bytes`` (compressed AND decoded: we
-decompress ourselves, so a gzip bomb costs at most the limit), written to WARC (crawl/warc.py)
-when an archive is given, and parsed in a guarded child process (crawl/parse.py) when a parser
+decompress ourselves, so a gzip bomb costs at most the limit), written to WARC (crawl/fetch/warc.py)
+when an archive is given, and parsed in a guarded child process (crawl/parse/page.py) when a parser
 is given. Redirects are not followed inline (as in Nutch with http.redirect.max=0): the target
 is recorded in redirect_to and becomes a URL of its own, fetched politely in a later cycle.
 
@@ -47,15 +47,15 @@ from typing import Any, Iterable, Mapping, Protocol
 
 import aiohttp
 
-from crawl.discovery import HostLinks, TaskLinks
-from crawl.http import ERROR_TEXT_LIMIT, Body, error_text, read_body
-from crawl.parse import ParseOptions, is_parseable, parse_page
-from crawl.politeness import adaptive_gap, decayed_backoff, host_override, next_backoff, parse_retry_after
-from crawl.requestlog import EarlierRequests, RequestLog
-from crawl.sitemap_reader import SitemapReader
-from crawl.robots import UNREACHABLE_STATUS, RobotsPolicy, effective_delay, policy_from_fetch
-from crawl.status import FetchStatus, classify_http_status
-from crawl.urls import InvalidUrl, host_without_port, normalize_url
+from crawl.crawldb.discovery import HostLinks, TaskLinks
+from crawl.fetch.http import ERROR_TEXT_LIMIT, Body, error_text, read_body
+from crawl.parse.page import ParseOptions, is_parseable, parse_page
+from crawl.fetch.politeness import adaptive_gap, decayed_backoff, host_override, next_backoff, parse_retry_after
+from crawl.fetch.requestlog import EarlierRequests, RequestLog
+from crawl.fetch.sitemap_reader import SitemapReader
+from crawl.fetch.robots import UNREACHABLE_STATUS, RobotsPolicy, effective_delay, policy_from_fetch
+from crawl.crawldb.status import FetchStatus, classify_http_status
+from crawl.net.urls import InvalidUrl, host_without_port, normalize_url
 
 # The typical request time of a task is the median of its last this many request durations.
 RECENT_REQUESTS = 1001
@@ -74,7 +74,7 @@ MAX_ROBOTS_REDIRECTS = 5
 
 
 class Archive(Protocol):
-    """Where response bodies go (crawl.warc.WarcWriter)."""
+    """Where response bodies go (crawl.fetch.warc.WarcWriter)."""
     def write_exchange(self, url: str, request_headers: list[tuple[str, str]], status: int, reason: str,
                        response_headers: list[tuple[str, str]], body: bytes, fetched_at: float,
                        ip: str | None = None, truncated: str | None = None) -> Any: ...
@@ -85,7 +85,7 @@ class Archive(Protocol):
 
 
 class Parser(Protocol):
-    """Turns an HTML body into outlinks (crawl.parse.BatchingParser / ParserPool)."""
+    """Turns an HTML body into outlinks (crawl.parse.page.BatchingParser / ParserPool)."""
     async def parse(self, body: bytes, url: str, content_type_header: str | None, options: ParseOptions,
                     x_robots_tag: str | None = None) -> Any: ...
     async def call(self, fn: Any, *args: Any) -> Any: ...
@@ -114,7 +114,7 @@ class TaskContext:
         self._span: tuple[float, float] | None = None  # (computed at, expected span)
 
     def sent(self, kind: str, queue: "HostQueue", url: str) -> None:
-        """A request of ``queue``'s host is about to be sent: log it (crawl/requestlog.py)."""
+        """A request of ``queue``'s host is about to be sent: log it (crawl/fetch/requestlog.py)."""
         if self.request_log is not None:
             self.request_log.sent(kind, queue.host, url, queue.min_gap)
 
@@ -171,7 +171,7 @@ class HostQueue:
         self.next_allowed = time.monotonic()
         # an earlier attempt of this task (or run of this fetch) that died may have contacted the
         # host moments ago: its last request counts as ours, at the largest gap it kept (a
-        # Crawl-delay is only known again once robots.txt is read; crawl/requestlog.py). Every
+        # Crawl-delay is only known again once robots.txt is read; crawl/fetch/requestlog.py). Every
         # later start is at least min_gap after something that came after that request.
         earlier_at = ctx.earlier.last_at.get(host)
         if earlier_at is not None:
@@ -611,7 +611,7 @@ def fetch_partition(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
                     archive: Archive | None = None, parser: Parser | None = None,
                     bloom: Any = None, request_log: RequestLog | None = None) -> list[dict[str, Any]]:
     """Entry point for one Spark task: run the event loop over this partition's hosts.
-    ``bloom`` (crawl.bloom.BloomFilter) drops outlinks the crawldb already knows; ``request_log``
-    (crawl.requestlog) records each request and says what earlier attempts sent."""
+    ``bloom`` (crawl.net.bloom.BloomFilter) drops outlinks the crawldb already knows; ``request_log``
+    (crawl.fetch.requestlog) records each request and says what earlier attempts sent."""
     return asyncio.run(fetch_hosts(list(rows), cfg, archive, parser, bloom, request_log))
 

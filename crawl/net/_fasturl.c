@@ -1,14 +1,14 @@
-/* crawl._fasturl: the per-link hot path of crawl.urls and crawl.filters, compiled.
+/* crawl.net._fasturl: the per-link hot path of crawl.net.urls and crawl.net.filters, compiled.
  *
  * Every link of every page is resolved, normalised, deduplicated and filtered; in Python that
  * costs ~3.5 us per link, several times the cost of parsing the page. This module does the same
  * work for the common link shapes in C. It is an exact copy, not an approximation:
  *
- *   plain(raw, based, rules)        == crawl.urls._plain_py(raw, based, rules)
+ *   plain(raw, based, rules)        == crawl.net.urls._plain_py(raw, based, rules)
  *   page_links(hrefs, based, rules, seen, room, rejected, fallback, nofollow)
- *                                   == the link loop of crawl.links._extract_links
+ *                                   == the link loop of crawl.parse.links._extract_links
  *   Filter(...).reject_reason(url, source_host)
- *                                   == crawl.filters.LinkFilter.reject_reason
+ *                                   == crawl.net.filters.LinkFilter.reject_reason
  *
  * Anything unusual (non-ASCII text, a character that needs percent-encoding, a lower-case
  * escape, an odd host or port) is not decided here: plain() returns None (the caller takes the
@@ -23,8 +23,8 @@
 #include <Python.h>
 #include <string.h>
 
-#define MAX_URL_LENGTH 8192                      /* crawl.urls.MAX_URL_LENGTH */
-#define PLAIN_MAX_CHARS (MAX_URL_LENGTH - 64)    /* crawl.urls._PLAIN_MAX_CHARS */
+#define MAX_URL_LENGTH 8192                      /* crawl.net.urls.MAX_URL_LENGTH */
+#define PLAIN_MAX_CHARS (MAX_URL_LENGTH - 64)    /* crawl.net.urls._PLAIN_MAX_CHARS */
 /* A path is at most a base path plus a reference (each < MAX_URL_LENGTH): room for both. */
 #define WORK (2 * MAX_URL_LENGTH + 256)
 
@@ -103,7 +103,7 @@ typedef struct {
     int has_query; span query;
 } parts;
 
-/* crawl.urls._plain_origin: "scheme://host[:port]" canonical, or 0 when it would be rejected
+/* crawl.net.urls._plain_origin: "scheme://host[:port]" canonical, or 0 when it would be rejected
  * (or needs the general path). host is [A-Za-z0-9.\-_]+, port "" or 1-5 digits. */
 static int make_origin(parts *p, const char *scheme, Py_ssize_t scheme_len,
                        const unsigned char *host, Py_ssize_t host_len, const unsigned char *port, Py_ssize_t port_len) {
@@ -250,7 +250,7 @@ typedef struct { Py_ssize_t start, len; } piece;
 #define MAX_PIECES 8192  /* more than a query of MAX_URL_LENGTH can hold */
 static piece PIECES[MAX_PIECES];
 
-/* crawl.urls._strip_path_params into out (capacity WORK); returns the new length. */
+/* crawl.net.urls._strip_path_params into out (capacity WORK); returns the new length. */
 static Py_ssize_t strip_path_params(const char *s, Py_ssize_t n, const rules_t *r, char *out) {
     Py_ssize_t i = 0, k = 0;
     while (i <= n) {
@@ -288,7 +288,7 @@ static int contains_slash_dot(const char *s, Py_ssize_t n) {
     return 0;
 }
 
-/* crawl.urls._remove_dot_segments on an absolute path holding "/.", into out. */
+/* crawl.net.urls._remove_dot_segments on an absolute path holding "/.", into out. */
 static Py_ssize_t remove_dot_segments(const char *s, Py_ssize_t n, char *out) {
     /* output segments as (start, len) into s; at most n of them */
     piece small[256];
@@ -329,7 +329,7 @@ static int piece_cmp(const void *pa, const void *pb) {
     return a->len < b->len ? -1 : a->len > b->len;
 }
 
-/* The query step of crawl.urls._plain, into QUERY; returns the length (0: no query), -1 when
+/* The query step of crawl.net.urls._plain, into QUERY; returns the length (0: no query), -1 when
  * there are too many pieces to sort here (the caller takes the general path). */
 static Py_ssize_t normalize_query(const char *q, Py_ssize_t n, const rules_t *r) {
     Py_ssize_t i = 0, count = 0, k = 0;
@@ -408,7 +408,7 @@ static int scheme_is(const unsigned char *s, Py_ssize_t n, const char *lower) {
 }
 
 /* The canonical form of an ASCII reference into OUT (FU_OK, *out_len set), FU_SCHEME, FU_NONE
- * or FU_ERROR (exception set). Mirrors crawl.urls._plain line by line. */
+ * or FU_ERROR (exception set). Mirrors crawl.net.urls._plain line by line. */
 static int plain_ascii(const unsigned char *s, Py_ssize_t n, const based_t *b, const rules_t *r, Py_ssize_t *out_len) {
     parts p;
     const char *path; Py_ssize_t path_len;
@@ -497,7 +497,7 @@ resolved:
     return FU_OK;
 }
 
-static PyObject *PY_FALLBACK_PLAIN = NULL;  /* crawl.urls._plain_py, set by set_fallback */
+static PyObject *PY_FALLBACK_PLAIN = NULL;  /* crawl.net.urls._plain_py, set by set_fallback */
 static PyObject *EMPTY = NULL;               /* "" */
 static PyObject *S_SCHEME = NULL, *S_NOFOLLOW = NULL, *S_OVER_CAP = NULL;
 
@@ -507,7 +507,7 @@ static PyObject *ascii_string(const char *s, Py_ssize_t n) {
     return u;
 }
 
-/* plain(raw, based, rules) -> str | "" | None: crawl.urls._plain_py, exactly. */
+/* plain(raw, based, rules) -> str | "" | None: crawl.net.urls._plain_py, exactly. */
 static PyObject *fast_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     based_t b; rules_t r; Py_ssize_t len;
     if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "plain(raw, based, rules)"); return NULL; }
@@ -545,7 +545,7 @@ static int count_reason(PyObject *rejected, PyObject *reason, Py_ssize_t by) {
 
 /* page_links(hrefs, based, rules, seen, room, rejected, fallback, nofollow) -> room left
  *
- * The link loop of crawl.links._extract_links: for each href in order, stop at the cap
+ * The link loop of crawl.parse.links._extract_links: for each href in order, stop at the cap
  * (counting the rest as over_cap), count a ``nofollow`` sentinel, otherwise resolve it, count
  * a rejection by its reason, add a new canonical URL to ``seen`` (a dict used as an ordered
  * set). Hrefs that are plain ASCII without white space or controls at all are resolved here;
@@ -602,7 +602,7 @@ static int page_link(PyObject *href, const based_t *b, const rules_t *r, PyObjec
 
 /* page_links(hrefs, based, rules, seen, room, rejected, fallback, nofollow) -> room left
  *
- * The link loop of crawl.links._extract_links (_link_loop there): for each href in order, stop
+ * The link loop of crawl.parse.links._extract_links (_link_loop there): for each href in order, stop
  * at the cap (counting the rest as over_cap), count a ``nofollow`` sentinel, otherwise resolve
  * it, count a rejection by its reason, add a new canonical URL to ``seen`` (a dict used as an
  * ordered set). Hrefs that are plain ASCII without white space or controls at all are resolved
@@ -692,7 +692,7 @@ static int segments_equal(const char *s, piece a, piece b) {
     return a.len == b.len && memcmp(s + a.start, s + b.start, a.len) == 0;
 }
 
-/* reject_reason(url, source_host) -> None | reason: crawl.filters.LinkFilter.reject_reason. */
+/* reject_reason(url, source_host) -> None | reason: crawl.net.filters.LinkFilter.reject_reason. */
 static PyObject *filter_reject_reason(FilterObject *f, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "reject_reason(url, source_host)"); return NULL; }
     PyObject *u = args[0], *source = args[1];
@@ -779,7 +779,7 @@ static PyObject *filter_reject_reason(FilterObject *f, PyObject *const *args, Py
         }
     }
 
-    /* crawl.filters._repeats_too_often */
+    /* crawl.net.filters._repeats_too_often */
     {
         Py_ssize_t period, j;
         for (period = 1; period <= 3; period++) {
@@ -807,13 +807,13 @@ fail:
 
 static PyMethodDef filter_methods[] = {
     {"reject_reason", (PyCFunction)(void (*)(void))filter_reject_reason, METH_FASTCALL,
-     "reject_reason(url, source_host) -> None or the reason code (crawl.filters.LinkFilter)"},
+     "reject_reason(url, source_host) -> None or the reason code (crawl.net.filters.LinkFilter)"},
     {NULL}
 };
 
 static PyTypeObject FilterType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "crawl._fasturl.Filter",
+    .tp_name = "crawl.net._fasturl.Filter",
     .tp_basicsize = sizeof(FilterObject),
     .tp_dealloc = (destructor)filter_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -834,7 +834,7 @@ static PyObject *fast_set_fallback(PyObject *self, PyObject *fn) {
 
 static PyMethodDef methods[] = {
     {"plain", (PyCFunction)(void (*)(void))fast_plain, METH_FASTCALL,
-     "plain(raw, based, rules) -> str, '' (scheme rejected) or None (general path): crawl.urls._plain_py"},
+     "plain(raw, based, rules) -> str, '' (scheme rejected) or None (general path): crawl.net.urls._plain_py"},
     {"page_links", (PyCFunction)(void (*)(void))fast_page_links, METH_FASTCALL,
      "page_links(hrefs, based, rules, seen, room, rejected, fallback, nofollow) -> room left"},
     {"set_fallback", fast_set_fallback, METH_O,
@@ -843,8 +843,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "crawl._fasturl",
-    "The per-link hot path of crawl.urls and crawl.filters in C (see crawl/_fasturl.c).", -1, methods
+    PyModuleDef_HEAD_INIT, "crawl.net._fasturl",
+    "The per-link hot path of crawl.net.urls and crawl.net.filters in C (see crawl/net/_fasturl.c).", -1, methods
 };
 
 PyMODINIT_FUNC PyInit__fasturl(void) {

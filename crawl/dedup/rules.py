@@ -1,6 +1,6 @@
 """Near-duplicate detection as pure functions: band rows, the duplicate test, the canonical rule.
 
-Every fetched page with text carries three fingerprints (crawl/fingerprint.py, computed in the
+Every fetched page with text carries three fingerprints (crawl/dedup/fingerprint.py, computed in the
 parser child): ``text_hash`` (exact duplicates of the normalised text), a 64-bit ``simhash`` and
 a 64-permutation MinHash ``signature`` of its word set.
 
@@ -42,7 +42,7 @@ SIMHASH_BANDS = 4
 SIGNATURE_BANDS = 8
 SIGNATURE_ROWS = 8
 BANDS_PER_PAGE = SIMHASH_BANDS + SIGNATURE_BANDS  # band rows of a page: at most this many
-_VALUES = SIGNATURE_BANDS * SIGNATURE_ROWS  # = crawl.fingerprint.SIGNATURE_PERMUTATIONS
+_VALUES = SIGNATURE_BANDS * SIGNATURE_ROWS  # = crawl.dedup.fingerprint.SIGNATURE_PERMUTATIONS
 _MASK64 = (1 << 64) - 1
 
 
