@@ -115,22 +115,11 @@ class BloomFilter:
         return (-math.expm1(-self._k * n / self._m)) ** self._k
 
     # -- membership --------------------------------------------------------------------------
-    # add, add_many and __contains__ inline _hash_pair and the probe loop with locals bound:
-    # they run once per crawldb URL (build) and once per outlink (lookup).
+    # add_many and __contains__ inline _hash_pair and the probe loop with locals bound: they run
+    # once per crawldb URL (build) and once per outlink (lookup).
 
     def add(self, url: str) -> None:
-        x = int.from_bytes(_blake2b(url.encode("utf-8", "surrogatepass"), digest_size=16).digest(), "little")
-        m = self._m
-        bits = self._bits
-        # (h1 + i*h2) mod m, stepped incrementally: h1 mod m, then + (h2 mod m) wrapping at m.
-        h = (x & _MASK64) % m
-        step = ((x >> 64) | 1) % m
-        for _ in range(self._k):
-            bits[h >> 3] |= 1 << (h & 7)
-            h += step
-            if h >= m:
-                h -= m
-        self._count += 1
+        self.add_many((url,))
 
     def add_many(self, urls: Iterable[str]) -> None:
         m = self._m

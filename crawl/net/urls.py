@@ -151,30 +151,27 @@ def _compile_query_hint(patterns: tuple[str, ...]) -> Callable[[str], Any] | Non
     ``patterns`` (it may also find some in which none does), so the fast path splits and
     filters only those queries. Built from the lower-cased patterns under IGNORECASE: for an
     ASCII name, ``name.lower() == pattern.lower()`` (or startswith) implies a match."""
-    exact, prefixes = _escaped_patterns(patterns)
-    alternatives = []
-    if exact:
-        alternatives.append(f"(?:{'|'.join(exact)})(?=[=&]|$)")
-    if prefixes:
-        alternatives.append(f"(?:{'|'.join(prefixes)})")
-    if not alternatives:
-        return None
-    return re.compile(f"(?:^|&)(?:{'|'.join(alternatives)})", re.IGNORECASE).search
+    pattern = _alternatives(*_escaped_patterns(patterns), exact_end="(?=[=&]|$)")
+    return re.compile(f"(?:^|&)(?:{pattern})", re.IGNORECASE).search if pattern else None
 
 
 def _compile_query_strip(patterns: tuple[str, ...]) -> Callable[[str], Any] | None:
     """A regex match that, on an ASCII query piece, says exactly what the query matcher says of
     the piece's name: the lower-cased patterns under IGNORECASE and ASCII (so only ASCII letters
     fold, as str.lower() does on an ASCII name)."""
-    exact, prefixes = _escaped_patterns(patterns, names_only=True)
+    pattern = _alternatives(*_escaped_patterns(patterns, names_only=True), exact_end="(?:=|\\Z)")
+    return re.compile(pattern, re.IGNORECASE | re.ASCII).match if pattern else None
+
+
+def _alternatives(exact: list[str], prefixes: list[str], exact_end: str) -> str | None:
+    """A regex alternation: each exact name followed by ``exact_end``, or any prefix; None if
+    there are no patterns."""
     alternatives = []
     if exact:
-        alternatives.append(f"(?:{'|'.join(exact)})(?:=|\\Z)")
+        alternatives.append(f"(?:{'|'.join(exact)}){exact_end}")
     if prefixes:
         alternatives.append(f"(?:{'|'.join(prefixes)})")
-    if not alternatives:
-        return None
-    return re.compile("|".join(alternatives), re.IGNORECASE | re.ASCII).match
+    return "|".join(alternatives) or None
 
 
 def _param_matchers(rules: UrlRules) -> tuple[NameMatcher | None, NameMatcher | None]:
