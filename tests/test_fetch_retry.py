@@ -100,6 +100,12 @@ def test_a_retried_attempt_keeps_the_gap_and_does_not_request_again(tmp_path):
         "robots" if e["path"] == "/robots.txt" else "page" for e in log)
 
 
+def _request_logs(root, segment: str) -> dict[str, list[str]]:
+    """Every attempt's request log of the segment, for a failure's message."""
+    return {os.path.basename(p): open(p).read().splitlines() for p in sorted(glob.glob(
+        os.path.join(root.request_log_dir(segment), "*.log")))}
+
+
 def _worker_holding(pattern: str) -> int | None:
     """The pid of the process (a pyspark worker) with a file matching ``pattern`` open."""
     wanted = set(glob.glob(pattern))
@@ -159,12 +165,13 @@ def test_killed_fetch_worker_is_retried_without_a_second_request(spark, root, tm
         assert max(pages.values()) == 1, [u for u, n in pages.items() if n > 1]
         by_host = defaultdict(list)
         for e in log:
-            by_host[e["host"]].append(e["ts"])
-        for host, times in by_host.items():
+            by_host[e["host"]].append(e)
+        for host, entries in by_host.items():
             index = web.host_names.index(host)
             gap = max(delay, web.crawl_delay_s) if web.robots_kind(index) == "crawl_delay" else delay
-            gaps = [b - a for a, b in zip(times, times[1:])]
-            assert min(gaps) >= gap - TOLERANCE_S, (host, min(gaps))
+            gaps = [b["ts"] - a["ts"] for a, b in zip(entries, entries[1:])]
+            assert min(gaps) >= gap - TOLERANCE_S, (host, min(gaps), [(e["path"], round(e["ts"] - entries[0]["ts"], 4))
+                                                                       for e in entries], _request_logs(root, segment))
 
         fetched = spark.read.parquet(root.fetched(segment)).filter(F.col("kind") == "url").collect()
         assert sorted(r["url"] for r in fetched) == sorted(urls)  # each URL once: one attempt's rows
