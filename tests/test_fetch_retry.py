@@ -48,6 +48,17 @@ def test_request_log_round_trip(tmp_path):
     assert log_name("r", 7, 2) == "r-00007-2.log"
 
 
+def test_the_last_logged_request_counts_as_under_way_until_the_log_is_read():
+    """A logged send may not have reached the server before its attempt died: its contact is the
+    moment the retry read the log, unless the request must have ended (timed out) before that."""
+    from crawl.fetch.requestlog import EarlierRequests
+    now = time.time()
+    earlier = EarlierRequests(last_at={"recent": now - 1.0, "old": now - 100.0}, read_at=now)
+    assert earlier.last_contact("recent", 60.0) == now
+    assert earlier.last_contact("old", 60.0) == now - 40.0
+    assert earlier.last_contact("never", 60.0) is None
+
+
 def test_a_retried_attempt_keeps_the_gap_and_does_not_request_again(tmp_path):
     """The dead attempt (its log written here) requested robots.txt and two pages of each host a
     moment ago; the retry waits out each host's gap from that moment and fetches only the rest."""
@@ -73,6 +84,7 @@ def test_a_retried_attempt_keeps_the_gap_and_does_not_request_again(tmp_path):
                     requested[row["url"]] = time.time()
         last_logged = read_earlier(folder).last_at
         assert set(last_logged) == {web.host_names[i] for i in hosts}
+        time.sleep(0.6)  # the dead attempt's last requests may have been under way until it died
         retry = RequestLog(folder, "run", 0, 1)
         out = fetch_partition(rows, fetcher_cfg(fetch__delay_s=delay), request_log=retry)
         retry.close()
@@ -92,6 +104,9 @@ def test_a_retried_attempt_keeps_the_gap_and_does_not_request_again(tmp_path):
         # the retry's first request (robots.txt, before it knows the Crawl-delay again): at least
         # the gap the dead attempt kept after the dead attempt's last request
         assert entries[0]["ts"] >= last_logged[host] + gap - TOLERANCE_S, host
+        # ... and after the moment the dead attempt's last request may have reached the server:
+        # the retry only knows it had died by the time it read the log
+        assert entries[0]["ts"] >= retry.earlier.read_at + gap - TOLERANCE_S, host
         gaps = [b["ts"] - a["ts"] for a, b in zip(entries, entries[1:])]
         assert not gaps or min(gaps) >= gap - TOLERANCE_S, (host, gaps)
     # the retry's own log names every request it sent (robots.txt and pages), each once

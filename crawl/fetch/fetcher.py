@@ -171,9 +171,10 @@ class HostQueue:
         self.next_allowed = time.monotonic()
         # an earlier attempt of this task (or run of this fetch) that died may have contacted the
         # host moments ago: its last request counts as ours, at the largest gap it kept (a
-        # Crawl-delay is only known again once robots.txt is read; crawl/fetch/requestlog.py). Every
-        # later start is at least min_gap after something that came after that request.
-        earlier_at = ctx.earlier.last_at.get(host)
+        # Crawl-delay is only known again once robots.txt is read), and as ending as late as it
+        # may have (crawl/fetch/requestlog.py). Every later start is at least min_gap after
+        # something that came after that request.
+        earlier_at = ctx.earlier.last_contact(host, float(cfg["fetch.total_timeout_s"]))
         if earlier_at is not None:
             earlier_gap = max(self.min_gap, ctx.earlier.gap_s.get(host, 0.0))
             self.next_allowed += max(0.0, earlier_gap - max(0.0, time.time() - earlier_at))

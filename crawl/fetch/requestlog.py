@@ -7,7 +7,10 @@ without this log it would not know that its predecessor already contacted them. 
 keeps two promises:
 
   * politeness across attempts: a host's first request waits until the host's gap has passed
-    since the last request any earlier attempt (or earlier run) sent it;
+    since the last request any earlier attempt (or earlier run) sent it. The log has send times
+    only, and an attempt that was killed may have had a request under way (the server sees it
+    later than it was logged): such a request counts as reaching the host as late as it could,
+    when the retry reads the log (at most ``fetch.total_timeout_s`` after it was sent);
   * one request per URL per lease: a page an earlier attempt requested is not requested again,
     since its answer died with that attempt (no committed row, no indexed WARC record). It is
     reported ``not_attempted`` and stays due, so the next cycle fetches it under a new lease.
@@ -44,6 +47,18 @@ class EarlierRequests:
     gap_s: dict[str, float] = field(default_factory=dict)
     pages: set[str] = field(default_factory=set)
     files: int = 0
+    read_at: float = field(default_factory=time.time)
+
+    def last_contact(self, host: str, max_request_s: float) -> float | None:
+        """The latest moment (epoch seconds) an earlier request may have reached ``host``, or None.
+        The log holds send times only, and the last request may still have been under way when
+        its attempt died (the server can see it later than it was logged). It ended at most
+        ``max_request_s`` (the total request timeout) after it was sent, and an attempt that died
+        did so before this log was read: the earlier of the two bounds it."""
+        sent = self.last_at.get(host)
+        if sent is None:
+            return None
+        return min(self.read_at, sent + max_request_s)
 
 
 def log_name(run: str, task: int, attempt: int) -> str:
@@ -54,7 +69,7 @@ def read_earlier(directory: str, own: str | None = None, completed_run: str | No
     """Everything logged in ``directory`` except the file ``own``. Pages logged by runs up to
     ``completed_run`` (the last fetch run of the segment that succeeded) count for timing only.
     A torn last line (the writer died mid-write) and foreign files are ignored."""
-    earlier = EarlierRequests()
+    earlier = EarlierRequests(read_at=time.time())
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
