@@ -34,7 +34,7 @@ test: setup airflow
 
 setup: $(STAMP) $(JARS)
 
-$(STAMP): setup.py pyproject.toml crawl/net/_fasturl.c crawl/dedup/_fasthash.c
+$(STAMP): setup.py pyproject.toml crawl/dedup/_fasthash.c
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "deltacrawl needs Python >= 3.11"; exit 1; }
 	@command -v java >/dev/null || { echo "deltacrawl needs Java 17 (java not found on PATH)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

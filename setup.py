@@ -1,11 +1,9 @@
 """deltacrawl: a batch-iterative web crawler on Apache Spark with a Delta Lake crawl database."""
 from setuptools import Extension, find_packages, setup
 
-# The per-link hot path (crawl/net/_fasturl.c: URL normalisation and link filtering for the common
-# link shapes). Optional: without a C compiler the install still succeeds and crawl.net.urls and
-# crawl.net.filters run their pure-Python versions, which give the same results, slower.
-FASTURL = Extension("crawl.net._fasturl", ["crawl/net/_fasturl.c"], optional=True, extra_compile_args=["-O2"])
-# The MinHash signature of crawl.dedup.fingerprint (crawl/dedup/_fasthash.c), optional the same way.
+# The MinHash signature of crawl.dedup.fingerprint (crawl/dedup/_fasthash.c). Optional: without a
+# C compiler the install still succeeds and the numpy original runs (same results, slower); a
+# missing build is named at every step's start and in stats (crawl/native.py).
 FASTHASH = Extension("crawl.dedup._fasthash", ["crawl/dedup/_fasthash.c"], optional=True, extra_compile_args=["-O2"])
 
 # Reading the tables without Spark (crawl/readers.py, docs/readers.md). DuckDB's delta extension
@@ -25,13 +23,16 @@ setup(
     packages=find_packages(include=["crawl", "crawl.*", "jobs", "conf"]),
     package_data={"conf": ["*.toml", "*.properties"]},
     include_package_data=True,
-    ext_modules=[FASTURL, FASTHASH],
+    ext_modules=[FASTHASH],
     install_requires=[
         # pyspark and delta-spark are a matched pair: delta-spark 4.4.x is built for Spark 4.2
         # (it declares pyspark<=4.2.0). The Delta jars (4.4.0) are cached by jobs/jars.py.
         "pyspark==4.2.0",
         "delta-spark==4.4.0",
         "aiohttp>=3.9,<4",
+        # WHATWG URL parsing (crawl/net/whatwg.py): ada, the parser of Node.js, fuzzed in OSS-Fuzz.
+        # One exact version: we call its C API through the cffi module it builds (see there).
+        "ada-url==4.0.0",
         "selectolax>=1.0",
         "protego>=0.3",
         "pyarrow>=15",

@@ -1,6 +1,7 @@
-"""The optional compiled parts of crawl/: crawl/net/_fasturl.c (link normalisation and filtering)
-and crawl/dedup/_fasthash.c (the MinHash signature). setup.py builds them when a C compiler is at
-hand; each has a pure-Python original that gives the same results and stays the reference."""
+"""The optional compiled part of crawl/: crawl/dedup/_fasthash.c (the MinHash signature, small and
+numeric). setup.py builds it when a C compiler is at hand; its pure-Python original (numpy) gives
+the same results and stays the reference. (URLs are parsed by ada, a maintained and fuzzed
+parser from PyPI: crawl/net/whatwg.py.)"""
 from __future__ import annotations
 
 import importlib
@@ -8,10 +9,9 @@ import os
 from types import ModuleType
 
 # What each compiled module speeds up, for the warning when it is missing.
-MODULES = {"_fasturl": "link normalisation and filtering (crawl/net/urls.py, crawl/net/filters.py)",
-           "_fasthash": "the MinHash signature of each page (crawl/dedup/fingerprint.py)"}
+MODULES = {"_fasthash": "the MinHash signature of each page (crawl/dedup/fingerprint.py)"}
 # The package each one is built into (setup.py), next to the Python it copies.
-PACKAGES = {"_fasturl": "crawl.net", "_fasthash": "crawl.dedup"}
+PACKAGES = {"_fasthash": "crawl.dedup"}
 
 
 def load(name: str) -> ModuleType | None:
@@ -26,7 +26,7 @@ def load(name: str) -> ModuleType | None:
 
 
 def dotted(name: str) -> str:
-    """The compiled module's full name, e.g. crawl.net._fasturl."""
+    """The compiled module's full name, e.g. crawl.dedup._fasthash."""
     return f"{PACKAGES[name]}.{name}"
 
 

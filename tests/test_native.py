@@ -21,9 +21,8 @@ def _compiler() -> str | None:
 @pytest.mark.skipif(bool(os.environ.get("DELTACRAWL_PURE_PYTHON")), reason="DELTACRAWL_PURE_PYTHON asks for Python")
 @pytest.mark.skipif(_compiler() is None, reason="no C compiler on this machine: the extensions cannot be built")
 def test_every_compiled_module_is_built():
-    """A build that silently lost an extension (setup.py marks them optional) fails here: without
-    _fasturl every link costs ~3.5 us more (bench/extract.py)."""
-    assert native.status() == {"_fasturl": True, "_fasthash": True}
+    """A build that silently lost the extension (setup.py marks it optional) fails here."""
+    assert native.status() == {"_fasthash": True}
     assert native.missing_warning() is None
 
 
@@ -34,7 +33,6 @@ def test_a_missing_module_is_named(monkeypatch):
     assert native.status()["_fasthash"] is False
     warning = native.missing_warning()
     assert "crawl.dedup._fasthash" in warning and "MinHash" in warning and "C compiler" in warning
-    assert "_fasturl" not in warning or not native.status()["_fasturl"]
     stats = {"crawl_root": "r", "version": 1, "total_urls": 0, "hosts": 0, "due_now": 0, "leased": 0,
              "max_depth": 0, "by_status": [], "by_http_status": [], "top_hosts": [],
              "native_code": native.status()}

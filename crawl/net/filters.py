@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from publicsuffixlist import PublicSuffixList
 
-from crawl.net.urls import _fast, host_without_port
+from crawl.net.urls import host_without_port
 
 SCHEME = "scheme"
 TOO_LONG = "too_long"
@@ -186,18 +186,9 @@ class LinkFilter:
         self._domains: dict[str, str] = {}
         self._args = (schemes, max_url_length, max_path_depth, max_segment_repeats, sorted(extensions),
                       include_patterns, exclude_patterns, scope)
-        if _fast is not None:
-            # The same checks in C (crawl/net/_fasturl.c Filter); it calls back for the regexes, the
-            # registrable domain, and for the whole check on a URL that is not ASCII.
-            has_patterns = self._exclude is not None or bool(self._exclude_rest) or self._has_include
-            self.reject_reason = _fast.Filter(  # type: ignore[method-assign]
-                tuple(sorted(self._schemes)), self._max_url_length, self._max_path_depth,
-                self._max_segment_repeats, self._deny_extensions, SCOPES.index(scope), self._domain_of,
-                self._pattern_reason if has_patterns else None, self._reject_reason_py,
-                (SCHEME, TOO_LONG, SCOPE, PATH_DEPTH, EXTENSION, REPEATING_PATH)).reject_reason
 
     def __reduce__(self):
-        # by its arguments: the C filter holds bound methods and is rebuilt where it is unpickled
+        # by its arguments: the compiled patterns are rebuilt where it is unpickled
         return (type(self), self._args)
 
     @classmethod
@@ -230,12 +221,8 @@ class LinkFilter:
         """None to keep ``url``, else the reason code (one of REASONS) it is dropped for.
 
         ``url`` is normalised by crawl.net.urls; ``source_host`` is the host key (``host`` or
-        ``host:port``, as crawl.net.urls.host_of returns) of the page the link is on. (When
-        crawl.net._fasturl is built, each instance replaces this method by its exact copy in C.)
+        ``host:port``, as crawl.net.urls.host_of returns) of the page the link is on.
         """
-        return self._reject_reason_py(url, source_host)
-
-    def _reject_reason_py(self, url: str, source_host: str) -> str | None:
         # String methods with start/end bounds read the URL in place: no slice is made but the
         # netloc (for scope) and the path when its segments are needed. (A memo of verdicts per
         # URL did not pay: measured with bench/extract.py, a bounded one was slower than none.)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser
 
-from crawl.net.urls import BaseUrl, UrlRules, _fast, check_url
+from crawl.net.urls import BaseUrl, UrlRules, check_url
 
 # Two queries: the links, and the elements that carry hints about them. (One query for all,
 # telling links apart by tag id, walked the tree once but cost more: about 0.1 us per link for
@@ -210,12 +210,7 @@ def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots
         else:
             rejected["over_cap"] = 1
     room = max_outlinks - len(seen) + 1
-    if _fast is not None and (rules is None or rules.__class__ is UrlRules):
-        # The same loop in C (crawl/net/_fasturl.c page_links), which resolves plain hrefs itself
-        # and hands any other to resolve.cached, the Python path below with its caches.
-        _fast.page_links(hrefs, resolve.based, rules, seen, room, rejected, resolve.cached, _NOFOLLOW)
-    else:
-        _link_loop(hrefs, resolve, seen, room, rejected)
+    _link_loop(hrefs, resolve, seen, room, rejected)
     outlinks = list(seen)
     del outlinks[0]  # the page itself
     return PageLinks(outlinks, canonical, refresh, noindex, nofollow, rejected)
@@ -224,8 +219,7 @@ def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots
 def _link_loop(hrefs: list[str | object], resolve: "_Resolver", seen: dict[str, None], room: int,
                rejected: dict[str, int]) -> None:
     """For each href in order: stop at the cap (the rest count as over_cap), count a nofollow
-    link, resolve the others, count a rejection by its reason, add a new URL to ``seen``.
-    (crawl/net/_fasturl.c page_links is this loop in C.)"""
+    link, resolve the others, count a rejection by its reason, add a new URL to ``seen``."""
     # This runs for every link of every page: the two caches are read inline, and
     # resolve.new() is called only for an href seen neither on this page nor, for an href that
     # needs only the base's origin, on an earlier page of the same origin.
@@ -262,7 +256,6 @@ class _Resolver:
         self.memo: dict[str, tuple[str | None, str | None]] = {}
         base_url = BaseUrl(base, rules)
         self.check = base_url.check
-        self.based = base_url._based  # the base split for the fast path (None: not a plain base)
         # A canonical URL is always scheme://host[:port]/path..., so its origin is a prefix.
         scheme, sep, rest = base.partition("://")
         self.origin = f"{scheme}://{rest.split('/', 1)[0]}/" if canonical_base and sep else None
@@ -278,10 +271,6 @@ class _Resolver:
         if url is None:
             self.rejected[reason] = self.rejected.get(reason, 0) + 1
         return url
-
-    def cached(self, href: str) -> tuple[str | None, str | None]:
-        """check_url's (url, reason) for ``href`` against the base, from a cache if it can."""
-        return self.origin_cache.get(href) or self.memo.get(href) or self.new(href)
 
     def new(self, href: str) -> tuple[str | None, str | None]:
         """Resolve an href not in either cache, and remember the result in the right one."""
