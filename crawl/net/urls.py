@@ -270,9 +270,13 @@ def _refusal(raw: str, base: bytes | None, base_text: Any = None) -> InvalidUrl:
     if not hostname:
         return InvalidUrl("URL has no host", "no_host")
     try:
+        host_ok = "[" in parts.netloc or _canonical_host(hostname.encode("idna").decode("ascii")) is not None
         parts.port
+    except UnicodeError:
+        host_ok = False
     except ValueError as exc:
-        return InvalidUrl(f"invalid port ({exc})", "bad_port")
+        if host_ok:
+            return InvalidUrl(f"invalid port ({exc})", "bad_port")
     return InvalidUrl(f"invalid host name '{hostname}'", "bad_host")
 
 
