@@ -1,4 +1,4 @@
-"""Tests for crawl.devweb.web (the bundled loopback test web). No Spark needed."""
+"""Tests for crawl.devweb.web and crawl.devweb.site (the bundled loopback test web). No Spark needed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 from protego import Protego
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
-from crawl.devweb.web import DevWeb, host_address
+from crawl.devweb.site import host_address
+from crawl.devweb.web import DevWeb
 
 HOSTS = 5
 PAGES = 6

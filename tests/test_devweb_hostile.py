@@ -1,4 +1,4 @@
-"""Tests for the opt-in hostile hosts of crawl.devweb.web (DevWeb(hostile=True)). No Spark needed.
+"""Tests for the opt-in hostile hosts of the test web (crawl.devweb.hostile, DevWeb(hostile=True)). No Spark needed.
 
 Every behaviour is checked from a plain client (http.client / raw sockets) with short timeouts.
 """
@@ -21,7 +21,9 @@ import pytest
 from protego import Protego
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
-from crawl.devweb.web import HOSTILE, DevWeb, host_address
+from crawl.devweb.hostile import HOSTILE
+from crawl.devweb.site import host_address
+from crawl.devweb.web import DevWeb
 
 HOSTS = 3
 PAGES = 5

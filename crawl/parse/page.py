@@ -16,8 +16,8 @@ Three layers:
     the next call gets a fresh pool. The fetch task itself is never at risk.
 
 Whatever runs in a child is looked up by reference (pickle), so it must be a module-level
-function of an importable module: ``parse_page`` by default, or one of the ``_hostile_*``
-test hooks at the bottom of this file. As with any spawn/forkserver pool, each worker imports
+function of an importable module: ``parse_page`` by default, or one of the hostile test
+hooks in ``crawl.devweb.parser_hooks``. As with any spawn/forkserver pool, each worker imports
 the parent's ``__main__`` module, so a script that uses ParserPool needs the usual
 ``if __name__ == "__main__":`` guard (pytest and PySpark workers are fine).
 """
@@ -32,7 +32,6 @@ import re
 import resource
 import signal
 import threading
-import time
 import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -556,8 +555,8 @@ class ParserPool:
 
 
 # --------------------------------------------------------------------------------------------
-# TEST HOOKS: hostile targets for ParserPool(target=...). They must live in an installed module
-# so a worker process can import them. Never used by the crawler itself.
+# Batching: many pages per round trip to the child
+# --------------------------------------------------------------------------------------------
 
 def parse_batch(items: list[tuple]) -> list[ParseResult]:
     """Runs in a child: parse_page over a batch of pages (one round trip for many pages)."""
@@ -646,52 +645,3 @@ class BatchingParser:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
-
-
-# --------------------------------------------------------------------------------------------
-
-def _hostile_sleep(body: bytes, url: str, content_type_header: str | None, max_outlinks: Any = 0,
-        x_robots_tag: str | None = None) -> ParseResult:
-    """TEST HOOK: hang for float(body) seconds (default an hour)."""
-    time.sleep(float(body or b"3600"))
-    return ParseResult([], "utf-8", f"slept {float(body or b'3600'):g}", None)
-
-
-def _hostile_allocate(body: bytes, url: str, content_type_header: str | None, max_outlinks: Any = 0,
-        x_robots_tag: str | None = None) -> ParseResult:
-    """TEST HOOK: allocate int(body) bytes (default 16 GiB) in one block. bytes(n) is calloc'd
-    and never touched, so even without a limit this costs address space, not RAM."""
-    block = bytes(int(body or str(16 * 2**30)))
-    return ParseResult([], "utf-8", f"allocated {len(block)}", None)
-
-
-def _hostile_crash(body: bytes, url: str, content_type_header: str | None, max_outlinks: Any = 0,
-        x_robots_tag: str | None = None) -> ParseResult:
-    """TEST HOOK: die like a native crash: SIGSEGV, or os._exit(70) when body == b"exit"."""
-    if body == b"exit":
-        os._exit(70)
-    os.kill(os.getpid(), signal.SIGSEGV)
-    time.sleep(10)
-    return ParseResult([], "utf-8", None, None)
-
-
-def _hostile_page(body: bytes, url: str, content_type_header: str | None, max_outlinks: Any = 0,
-        x_robots_tag: str | None = None) -> ParseResult:
-    """TEST HOOK: one target for both hostile and normal pages, so one pool can be shown to recover.
-    b"sleep <s>", b"alloc <bytes>", b"segv", b"exit" misbehave, b"pid" reports the worker's pid
-    in ``title``; any other body goes to parse_page."""
-    cmd, _, arg = body.partition(b" ")
-    if cmd == b"sleep":
-        return _hostile_sleep(arg, url, content_type_header, max_outlinks)
-    if cmd == b"alloc":
-        return _hostile_allocate(arg, url, content_type_header, max_outlinks)
-    if cmd in (b"segv", b"exit"):
-        return _hostile_crash(cmd, url, content_type_header, max_outlinks)
-    if cmd == b"pid":
-        return ParseResult([], "utf-8", str(os.getpid()), None)
-    return parse_page(body, url, content_type_header, max_outlinks, x_robots_tag)
-
-
-def _hostile_batch(items: list[tuple]) -> list[ParseResult]:
-    """TEST HOOK: parse_batch with the hostile commands of _hostile_page."""
-    return [_hostile_page(*item) for item in items]
