@@ -31,34 +31,42 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
     version = table_version(spark, root.crawldb)
-    # only the columns the report reads are cached, not whole rows of 40 columns (caching them
-    # made stats the one step whose time grew faster than the crawldb: bench/scale.py)
+    # One pass over the crawldb, its seven columns only, down to one row per (host, status, HTTP
+    # status): ~hosts x a few rows, whatever the URL count. Everything the report says comes from
+    # that small table (cached), so the crawldb is read once and never held: caching its rows
+    # (all columns, then seven) made stats the one step whose time grew faster than the crawldb
+    # (bench/scale.py: 7.9x for 10x the URLs).
     urls = read_url_state(spark, root).select("host", "status", "http_status", "depth", "next_fetch_at",
-                                              "lease_until", "segment_id").cache()
+                                              "lease_until", "segment_id")
+    now_ts = from_epoch_col(F.lit(now))
+    leased = F.col("lease_until").isNotNull() & (F.col("lease_until") > now_ts)
+    due = F.col("status").isin(*GENERATABLE_STATUSES) & (F.col("next_fetch_at") <= now_ts) & ~F.coalesce(leased, F.lit(False))
+    groups = (urls.groupBy("host", "status", "http_status")
+              .agg(F.count("*").alias("n"), F.sum(due.cast("long")).alias("due"),
+                   F.sum(leased.cast("long")).alias("leased"), F.max("depth").alias("max_depth"))
+              .cache())
     try:
-        now_ts = from_epoch_col(F.lit(now))
-        leased = F.col("lease_until").isNotNull() & (F.col("lease_until") > now_ts)
-        due = F.col("status").isin(*GENERATABLE_STATUSES) & (F.col("next_fetch_at") <= now_ts) & ~F.coalesce(leased, F.lit(False))
-        totals = urls.agg(F.count("*").alias("total"), F.countDistinct("host").alias("hosts"),
-                          F.sum(due.cast("int")).alias("due"), F.sum(leased.cast("int")).alias("leased"),
-                          F.max("depth").alias("max_depth")).collect()[0]
+        totals = groups.agg(F.sum("n").alias("total"), F.countDistinct("host").alias("hosts"),
+                            F.sum("due").alias("due"), F.sum("leased").alias("leased"),
+                            F.max("max_depth").alias("max_depth")).collect()[0]
         by_status = [(r["status"], r["n"]) for r in
-                     urls.groupBy("status").agg(F.count("*").alias("n")).orderBy(F.desc("n"), "status").collect()]
+                     groups.groupBy("status").agg(F.sum("n").alias("n")).orderBy(F.desc("n"), "status").collect()]
         by_http = [(r["http_status"], r["n"]) for r in
-                   urls.groupBy("http_status").agg(F.count("*").alias("n")).orderBy(F.desc("n"), "http_status").collect()]
-        # leases in force, per segment: a segment whose driver died mid-fetch holds its URLs until
-        # the lease ends, and `deltacrawl fetch SEGMENT` resumes it before then
-        leases = [(r["segment_id"], r["n"], r["until"].isoformat(sep=" ", timespec="minutes") if r["until"] else None)
-                  for r in urls.filter(leased).groupBy("segment_id")
-                  .agg(F.count("*").alias("n"), F.max("lease_until").alias("until"))
-                  .orderBy(F.desc("n"), "segment_id").limit(5).collect()] if totals["leased"] else []
+                   groups.groupBy("http_status").agg(F.sum("n").alias("n")).orderBy(F.desc("n"), "http_status").collect()]
         top_hosts = [(r["host"], r["n"]) for r in
-                     urls.groupBy("host").agg(F.count("*").alias("n")).orderBy(F.desc("n"), "host")
+                     groups.groupBy("host").agg(F.sum("n").alias("n")).orderBy(F.desc("n"), "host")
                      .limit(int(cfg["stats.top_hosts"])).collect()]
     finally:
-        urls.unpersist()
+        groups.unpersist()
+    # leases in force, per segment: a segment whose driver died mid-fetch holds its URLs until
+    # the lease ends, and `deltacrawl fetch SEGMENT` resumes it before then (a second pass, only
+    # when a lease is in force: between cycles none is)
+    leases = [(r["segment_id"], r["n"], r["until"].isoformat(sep=" ", timespec="minutes") if r["until"] else None)
+              for r in urls.filter(leased).groupBy("segment_id")
+              .agg(F.count("*").alias("n"), F.max("lease_until").alias("until"))
+              .orderBy(F.desc("n"), "segment_id").limit(5).collect()] if totals["leased"] else []
     hosts = host_stats(spark, root, now_ts)
-    return {"hostdb": hosts,"crawl_root": root.root, "version": version, "total_urls": totals["total"],
+    return {"hostdb": hosts, "crawl_root": root.root, "version": version, "total_urls": totals["total"] or 0,
             "hosts": totals["hosts"], "due_now": totals["due"] or 0, "leased": totals["leased"] or 0,
             "max_depth": totals["max_depth"], "by_status": by_status, "by_http_status": by_http,
             "top_hosts": top_hosts, "leases": leases, "native_code": native.status()}

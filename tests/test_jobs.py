@@ -76,6 +76,13 @@ def test_generate_caps_per_host_and_in_all_and_leases(spark, root, tmp_path):
         assert urls.isdisjoint(seen)
         seen |= urls
     assert nxt.segment_id is None and len(seen) == 15
+    # stats names the segments in flight (leases in force), each with its URLs
+    summary = stats.collect_stats(spark, cfg, root, now=now + 20)
+    assert summary["leased"] == 15 and summary["due_now"] == 0 and summary["total_urls"] == 15
+    assert sum(n for _segment, n, _until in summary["leases"]) == 15
+    assert {segment for segment, _n, _until in summary["leases"]} == {
+        r["segment_id"] for r in table(spark, root.crawldb).values()}
+    assert summary["hosts"] == len(summary["top_hosts"]) and sum(n for _h, n in summary["top_hosts"]) == 15
     # once leases expire, everything is due again
     later = now + float(cfg["generate.lease_s"]) + 10
     assert generate.run(spark, make_config(), root, now=later).urls == 15

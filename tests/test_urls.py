@@ -277,3 +277,15 @@ def test_check_url_never_raises_even_with_odd_arguments():
     for base in (object(), b"http://a.com/", 42):
         assert check_url("/x", base)[0] is None
         assert check_url("http://a.com/y", base) == ("http://a.com/y", None)
+
+
+def test_requote_is_skipped_exactly_when_it_would_change_nothing():
+    """_requote runs only where its search finds something to rewrite: every escape and every
+    character it leaves alone, and none it rewrites, passes the search unseen."""
+    from crawl.net import urls
+    for code in range(0x80):
+        for text in (f"%{code:02X}", f"%{code:02x}", chr(code), f"a%{code:X}"):
+            for rewrite, search in ((urls._PATH_REWRITE_RE, urls._PATH_REQUOTE_RE),
+                                    (urls._QUERY_REWRITE_RE, urls._QUERY_REQUOTE_RE)):
+                changes = urls._requote(text, rewrite) != text
+                assert bool(search.search(text)) == changes, (text, rewrite.pattern)

@@ -59,9 +59,12 @@ _UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
 # the allowed set (RFC 3986 unreserved + sub-delims + ":" "@" "/", plus "?" in a query).
 _PATH_REWRITE_RE = re.compile(r"%(?:[0-9A-Fa-f]{2})?|[^A-Za-z0-9\-._~!$&'()*+,;=:@/%]+")
 _QUERY_REWRITE_RE = re.compile(r"%(?:[0-9A-Fa-f]{2})?|[^A-Za-z0-9\-._~!$&'()*+,;=:@/?%]+")
-# What only needs a look from _requote: a "%" or a character outside the allowed set.
-_PATH_CLEAN_RE = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/]*")
-_QUERY_CLEAN_RE = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/?]*")
+# What _requote would change: a "%" that is no escape, an escape in lower-case hex or of an
+# unreserved character (%2D %2E %30-%39 %41-%5A %5F %61-%7A %7E), a character outside the
+# allowed set. Most paths and queries hold none, and one search is cheaper than the rewrite.
+_CANONICAL_ESCAPE = r"%(?![0-9A-F]{2})|%(?:[46][1-9A-F]|[57][0-9A]|3[0-9]|2[DE]|5F|7E)"
+_PATH_REQUOTE_RE = re.compile(rf"{_CANONICAL_ESCAPE}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/%]")
+_QUERY_REQUOTE_RE = re.compile(rf"{_CANONICAL_ESCAPE}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/?%]")
 _BYTE_ESCAPES = tuple(f"%{b:02X}" for b in range(256))
 # An absolute cap, whatever the config says (discovery.max_url_length is the configurable filter).
 MAX_URL_LENGTH = 8192
@@ -315,14 +318,14 @@ def _canonical(url: Any, base: bytes | None, rules: UrlRules | None, base_text: 
     if rules is not None:
         query_matcher, path_matcher = _param_matchers(rules)
     path = parts.path
-    if "%" in path or _PATH_CLEAN_RE.fullmatch(path) is None:
+    if _PATH_REQUOTE_RE.search(path):
         path = _requote(path, _PATH_REWRITE_RE)
     if path_matcher is not None and ";" in path:
         # then dot-segments again: a segment like ".;jsessionid=1" is one once stripped
         path = _remove_dot_segments(_strip_path_params(path, path_matcher))
     query = parts.query
     if query:
-        if "%" in query or _QUERY_CLEAN_RE.fullmatch(query) is None:
+        if _QUERY_REQUOTE_RE.search(query):
             query = _requote(query, _QUERY_REWRITE_RE)
         query = _normalize_query(query, query_matcher)
     canonical = f"{scheme}://{host}{path}?{query}" if query else f"{scheme}://{host}{path}"
