@@ -3,6 +3,7 @@
 
 Run:      .venv/bin/python bench/scale.py [--sizes 1000000,10000000] [--hosts 100000] [--top-n 100000]
                                           [--new-links 5] [--cycles 0] [--rerun-update]
+                                          [--reads-only [--baseline-stats REV] [--repeats 2]]
                                           [--out-json FILE] [--keep]
 What:     for each size, a synthetic crawl root in a fresh folder: a crawldb of that many URLs over
           --hosts hosts of skewed size (bench/layout.py's rows: ~80 % unfetched, the rest fetched,
@@ -29,7 +30,9 @@ What:     for each size, a synthetic crawl root in a fresh folder: a crawldb of 
           re-run path (segments/<id>/_update_started already there, as after a crash): the crawldb
           MERGE, then the touched hosts' url_count counted again from the crawldb, then hostdb and
           warc_index. Its time beside the first round's update is the cost of crash safety's
-          recount (issue 14).
+          recount (issue 14). --reads-only skips the round: on each built root it times stats
+          and warc-get --repeats times (medians), and with --baseline-stats REV also REV's
+          jobs/stats.py (from `git show`), alternating with today's, checking both say the same.
 Targets:  a 10x larger crawldb may cost each step <= 3x the time; write amplification <= 10; no
           driver memory that grows with the crawldb beyond the default driver memory.
 Exit:     0 done · 1 a check failed (row counts after build or update).
@@ -43,13 +46,14 @@ import json
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import machine_facts  # noqa: E402
+from _common import REPO, machine_facts  # noqa: E402
 from layout import conform, synth_base  # noqa: E402
 
 SEGMENT_OLD = "20260101000000-000000"
@@ -234,6 +238,43 @@ def cycle(spark, cfg, root, new_links: int, now: float, out: dict[str, Any], rer
     return segment
 
 
+def module_at(rev: str, path: str):
+    """The module at ``path`` as it was at git revision ``rev`` (imported from the source that
+    `git show` gives, under a name of its own): a baseline to time beside today's code."""
+    import types
+    source = subprocess.run(["git", "-C", REPO, "show", f"{rev}:{path}"], check=True, capture_output=True,
+                            text=True).stdout
+    module = types.ModuleType(f"baseline_{rev}_{os.path.basename(path)[:-3]}")
+    exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
+    return module
+
+
+def reads(spark, cfg, root, now: float, baseline_rev: str | None, repeats: int, out: dict[str, Any]) -> None:
+    """--reads-only: stats (and, with --baseline-stats REV, REV's jobs/stats.py, alternating, same
+    answers checked) and warc-get on the built root, ``repeats`` times each; the median seconds."""
+    import statistics
+
+    from jobs import stats, warc_get
+    baseline = module_at(baseline_rev, "jobs/stats.py") if baseline_rev else None
+    times: dict[str, list[float]] = {"stats_s": [], "stats_baseline_s": [], "warc_get_s": []}
+    for _ in range(repeats):
+        if baseline is not None:
+            seconds, before = timed(lambda: baseline.collect_stats(spark, cfg, root, now))
+            times["stats_baseline_s"].append(seconds)
+        seconds, current = timed(lambda: stats.collect_stats(spark, cfg, root, now))
+        times["stats_s"].append(seconds)
+        if baseline is not None:
+            same = {k: before[k] for k in current if k != "native_code"} == {k: current[k] for k in current if k != "native_code"}
+            out["check_stats_same"] = out.get("check_stats_same", True) and same
+        probe = spark.read.format("delta").load(root.warc_index).select("url").first()["url"]
+        seconds, _ = timed(lambda: warc_get.captures(spark, root, probe))
+        times["warc_get_s"].append(seconds)
+    for key, values in times.items():
+        if values:
+            out[key] = statistics.median(values)
+            out[key + "_runs"] = values
+
+
 def run_size(spark, cfg, workdir: str, n_urls: int, args, now: float) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
@@ -243,6 +284,12 @@ def run_size(spark, cfg, workdir: str, n_urls: int, args, now: float) -> dict[st
     heap = HeapSampler(spark)
     out["built"] = build_root(spark, root, n_urls, args.hosts, int(cfg["crawldb.host_buckets"]), now)
     out["heap_peak_mb_build"] = heap.take_mb()
+    if args.reads_only:
+        reads(spark, cfg, root, now, args.baseline_stats, args.repeats, out)
+        out["heap_peak_mb_steps"], out["max_heap_mb"] = heap.take_mb(), heap.max_mb
+        heap.stop()
+        out["root"] = root.root
+        return out
     before = out["built"]["crawldb"]
     segment = cycle(spark, cfg, root, args.new_links, now, out)
     out["crawldb_merge"] = merge_metrics(spark, root.crawldb)
@@ -298,7 +345,7 @@ def maintenance_rounds(spark, cfg, root_path: str, rounds: int, new_links: int, 
     return {"rounds": rounds, "maintain_s": seconds, "tables": shapes}
 
 
-STEPS = ("generate_s", "dedup_s", "update_s", "update_rerun_s", "stats_s", "warc_get_s")
+STEPS = ("generate_s", "dedup_s", "update_s", "update_rerun_s", "stats_s", "stats_baseline_s", "warc_get_s")
 
 
 def report(result: dict[str, Any]) -> None:
@@ -311,6 +358,8 @@ def report(result: dict[str, Any]) -> None:
         ratio = f"{runs[-1][step] / runs[0][step]:>10.2f}" if len(runs) > 1 and runs[0][step] else ""
         print(f"{step:<16}{cells}{ratio}")
     for name in ("crawldb_merge", "hostdb_merge"):
+        if any(name not in r for r in runs):
+            continue
         print(f"{name + ' WA':<16}" + "".join(f"{str(r[name]['write_amplification']):>14}" for r in runs))
     print(f"{'heap peak MB':<16}" + "".join(f"{r['heap_peak_mb_steps']:>14}" for r in runs)
           + f"   (max heap {runs[0]['max_heap_mb']} MB)")
@@ -328,6 +377,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=0, help="rounds at the smallest size before maintain (0: none)")
     parser.add_argument("--rerun-update", action="store_true",
                         help="a second round whose update takes the re-run path (the recount's cost)")
+    parser.add_argument("--reads-only", action="store_true",
+                        help="after building each root, time only stats and warc-get (no cycle)")
+    parser.add_argument("--baseline-stats", metavar="REV",
+                        help="with --reads-only: also time REV's jobs/stats.py, alternating, and check the answers agree")
+    parser.add_argument("--repeats", type=int, default=2, help="with --reads-only: timings per step")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--out-json")
     parser.add_argument("--keep", action="store_true")
@@ -351,7 +405,10 @@ def main(argv: list[str] | None = None) -> int:
             run = run_size(spark, cfg, workdir, n, args, now)
             result["runs"].append(run)
             print(json.dumps(run, default=str), flush=True)
-            if not (run["check_new_urls"] and run["check_applied"]):
+            if args.reads_only:
+                if not run.get("check_stats_same", True):
+                    failures.append(f"size {n}: stats and the baseline's stats disagree")
+            elif not (run["check_new_urls"] and run["check_applied"]):
                 failures.append(f"size {n}: update did not apply the segment as expected")
             if args.rerun_update and not (run["check_rerun_counts"] and run["check_rerun_new_urls"]):
                 failures.append(f"size {n}: the re-run path's update left url_count or new URLs wrong")
