@@ -150,6 +150,19 @@ class DevWebProcess:
 
 # --------------------------------------------------------------------------- helpers
 
+class Checker:
+    """A benchmark's checks: ``check(ok, what)`` prints the outcome; ``check.failures`` lists the
+    failed ones (the exit code says whether any did)."""
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+
+    def __call__(self, ok: bool, what: str) -> None:
+        print(f"check: {'ok  ' if ok else 'FAIL'} {what}", flush=True)
+        if not ok:
+            self.failures.append(what)
+
+
 def machine_facts(extra_dists: tuple[str, ...] = ()) -> dict[str, Any]:
     def version(dist: str) -> str | None:
         try:

@@ -50,7 +50,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py
-from _common import finish, fmt, machine_facts, release  # noqa: E402
+from _common import Checker, finish, fmt, machine_facts, release  # noqa: E402
 
 PARTS = ("fpr", "spark", "crawl")
 SIGMAS = 5.0
@@ -492,12 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     from crawl.config import build_config
 
     facts = machine_facts()
-    failures: list[str] = []
-
-    def check(ok: bool, what: str) -> None:
-        print(f"check: {'ok  ' if ok else 'FAIL'} {what}", flush=True)
-        if not ok:
-            failures.append(what)
+    check = Checker()
+    failures = check.failures
 
     cfg = build_config()
     result: dict[str, Any] = {"benchmark": "bloom", "machine": facts, "parts": list(args.parts),

@@ -38,7 +38,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, also in spawned children
-from _common import finish, fmt, http_span, machine_facts, rate, raw_fetch  # noqa: E402  (shared with bench/fetch.py)
+from _common import Checker, finish, fmt, http_span, machine_facts, rate, raw_fetch  # noqa: E402  (shared with bench/fetch.py)
 
 
 # --------------------------------------------------------------------------- the benchmark
@@ -67,12 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     from crawl.net.urls import InvalidUrl, normalize_url
 
     facts = machine_facts()
-    failures: list[str] = []
-
-    def check(ok: bool, what: str) -> None:
-        print(f"check: {'ok  ' if ok else 'FAIL'} {what}", flush=True)
-        if not ok:
-            failures.append(what)
+    check = Checker()
+    failures = check.failures
 
     workdir = tempfile.mkdtemp(prefix="deltacrawl-bench-", dir="/tmp")
     root_path = os.path.join(workdir, "crawl-root")

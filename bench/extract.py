@@ -65,7 +65,7 @@ from typing import Any, Callable
 from urllib.parse import urljoin, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py
-from _common import finish, fmt, machine_facts  # noqa: E402
+from _common import Checker, finish, fmt, machine_facts  # noqa: E402
 
 KB = 1024
 MIN_PAGE_BYTES, MAX_PAGE_BYTES = 20 * KB, 100 * KB
@@ -456,16 +456,6 @@ def profile_ours(methods: Methods, corpus: list[dict[str, Any]], top: int) -> li
 
 
 # =========================================================================== run
-
-class Checker:
-    def __init__(self) -> None:
-        self.failures: list[str] = []
-
-    def __call__(self, ok: bool, what: str) -> None:
-        print(f"check: {'ok  ' if ok else 'FAIL'} {what}", flush=True)
-        if not ok:
-            self.failures.append(what)
-
 
 def run(args: argparse.Namespace, check: Checker) -> dict[str, Any]:
     from crawl.config import build_config

@@ -60,7 +60,7 @@ import time
 from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, also in spawned children
-from _common import (REPO, DevWebProcess, cpu_snapshot, cpu_used, finish, fmt, http_span,  # noqa: E402
+from _common import (REPO, Checker, DevWebProcess, cpu_snapshot, cpu_used, finish, fmt, http_span,  # noqa: E402
                      machine_facts, median_run, rate, raw_fetch)
 
 BENCHMARKS = ("throughput", "politeness", "memory")
@@ -242,16 +242,6 @@ def round_robin(urls: list[str]) -> list[str]:
         for q in queues:
             out.append(q.popleft())
     return out
-
-
-class Checker:
-    def __init__(self) -> None:
-        self.failures: list[str] = []
-
-    def __call__(self, ok: bool, what: str) -> None:
-        print(f"check: {'ok  ' if ok else 'FAIL'} {what}", flush=True)
-        if not ok:
-            self.failures.append(what)
 
 
 def phases(log: list[dict[str, Any]], wall_start: float, wall_end: float) -> dict[str, Any]:
