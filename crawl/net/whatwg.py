@@ -21,6 +21,11 @@ _OMITTED = 0xFFFFFFFF  # ada::url_components::omitted: the component is absent
 # ada_url_components (ada_c.h): protocol_end, username_end, host_start, host_end, port,
 # pathname_start, search_start, hash_start, each a uint32 in native order
 _COMPONENTS = struct.Struct("=8I")
+# bound once: an attribute of the cffi lib costs a lookup per use, as much as the parse itself
+_parse, _parse_with_base, _get_href, _get_components, _free = (
+    lib.ada_parse, lib.ada_parse_with_base, lib.ada_get_href, lib.ada_get_components, lib.ada_free)
+_unpack, _buffer = ffi.unpack, ffi.buffer
+_unpack_components = _COMPONENTS.unpack
 if ffi.sizeof("ada_url_components") != _COMPONENTS.size:  # the binding changed under the pin
     raise ImportError(f"ada-url's ada_url_components is {ffi.sizeof('ada_url_components')} bytes, "
                       f"crawl/net/whatwg.py reads {_COMPONENTS.size}: install the ada-url version setup.py pins")
@@ -44,18 +49,18 @@ def parse(ref: bytes, base: bytes | None = None) -> Parts | None:
     """``ref`` (UTF-8) parsed as a URL, resolved against ``base`` (UTF-8, itself a valid absolute
     URL) if given; None if the WHATWG parser fails on it (bad host, port out of range, a
     relative reference without a base ...). crawl.net.urls says why."""
-    handle = lib.ada_parse(ref, len(ref)) if base is None else lib.ada_parse_with_base(ref, len(ref), base, len(base))
+    handle = _parse(ref, len(ref)) if base is None else _parse_with_base(ref, len(ref), base, len(base))
     try:
-        raw = lib.ada_get_href(handle)
+        raw = _get_href(handle)
         if not raw.length:  # what ada_get_href gives for a failed parse (a URL is never empty)
             return None
         # the serialisation of a URL is ASCII: non-ASCII is percent-encoded or punycoded
-        href = ffi.unpack(raw.data, raw.length).decode("ascii")
+        href = _unpack(raw.data, raw.length).decode("ascii")
         # the components, a struct of eight uint32 inside the parsed URL: copied out in one call
         # (reading seven fields one by one through cffi costs more than the parse)
-        components = bytes(ffi.buffer(lib.ada_get_components(handle), _COMPONENTS.size))
+        components = _unpack_components(_buffer(_get_components(handle), 32))
     finally:
-        lib.ada_free(handle)
+        _free(handle)
     #   https://user:pass@example.com:1234/foo/bar?baz#quux
     #         |     |    |          | ^^^^|       |   |
     #         |     |    |          | |   |       |   `-- hash_start
@@ -66,8 +71,7 @@ def parse(ref: bytes, base: bytes | None = None) -> Parts | None:
     #         |     |    `------------------------------- host_start (at "@" after a userinfo)
     #         |     `------------------------------------ username_end
     #         `------------------------------------------ protocol_end (after ":")
-    (protocol_end, _username_end, host_start, host_end, port, pathname_start, search_start,
-     hash_start) = _COMPONENTS.unpack(components)
+    protocol_end, _username_end, host_start, host_end, port, pathname_start, search_start, hash_start = components
     end = len(href) if hash_start == _OMITTED else hash_start
     if search_start == _OMITTED:
         query = None
