@@ -5,8 +5,8 @@ rules to the parts; this module only turns ada's answer into those parts.
 We call ada's C API (``ada_c.h``) through the cffi module that ``ada-url`` builds
 (``ada_url._ada_wrapper``) rather than through its Python classes: ``ada_url.parse_url`` builds a
 dict and two enums per call and costs about 14 us a URL on this machine, ``ada_url.URL`` with
-the five attributes read about 23 us; one parse here, base included, about 2.7 us (measured
-2026-12-02, 2 cores; see BENCHMARKS.md "Link path"). That module is not ada-url's documented
+the five attributes read about 23 us; one parse here, base included, about 2-4 us (measured
+2026-12-02, 2 cores; see BENCHMARKS.md "Link pipeline"). That module is not ada-url's documented
 interface, so setup.py pins ada-url to one version, and tests/test_whatwg.py holds ``parse`` to
 ``ada_url.URL`` on a corpus of URLs: an upgrade that changes the binding fails there, loudly.
 """
@@ -30,13 +30,14 @@ if ffi.sizeof("ada_url_components") != _COMPONENTS.size:  # the binding changed 
     raise ImportError(f"ada-url's ada_url_components is {ffi.sizeof('ada_url_components')} bytes, "
                       f"crawl/net/whatwg.py reads {_COMPONENTS.size}: install the ada-url version setup.py pins")
 
+
 class Parts(NamedTuple):
     """A parsed absolute URL, as the WHATWG URL Standard serialises it: ``scheme`` lower-case
     without ":"; ``host`` a lower-case ASCII domain (IDNA/UTS 46 applied, percent-escapes
     decoded), a dotted-quad IPv4 address or a bracketed IPv6 one, "" for a URL without a host;
     ``port`` None when absent or the scheme's default; ``path`` percent-encoded with dot-segments
     removed; ``query`` None when there is no "?" (else without it). The userinfo and the fragment
-    are not kept (the crawler drops both). (ada's host type is not passed on: ada 3.2.4 reports
+    are not kept (the crawler drops both). (ada's host type is not passed on: ada 4.0.0 reports
     a domain for a URL resolved against a base with an IP host; the text tells them apart.)"""
     scheme: str
     host: str
@@ -58,7 +59,7 @@ def parse(ref: bytes, base: bytes | None = None) -> Parts | None:
         href = _unpack(raw.data, raw.length).decode("ascii")
         # the components, a struct of eight uint32 inside the parsed URL: copied out in one call
         # (reading seven fields one by one through cffi costs more than the parse)
-        components = _unpack_components(_buffer(_get_components(handle), 32))
+        components = _unpack_components(_buffer(_get_components(handle), _COMPONENTS.size))
     finally:
         _free(handle)
     #   https://user:pass@example.com:1234/foo/bar?baz#quux
@@ -92,6 +93,6 @@ def can_parse(url: bytes) -> bool:
 
 
 def version() -> str:
-    """ada's version, e.g. "3.2.4" (not the ada-url package's)."""
+    """ada's version, e.g. "4.0.0" (the C library's, which the ada-url package bundles)."""
     v = lib.ada_get_version_components()
     return f"{v.major}.{v.minor}.{v.revision}"
