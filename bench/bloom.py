@@ -1,20 +1,24 @@
 #!/usr/bin/env python
-"""Seen-URL Bloom filter benchmark (crawl/net/bloom.py, jobs/fetch.py build_seen_filter): its
+"""Seen-URL Bloom filter benchmark (crawl/net/bloom.py, jobs/seen_filter.py): its
 false-positive rate against the configured one, its memory, its speed, and how many outlink
 rows it keeps out of the shuffle in a real crawl.
 
 Run:      .venv/bin/python bench/bloom.py [--only fpr|spark|crawl ...] [--out-json FILE] [--keep]
           [--sizes 100000,1000000] [--fprs 0.01,0.001] [--probes 1000000] [--spark-urls 1000000]
-          [--builds 3] [--hosts 60] [--pages 40] [--cycles 3] [--seed 20261130]
+          [--builds 3] [--spark-added 100000] [--hosts 60] [--pages 40] [--cycles 3] [--seed 20261130]
 Measures: (a) fpr: for each n in --sizes and fpr in --fprs, BloomFilter.for_capacity(n, fpr),
           add_many of n generated URLs (realistic shapes, fixed seed), then --probes URLs that
           were not added: observed false-positive rate next to the configured fpr and
           expected_fpr(n); m, k, bytes, bits per URL; ns per add (add_many, the build path) and
           per lookup (``url in bloom``, the fetch-task path) of absent and of present URLs. Then the
-          production sizing: jobs/fetch.py sizes the filter for max(n, MIN_FILTER_CAPACITY) URLs
-          capped at discovery.bloom_max_mb, so a small crawldb gets a roomier filter.
+          production sizing: a full build (jobs/seen_filter.py) sizes the filter for
+          max(HEADROOM n, MIN_FILTER_CAPACITY) URLs capped at discovery.bloom_max_mb, so a small
+          crawldb gets a roomier filter and later cycles can add to it.
           (b) spark: a Delta table with a ``url`` column of --spark-urls rows at <tmp>/crawl/crawldb,
-          then jobs.fetch.build_seen_filter on it (--builds times; seconds, MiB, serialised bytes).
+          then jobs.seen_filter.seen_filter on it with no stored filter (--builds full builds;
+          seconds, MiB, serialised bytes); then once more with the stored filter (up to date); then
+          --spark-added new URLs appended (as a cycle's update inserts them) and the stored filter
+          brought up to date from the change data, against a full build of the grown table.
           (c) crawl: --cycles cycles of generate/fetch/dedup/update (as jobs/crawl_cycles.py run) over the
           bundled test web (crawl.devweb.web.DevWeb, --hosts x --pages, seeded with every host's /,
           fetch.delay_s 0, generate.max_urls_per_host = --pages), twice in one SparkSession: the
@@ -27,7 +31,9 @@ Measures: (a) fpr: for each n in --sizes and fpr in --fprs, BloomFilter.for_capa
 Checks:   (a) no false negatives; the observed rate within 5 sigma (+1 URL) of expected_fpr(n) and
           not above the configured fpr beyond 5 sigma. (b) the filter holds --spark-urls URLs; its
           bits equal a filter of the same shape built in this process from the same URLs; no false
-          negative on a 20,000-row sample read back from the table. (c) both crawls fetch the same
+          negative on a 20,000-row sample read back from the table; an unchanged table gets the
+          stored filter as it is; after the append the stored filter is "updated" by exactly the
+          appended URLs and has the bits of a one-process build of all its URLs. (c) both crawls fetch the same
           URLs each cycle; without the filter each cycle's outlink rows = with the filter's outlink
           rows + its "known" drops; links_kept = outlink rows; hostdb's "known" total = the
           segments' sum; both crawldbs end with the same URL set (any difference is listed: only
@@ -44,6 +50,7 @@ import collections
 import math
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -162,7 +169,7 @@ def run_fpr(args: argparse.Namespace, urls: list[str], probes: list[str], cfg: A
             built: dict[tuple[int, int, int], Any]) -> dict[str, Any]:
     """(a); filters of ``args.spark_urls`` URLs are left in ``built`` by (n, m, k) for (b)."""
     from crawl.net.bloom import BloomFilter
-    from jobs.fetch import MIN_FILTER_CAPACITY
+    from jobs.seen_filter import HEADROOM, MIN_FILTER_CAPACITY
     max_mb = int(cfg["discovery.bloom_max_mb"])
     rows = []
 
@@ -190,11 +197,12 @@ def run_fpr(args: argparse.Namespace, urls: list[str], probes: list[str], cfg: A
             print(f"bench: (a) {label}: observed {r['observed_fpr']:.5f}, expected {r['expected_fpr']:.5f}, "
                   f"{r['mib']:.2f} MiB, {r['ns_per_add']:.0f} ns/add, "
                   f"{r['ns_per_lookup_absent']:.0f} ns/lookup", flush=True)
-    # production sizing, as build_seen_filter: max(n, MIN_FILTER_CAPACITY) at most bloom_max_mb
+    # production sizing, as a full build in jobs/seen_filter.py: max(HEADROOM n, MIN_FILTER_CAPACITY) at
+    # most bloom_max_mb
     production = []
     for fpr in args.fprs:
         for n in args.sizes:
-            capacity = max(n, MIN_FILTER_CAPACITY)
+            capacity = max(HEADROOM * n, MIN_FILTER_CAPACITY)
             bloom = BloomFilter.for_capacity(capacity, fpr, max_mb * 2**20)
             same = next((r for r in rows if r["n"] == n and r["fpr_configured"] == fpr
                          and r["num_bits"] == bloom.num_bits and r["num_hashes"] == bloom.num_hashes), None)
@@ -206,7 +214,7 @@ def run_fpr(args: argparse.Namespace, urls: list[str], probes: list[str], cfg: A
             r = measure_filter(bloom, urls[:n], probes, fpr, label)
             if n == args.spark_urls:
                 built[(n, bloom.num_bits, bloom.num_hashes)] = bloom
-            r.update(sizing=f"for_capacity(max(n, {MIN_FILTER_CAPACITY:,}), fpr, {max_mb} MiB)", capacity=capacity)
+            r.update(sizing=f"for_capacity(max({HEADROOM} n, {MIN_FILTER_CAPACITY:,}), fpr, {max_mb} MiB)", capacity=capacity)
             judge(r)
             production.append(r)
             print(f"bench: (a) {label} (capacity {capacity:,}): observed {r['observed_fpr']:.2g}, "
@@ -221,7 +229,7 @@ def run_fpr(args: argparse.Namespace, urls: list[str], probes: list[str], cfg: A
 def run_spark(args: argparse.Namespace, spark: Any, cfg: Any, workdir: str, urls: list[str], probes: list[str],
               check, built: dict[tuple[int, int, int], Any]) -> dict[str, Any]:
     from crawl.net.bloom import BloomFilter
-    from jobs.fetch import MIN_FILTER_CAPACITY, build_seen_filter
+    from jobs.seen_filter import HEADROOM, MIN_FILTER_CAPACITY, seen_filter
     from jobs.tables import CrawlRoot, read_url_state
     n = args.spark_urls
     root = CrawlRoot(os.path.join(workdir, "crawl"))
@@ -233,27 +241,31 @@ def run_spark(args: argparse.Namespace, spark: Any, cfg: Any, workdir: str, urls
     t = time.perf_counter()
     (spark.read.text(text).withColumnRenamed("value", "url").repartition(files)
      .write.format("delta").save(root.crawldb))
+    spark.sql(f"ALTER TABLE delta.`{root.crawldb}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
     write_s = time.perf_counter() - t
     os.remove(text)
     partitions = read_url_state(spark, root).select("url").rdd.getNumPartitions()
     print(f"bench: (b) wrote {n:,} URLs to {root.crawldb} in {write_s:.1f}s ({files} files, "
           f"read back as {partitions} partitions)", flush=True)
+    seen_dir = os.path.join(root.root, "seen_filter")
     builds = []
     seen = None
     for i in range(args.builds):
+        shutil.rmtree(seen_dir, ignore_errors=True)  # no stored filter: a full build
         t = time.perf_counter()
-        seen = build_seen_filter(spark, root, cfg)
+        seen = seen_filter(spark, root, cfg)
         builds.append(time.perf_counter() - t)
-        print(f"bench: (b) build_seen_filter #{i + 1}: {builds[-1]:.2f}s", flush=True)
+        print(f"bench: (b) full build #{i + 1}: {builds[-1]:.2f}s", flush=True)
     out: dict[str, Any] = {"urls": n, "files": files, "partitions": partitions, "write_s": write_s,
                            "build_s": builds, "build_s_median": sorted(builds)[len(builds) // 2]}
     if seen is None:
-        check(False, "build_seen_filter returned None (discovery.bloom_fpr is 0)")
+        check(False, "seen_filter returned None (discovery.bloom_fpr is 0)")
         return out
+    check(seen.how == "built", f"with no stored filter it is built from the crawldb (got {seen.how!r})")
     bloom = BloomFilter.from_bytes(seen.data)
     out.update(filter_urls=seen.urls, nbytes=seen.nbytes, mib=seen.nbytes / 2**20, serialised_bytes=len(seen.data),
                num_bits=bloom.num_bits, num_hashes=bloom.num_hashes, expected_fpr=seen.expected_fpr,
-               capacity=max(n, MIN_FILTER_CAPACITY), fpr_configured=float(cfg["discovery.bloom_fpr"]),
+               capacity=max(HEADROOM * n, MIN_FILTER_CAPACITY), fpr_configured=float(cfg["discovery.bloom_fpr"]),
                count_header=bloom.count)
     check(seen.urls == n, f"seen filter counted {seen.urls} crawldb URLs, expected {n}")
     # the same shape built here from the same URLs must give the same bits (OR of per-partition filters)
@@ -270,6 +282,34 @@ def run_spark(args: argparse.Namespace, spark: Any, cfg: Any, workdir: str, urls
     out.update(sample_rows=len(sample), sample_false_negatives=missing)
     check(missing == 0 and len(sample) > 0,
           f"{missing} false negatives among {len(sample)} crawldb rows read back (expected 0)")
+
+    # the next cycle: the stored filter as it is, then brought up to date with a cycle's new URLs
+    t = time.perf_counter()
+    stored = seen_filter(spark, root, cfg)
+    out["stored_s"] = time.perf_counter() - t
+    check(stored.how == "stored" and stored.data == seen.data, "an unchanged crawldb's filter is the stored one")
+    added, probes = probes[-args.spark_added:], probes[:-args.spark_added]  # never in the table: still absent
+    spark.createDataFrame([(u,) for u in added], "url string").repartition(files) \
+        .write.format("delta").mode("append").save(root.crawldb)
+    t = time.perf_counter()
+    updated = seen_filter(spark, root, cfg)
+    out["update_s"] = time.perf_counter() - t
+    print(f"bench: (b) stored {out['stored_s']:.2f}s; {len(added):,} URLs appended, brought up to date in "
+          f"{out['update_s']:.2f}s", flush=True)
+    check(updated.how == "updated" and updated.added == len(added) and updated.urls == n + len(added),
+          f"{len(added)} appended URLs are added from the change data (got {updated.how}, +{updated.added})")
+    local.add_many(added)
+    check(local.to_bytes()[24:] == updated.data[24:],
+          "the updated filter's bits equal the same shape built in one process from all its URLs")
+    shutil.rmtree(seen_dir, ignore_errors=True)
+    t = time.perf_counter()
+    rebuilt = seen_filter(spark, root, cfg)
+    out["rebuild_s"] = time.perf_counter() - t
+    check(rebuilt.how == "built" and rebuilt.urls == n + len(added), "the full build counts the appended URLs too")
+    out.update(added=len(added), update_over_build=out["update_s"] / out["rebuild_s"])
+    print(f"bench: (b) full build of {n + len(added):,} URLs {out['rebuild_s']:.2f}s: up to date in "
+          f"{out['update_over_build']:.2f} of the time", flush=True)
+    bloom = BloomFilter.from_bytes(updated.data)
     false_pos = sum(1 for u in probes if u in bloom)
     out.update(probes=len(probes), false_positives=false_pos, observed_fpr=false_pos / len(probes))
     print(f"bench: (b) filter {out['mib']:.2f} MiB, {seen.urls:,} URLs, observed fpr {out['observed_fpr']:.5f}",
@@ -326,17 +366,18 @@ def run_crawl(args: argparse.Namespace, spark: Any, workdir: str, check) -> dict
 
         # time the filter build inside the fetch step (fetch.run calls the module-level name)
         builds: list[dict[str, Any]] = []
-        original = fetch_job.build_seen_filter
+        original = fetch_job.seen_filter
 
         def timed_build(spark_, root_, cfg_):
             t = time.perf_counter()
             seen = original(spark_, root_, cfg_)
             builds.append({"seconds": time.perf_counter() - t, "urls": seen.urls if seen else None,
                            "nbytes": seen.nbytes if seen else None,
-                           "expected_fpr": seen.expected_fpr if seen else None})
+                           "expected_fpr": seen.expected_fpr if seen else None,
+                           "how": seen.how if seen else None})
             return seen
 
-        fetch_job.build_seen_filter = timed_build
+        fetch_job.seen_filter = timed_build
         try:
             for name, run in runs.items():
                 t = time.perf_counter()
@@ -383,7 +424,7 @@ def run_crawl(args: argparse.Namespace, spark: Any, workdir: str, check) -> dict
                           f"{cyc['fetch_s']:.1f}s{built}, dedup {cyc['dedup_s']:.1f}s, update {cyc['update_s']:.1f}s",
                           flush=True)
         finally:
-            fetch_job.build_seen_filter = original
+            fetch_job.seen_filter = original
 
         # the end state of both crawls
         for name, run in runs.items():
@@ -466,7 +507,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--fprs", default="0.01,0.001", help="configured false-positive rates in (a) (default 0.01,0.001)")
     p.add_argument("--probes", type=int, default=1_000_000, help="absent URLs probed per filter (default 1,000,000)")
     p.add_argument("--spark-urls", type=int, default=1_000_000, help="crawldb rows in (b) (default 1,000,000)")
-    p.add_argument("--builds", type=int, default=3, help="build_seen_filter runs in (b) (default 3)")
+    p.add_argument("--builds", type=int, default=3, help="full builds in (b) (default 3)")
+    p.add_argument("--spark-added", type=int, default=100_000,
+                   help="URLs appended to the crawldb in (b) before the stored filter is brought up to date "
+                        "(default 100,000)")
     p.add_argument("--hosts", type=int, default=60, help="test web hosts in (c) (default 60)")
     p.add_argument("--pages", type=int, default=40, help="pages per host in (c) (default 40)")
     p.add_argument("--cycles", type=int, default=3, help="crawl cycles in (c) (default 3)")

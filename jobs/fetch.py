@@ -7,8 +7,9 @@ How:      every host is assigned to exactly one of fetch.tasks tasks, balancing 
           aiohttp) over its hosts: robots.txt first, one request in flight per host, adaptive
           gaps, backoff; bodies are parsed in a guarded child process and written to WARC;
           outlinks are normalised and filtered there, and those the crawldb already knows are
-          dropped by a Bloom filter of the crawldb's URLs built at the start of the step
-          (discovery.bloom_fpr), so they never reach the shuffle.
+          dropped by a Bloom filter of the crawldb's URLs (discovery.bloom_fpr; kept in
+          <crawl_root>/seen_filter and brought up to date from the crawldb's change data at the
+          start of the step: jobs/seen_filter.py), so they never reach the shuffle.
 Outputs:  <crawl_root>/segments/<id>/fetched (Parquet, partitioned by kind: one "url" row per
           URL of the fetchlist, one "host" row per host), committed atomically by Spark
           (_SUCCESS); <crawl_root>/warc/*.warc.gz (named after segment, task and attempt, so a
@@ -51,6 +52,7 @@ from crawl.fetch.warc import WarcStore, sweep_unfinished, warc_store
 from jobs.common import run_segment_step
 from jobs.errors import UserError
 from jobs.logs import Progress, step_logger
+from jobs.seen_filter import SeenFilter, seen_filter
 from jobs.tables import (FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, path_exists, read_marker, read_url_state,
                          to_epoch, write_marker)
 
@@ -101,50 +103,6 @@ def expected_work(fetchlist: DataFrame, cfg: Mapping[str, Any], limit: int | Non
             .select("host", (F.col("n") * (F.col("gap") + F.lit(_REQUEST_COST_S))).alias("work")))
     rows = (rows.limit(limit) if limit else rows).collect()
     return {r["host"]: float(r["work"]) for r in rows}
-
-
-def _partial_filter(urls: Iterator[Any], num_bits: int, num_hashes: int) -> Iterator[bytes]:
-    from crawl.net.bloom import BloomFilter
-    bloom = BloomFilter(num_bits, num_hashes)
-    bloom.add_many(row[0] for row in urls)
-    yield bloom.to_bytes()
-
-
-def _union(a: bytes, b: bytes) -> bytes:
-    from crawl.net.bloom import BloomFilter
-    return BloomFilter.from_bytes(a).union_update(BloomFilter.from_bytes(b)).to_bytes()
-
-
-@dataclass
-class SeenFilter:
-    """The seen-URL Bloom filter of one cycle, as broadcast to the fetch tasks."""
-    data: bytes
-    urls: int
-    nbytes: int
-    expected_fpr: float
-
-
-# The filter is sized for at least this many URLs (1.2 MB at 1 %): a small crawl's filter would
-# otherwise be a few bytes, whose false positives are at the mercy of a handful of bits.
-MIN_FILTER_CAPACITY = 1_000_000
-
-
-def build_seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Mapping[str, Any]) -> SeenFilter | None:
-    """A Bloom filter of every URL in the crawldb, sized for its count (at least
-    MIN_FILTER_CAPACITY) at discovery.bloom_fpr, at most discovery.bloom_max_mb: built per
-    partition and OR-merged in a tree on the executors."""
-    from crawl.net.bloom import BloomFilter
-    fpr = float(cfg["discovery.bloom_fpr"])
-    if fpr <= 0:
-        return None
-    urls = read_url_state(spark, root).select("url")
-    n = urls.count()
-    shape = BloomFilter.for_capacity(max(n, MIN_FILTER_CAPACITY), fpr, int(cfg["discovery.bloom_max_mb"]) * 2**20)
-    m, k = shape.num_bits, shape.num_hashes
-    parts = urls.rdd.mapPartitions(lambda it: _partial_filter(it, m, k))
-    data = parts.treeReduce(_union) if parts.getNumPartitions() else shape.to_bytes()
-    bloom = BloomFilter.from_bytes(data)
-    return SeenFilter(data, n, bloom.nbytes, bloom.expected_fpr(n))
 
 
 def _jvm_pid() -> int | None:
@@ -307,10 +265,9 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         raise UserError(f"segment {segment_id} is already updated into the crawldb; generate a new one")
     check_leased(spark, root, segment_id)
     store = open_warc_store(root, cfg) if cfg["warc.enabled"] else None
-    seen = build_seen_filter(spark, root, cfg)
+    seen = seen_filter(spark, root, cfg)
     if seen is not None:
-        step_logger("fetch").info("seen-URL filter of %d URLs, %.1f MiB, expected false-positive rate %.4f",
-                                  seen.urls, seen.nbytes / 2**20, seen.expected_fpr)
+        step_logger("fetch").info("%s", seen.describe())
     run = FetchRun(new_run_id(), store, root.request_log_dir(segment_id),
                    read_marker(spark, root.fetched_run_marker(segment_id)),
                    None if root.is_local else float(cfg["generate.lease_s"]))
