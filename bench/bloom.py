@@ -283,6 +283,11 @@ def run_spark(args: argparse.Namespace, spark: Any, cfg: Any, workdir: str, urls
     check(missing == 0 and len(sample) > 0,
           f"{missing} false negatives among {len(sample)} crawldb rows read back (expected 0)")
 
+    false_pos = sum(1 for u in probes if u in bloom)
+    out.update(probes=len(probes), false_positives=false_pos, observed_fpr=false_pos / len(probes))
+    print(f"bench: (b) filter {out['mib']:.2f} MiB, {seen.urls:,} URLs, observed fpr {out['observed_fpr']:.5f}",
+          flush=True)
+
     # the next cycle: the stored filter as it is, then brought up to date with a cycle's new URLs
     t = time.perf_counter()
     stored = seen_filter(spark, root, cfg)
@@ -309,11 +314,6 @@ def run_spark(args: argparse.Namespace, spark: Any, cfg: Any, workdir: str, urls
     out.update(added=len(added), update_over_build=out["update_s"] / out["rebuild_s"])
     print(f"bench: (b) full build of {n + len(added):,} URLs {out['rebuild_s']:.2f}s: up to date in "
           f"{out['update_over_build']:.2f} of the time", flush=True)
-    bloom = BloomFilter.from_bytes(updated.data)
-    false_pos = sum(1 for u in probes if u in bloom)
-    out.update(probes=len(probes), false_positives=false_pos, observed_fpr=false_pos / len(probes))
-    print(f"bench: (b) filter {out['mib']:.2f} MiB, {seen.urls:,} URLs, observed fpr {out['observed_fpr']:.5f}",
-          flush=True)
     return out
 
 

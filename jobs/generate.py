@@ -119,6 +119,16 @@ def per_host_cap(cfg: Mapping[str, Any]) -> Column:
     return override_cap(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]))
 
 
+def largest_host_cap(cfg: Mapping[str, Any]) -> int:
+    """The largest per-host cap any host can have (per_host_cap; a trap's url_budget only lowers
+    it). As a literal bound on the rank in its host it lets Spark keep only each host's best rows
+    in every partition before the shuffle (WindowGroupLimit, up to
+    spark.sql.optimizer.windowGroupLimitThreshold, 1,000 by default), so a giant host's due URLs
+    are neither shuffled nor sorted whole in one task."""
+    return max([int(cfg["generate.max_urls_per_host"])]
+               + [int(e["max_urls_per_cycle"]) for e in cfg["fetch.host_overrides"] if "max_urls_per_cycle" in e])
+
+
 def importance_col(cfg: Mapping[str, Any]) -> Column:
     """crawl.crawldb.schedule.importance of the row's score and depth."""
     score = F.greatest(F.col("score").cast("double"), F.lit(float(cfg["schedule.score_floor"])))
@@ -189,6 +199,7 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
     budgets = host_state.filter(F.col("url_budget").isNotNull()).select("host_bucket", "host", "url_budget")
     capped = (ranked.join(F.broadcast(budgets), ["host_bucket", "host"], "left")
               .withColumn("_rank", F.row_number().over(per_host))
+              .filter(F.col("_rank") <= F.lit(largest_host_cap(cfg)))  # a literal: see largest_host_cap
               .filter(F.col("_rank") <= F.least(per_host_cap(cfg), F.coalesce("url_budget", per_host_cap(cfg))))
               .drop("url_budget"))
     order = [F.col("_priority").desc(), F.col("_rank").asc(), F.col("next_fetch_at").asc(), F.col("url").asc()]

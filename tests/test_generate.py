@@ -216,3 +216,25 @@ def test_per_host_caps_hold_and_rank_by_priority(spark, tmp_path):
         assert chosen == top_by_priority(cfg, [r for r in rows if r["host"] == host], len(chosen))
     # the highest-scored URL of a host is not among its chosen: priority ranks within a host
     assert "http://a.example/old0" not in urls and "http://a.example/old14" in urls
+
+
+def test_hosts_are_cut_to_the_largest_cap_before_the_shuffle(spark):
+    """The per-host cap is a literal bound too (largest_host_cap), so Spark keeps only each host's
+    best rows per partition before the window's shuffle (WindowGroupLimit): a giant host's due
+    URLs are never all shuffled and sorted in one task. The plan says so; the caps' results are
+    test_per_host_caps_hold_and_rank_by_priority's."""
+    from jobs.tables import HOST_STATE_SCHEMA
+    cfg = make_config(generate__max_urls_per_host=5,
+                      fetch__host_overrides='[{"pattern": "big.example", "max_urls_per_cycle": 40}, '
+                                            '{"pattern": "slow.example", "delay_s": 9}]')
+    assert generate.largest_host_cap(cfg) == 40
+    names = URL_STATE_SCHEMA.fieldNames()
+    rows = [unfetched(cfg, f"http://{('big', 'a', 'b')[i % 3]}.example/p{i}") for i in range(90)]
+    due = rows_to_url_state(spark, [{f: r.get(f) for f in names} for r in rows])
+    fetchlist = generate.select_fetchlist(due, spark.createDataFrame([], HOST_STATE_SCHEMA), cfg,
+                                          "20260101000000-abcdef", NOW)
+    assert "WindowGroupLimit" in fetchlist._jdf.queryExecution().executedPlan().toString()
+    per_host = {}
+    for r in fetchlist.select("host").collect():
+        per_host[r["host"]] = per_host.get(r["host"], 0) + 1
+    assert per_host == {"big.example": 30, "a.example": 5, "b.example": 5}
