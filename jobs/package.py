@@ -81,15 +81,43 @@ def _normal(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
+def stale_install() -> str | None:
+    """Why deltacrawl's installed requirements may be out of date, or None: an editable install
+    whose source tree's setup.py changed after it was installed (a ``git pull`` without ``make
+    setup``) may require packages its recorded metadata does not name yet."""
+    from importlib import metadata
+    try:
+        dist = metadata.distribution("deltacrawl")
+    except metadata.PackageNotFoundError:
+        return None
+    recorded = getattr(dist, "_path", None)  # the .dist-info / .egg-info folder (a PathDistribution)
+    setup = _our_sources()["crawl"].parent / "setup.py"
+    try:
+        if recorded is not None and setup.is_file() and setup.stat().st_mtime > Path(recorded).stat().st_mtime:
+            return f"{setup} changed after deltacrawl was installed ({recorded})"
+    except OSError:
+        return None
+    return None
+
+
 def executor_distributions() -> set[str] | None:
     """The (normalised) names of the installed distributions the executors need: deltacrawl's
     requirements without extras, DRIVER_ONLY and Spark's own, and all they require in turn.
-    None when deltacrawl is not installed (run from a source tree): then everything is packed."""
+    None when deltacrawl is not installed (run from a source tree), or when its installed
+    requirements may be stale (stale_install, with a warning): then everything is packed, so the
+    executors never miss a dependency the code now imports."""
     from importlib import metadata
     from packaging.requirements import Requirement
     try:
         todo = list(metadata.requires("deltacrawl") or [])
     except metadata.PackageNotFoundError:
+        return None
+    stale = stale_install()
+    if stale is not None:
+        import logging
+        logging.getLogger("deltacrawl.package").warning(
+            "%s: packing every installed package for the executors; run `make setup` (or pip install -e .) "
+            "to pack only what they need", stale)
         return None
     skip = {_normal(n) for n in (*DRIVER_ONLY, *SPARK_SUPPLIED)}
     needed: set[str] = set()

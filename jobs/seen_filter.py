@@ -51,6 +51,10 @@ HEADROOM = 2
 # A stored filter is rebuilt (bigger) once its expected false-positive rate passes this many times
 # discovery.bloom_fpr.
 MAX_FPR_FACTOR = 2.0
+# A filter whose expected false-positive rate passes this many times discovery.bloom_fpr is not
+# used (only stored): capped by discovery.bloom_max_mb it would drop that share of every cycle's
+# new links as known, and discovery would stall. The links then go to update's exact anti-join.
+MAX_USABLE_FACTOR = 10.0
 # Stored filters kept: the newest, and the one before it (a concurrent fetch may be reading it).
 KEEP = 2
 _NAME = re.compile(r"^(?P<table>[0-9A-Za-z-]+)-(?P<version>\d{20})\.bloom$")
@@ -76,8 +80,9 @@ class SeenFilter:
 
 
 def seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Mapping[str, Any]) -> SeenFilter | None:
-    """The filter of every URL the crawldb holds now (None when discovery.bloom_fpr is 0): the
-    stored one, brought up to date, or a full build (module docstring); stored for the next fetch."""
+    """The filter of every URL the crawldb holds now: the stored one, brought up to date, or a full
+    build (module docstring); stored for the next fetch. None when discovery.bloom_fpr is 0, or when
+    discovery.bloom_max_mb keeps it too small to use (MAX_USABLE_FACTOR)."""
     fpr = float(cfg["discovery.bloom_fpr"])
     if fpr <= 0:
         return None
@@ -113,8 +118,19 @@ def seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Mapping[str, Any]) ->
         except Exception as exc:  # noqa: BLE001 - storing only saves the next fetch work
             step_logger("fetch").warning("could not store the seen-URL filter (%s): the next fetch builds it again",
                                          str(exc).splitlines()[0][:200])
+    if not usable(bloom, fpr):
+        step_logger("fetch").warning(
+            "the seen-URL filter of %d URLs is capped at discovery.bloom_max_mb = %s MiB, where it would drop "
+            "%.1f%% of new links as known: not used this cycle (raise discovery.bloom_max_mb)",
+            bloom.count, cfg["discovery.bloom_max_mb"], 100 * bloom.expected_fpr())
+        return None
     return SeenFilter(data, bloom.count, bloom.nbytes, bloom.expected_fpr(), version, how, added,
                       "" if how != "built" else why)
+
+
+def usable(bloom: BloomFilter, fpr: float) -> bool:
+    """The filter drops at most MAX_USABLE_FACTOR x discovery.bloom_fpr of new links (expected)."""
+    return bloom.expected_fpr() <= MAX_USABLE_FACTOR * fpr
 
 
 def _too_full(bloom: BloomFilter, fpr: float, max_bytes: int) -> bool:

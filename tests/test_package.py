@@ -11,12 +11,32 @@ def test_executors_get_the_crawlers_requirements_only():
     needed = package.executor_distributions()
     assert needed is not None  # deltacrawl is installed (make installs it, editable)
     for name in ("aiohttp", "selectolax", "protego", "warcio", "boto3", "datasketch", "pyarrow", "numpy",
-                 "yarl"):  # yarl: what aiohttp requires in turn
+                 "ada-url", "yarl"):  # yarl: what aiohttp requires in turn
         assert name in needed, name
     # driver-only requirements, Spark's own, and the test and analysis extras stay home
     for name in ("mlflow-skinny", "sqlalchemy", "alembic", "matplotlib", "sqlparse", "pyspark", "py4j",
                  "pytest", "moto", "duckdb", "polars", "deltalake", "nbclient", "ipykernel"):
         assert name not in needed, name
+
+
+def test_a_setup_py_newer_than_the_install_packs_everything(tmp_path, monkeypatch, caplog):
+    """After a `git pull` that added a requirement, without `make setup`, the installed metadata
+    does not name it: leaving it out of the executors' archive would fail their tasks with a
+    ModuleNotFoundError. So everything installed is packed, with a warning."""
+    import os
+    import time
+    tree = tmp_path / "src"
+    (tree / "crawl").mkdir(parents=True)
+    (tree / "setup.py").write_text("# a newer setup.py\n")
+    future = time.time() + 3600
+    os.utime(tree / "setup.py", (future, future))
+    monkeypatch.setattr(package, "_our_sources", lambda: {"crawl": tree / "crawl"})
+    assert "changed after deltacrawl was installed" in package.stale_install()
+    with caplog.at_level("WARNING", logger="deltacrawl.package"):
+        assert package.executor_distributions() is None
+    assert "packing every installed package" in caplog.text
+    os.utime(tree / "setup.py", (1, 1))  # older than the install: its metadata is current
+    assert package.stale_install() is None and package.executor_distributions() is not None
 
 
 def test_archive_entries_leave_out_what_executors_never_import():

@@ -10,7 +10,9 @@ from delta.tables import DeltaTable
 
 from crawl.net.bloom import BloomFilter
 from jobs import inject
-from jobs.seen_filter import seen_filter
+from jobs import seen_filter as seen_filter_module
+from jobs.logs import step_logger
+from jobs.seen_filter import seen_filter, usable
 from jobs.tables import _snapshot
 from tests.conftest import write_seeds
 
@@ -112,3 +114,22 @@ def test_stored_filter_is_reused_updated_or_built_again(spark, cfg, root, tmp_pa
         fh.write(BloomFilter(64, 1).to_bytes())
     mine = seen_filter(spark, root, cfg)
     assert mine.how == "stored" and mine.data == grown.data
+
+
+def test_a_filter_too_small_to_use_is_not_used(spark, cfg, root, tmp_path, monkeypatch, caplog):
+    """Capped by discovery.bloom_max_mb, a filter would drop a growing share of new links as known:
+    past MAX_USABLE_FACTOR x bloom_fpr it is left out, with a warning."""
+    overfull = BloomFilter(64, 1)
+    overfull.add_many(f"http://x{i}.test/" for i in range(100))
+    assert not usable(overfull, 0.01) and usable(BloomFilter.for_capacity(100, 0.01), 0.01)
+
+    add_seeds(spark, cfg, root, tmp_path, "g", ["http://g0.test/"])
+    monkeypatch.setattr(seen_filter_module, "MAX_USABLE_FACTOR", 0.0)  # no filter is good enough
+    logger = step_logger("fetch")  # our loggers may not propagate (jobs/logs.py setup)
+    logger.addHandler(caplog.handler)
+    try:
+        assert seen_filter(spark, root, cfg) is None
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert any("not used this cycle" in r.getMessage() for r in caplog.records)
+    assert len(stored(root)) == 1  # still stored: later cycles add to it
