@@ -76,7 +76,7 @@ SLOW_MODULES = {"test_airflow", "test_cluster", "test_kill", "test_generate_race
 # --no-loadscope-reorder: see Makefile); starting the longest modules first keeps one worker from
 # being left with a long module at the end while the other is idle. Every other module follows, in
 # file order.
-LONGEST_FIRST = ("test_airflow",        # 1116: ten cold JVMs in Airflow's tasks, in a row
+LONGEST_FIRST = ("test_airflow",        # 1116 with ten cold JVMs in Airflow's tasks in a row; six since 2e68501
                  "test_cluster",        # 490: a standalone cluster and a crawl on it
                  "test_cli", "test_discovery_e2e", "test_dedup_job", "test_e2e", "test_tracking",
                  "test_sql", "test_maintain", "test_jobs", "test_update_recovery", "test_kill",

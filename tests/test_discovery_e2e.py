@@ -1,4 +1,4 @@
-"""Discovery through the real jobs, 5 cycles over the test web with sitemaps and the trap host:
+"""Discovery through the real jobs, 3 cycles over the test web with sitemaps and the trap host:
 normal hosts are covered in full (sitemap-only pages included), the trap host stays within its
 caps and gets its budget lowered, rejected links are counted by reason, and the seen-URL
 filter keeps known links out of the segment."""
@@ -15,7 +15,7 @@ from jobs.tables import CrawlRoot
 from tests.conftest import make_config, write_seeds
 from tests.politeness import assert_polite
 
-CYCLES = 5
+CYCLES = 3
 PER_CYCLE = 20     # generate.max_urls_per_host: more than a normal host has
 TOTAL = 60         # discovery.max_urls_per_host_total
 
