@@ -250,3 +250,27 @@ def test_sitemaps_are_read_politely_after_robots_and_their_urls_reported():
     assert "/sitemap-pages.xml.gz" in paths and "/sitemap.xml" in paths
     from tests.politeness import assert_polite
     assert_polite(web, log, DELAY)
+
+
+def test_a_host_with_two_connections_has_its_sends_spaced_not_only_its_starts(tmp_path):
+    """The scheduler spaces the starts of a multi-connection host's steps a gap apart; a step that
+    reaches its send late (a busy event loop) must not bring two sends closer than the gap."""
+    import asyncio
+    import time
+
+    from crawl.fetch.fetcher import HostQueue, TaskContext
+    from crawl.fetch.requestlog import RequestLog
+    host = "two.example"
+    conf = cfg(fetch__host_overrides=[{"pattern": host, "delay_s": 0.2, "max_concurrency": 2}])
+    with RequestLog(str(tmp_path), "run", 0, 0) as sent:
+        queue = HostQueue(host, rows_for([f"http://{host}/a", f"http://{host}/b"]), TaskContext(conf, None, None, None,
+                                                                                               request_log=sent))
+        assert queue.slots == 2
+
+        async def two_late_steps():  # both steps reach their send at once, as after a stall
+            await asyncio.gather(queue.spaced_send("page", f"http://{host}/a"),
+                                 queue.spaced_send("page", f"http://{host}/b"))
+        started = time.time()
+        asyncio.run(two_late_steps())
+    times = [float(line.split("\t")[0]) for line in open(sent.path)]
+    assert len(times) == 2 and times[0] >= started and times[1] - times[0] >= 0.2

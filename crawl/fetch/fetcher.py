@@ -169,6 +169,7 @@ class HostQueue:
         # what the adaptive gaps after them added to min_gap (not Crawl-delay, not fetch.delay_s)
         self.slow_s = 0.0
         self.next_allowed = time.monotonic()
+        self.last_send = float("-inf")  # when this task last sent a request to the host (spaced_send)
         # an earlier attempt of this task (or run of this fetch) that died may have contacted the
         # host moments ago: its last request counts as ours, at the largest gap it kept (a
         # Crawl-delay is only known again once robots.txt is read), and as ending as late as it
@@ -296,6 +297,18 @@ class HostQueue:
         return self.host_row
 
     # -- the work ----------------------------------------------------------------------------
+    async def spaced_send(self, kind: str, url: str) -> None:
+        """Log a request of this host just before it is sent. With several connections (a
+        max_concurrency override) the scheduler spaces the starts of steps a gap apart, but a step
+        can reach its send a few ms late on a loaded machine: the sends themselves are spaced
+        here too, so the host never sees two requests closer than its gap."""
+        if self.slots > 1:
+            wait = self.last_send + self.gap + self.penalty - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+        self.last_send = time.monotonic()
+        self.ctx.sent(kind, self, url)
+
     async def step(self) -> None:
         """Do the next piece of work: robots.txt, or one page (skipping robots-denied URLs).
         The scheduler counts the request as active when it launches this."""
@@ -402,8 +415,8 @@ class HostQueue:
             headers["If-None-Match"] = row["etag"]
         if row.get("last_modified"):
             headers["If-Modified-Since"] = row["last_modified"]
+        await self.spaced_send("page", url)
         started = time.monotonic()
-        self.ctx.sent("page", self, url)
         try:
             async with self.ctx.session.get(url, allow_redirects=False, headers=headers) as resp:
                 outcome = await self._handle_response(row, resp, headers, started)

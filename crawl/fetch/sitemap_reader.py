@@ -79,10 +79,10 @@ class SitemapReader:
         cfg = q.ctx.cfg
         url = self.queue.popleft()
         max_bytes = int(cfg["sitemaps.max_bytes_per_file"])
+        await q.spaced_send("sitemap", url)
         started = time.monotonic()
         body = b""
         try:
-            q.ctx.sent("sitemap", q, url)
             async with q.ctx.session.get(url, allow_redirects=False, headers=dict(q.ctx.request_headers)) as resp:
                 if 200 <= resp.status < 300:
                     body = (await read_body(resp, max_bytes)).data
