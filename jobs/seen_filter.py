@@ -222,9 +222,10 @@ class _FilterStore:
             return []
         return [st.getPath().getName() for st in fs.listStatus(path)]
 
-    def _stored(self) -> list[tuple[str, int, str]]:
-        """(table id, version, name) of every stored filter, oldest first."""
-        found = [(m["table"], int(m["version"]), name) for name in self._names() if (m := _NAME.match(name))]
+    def _stored(self, names: list[str] | None = None) -> list[tuple[str, int, str]]:
+        """(table id, version, name) of every stored filter (of ``names``, else a new listing), oldest first."""
+        names = self._names() if names is None else names
+        found = [(m["table"], int(m["version"]), name) for name in names if (m := _NAME.match(name))]
         return sorted(found, key=lambda t: (t[1], t[2]))
 
     def newest(self, table: str, version: int) -> tuple[int, str] | None:
@@ -265,10 +266,10 @@ class _FilterStore:
     def prune(self, keep: int) -> None:
         """Remove all but the ``keep`` newest stored filters (of any table); on a local crawl root
         also the partial files of writers that died (older than an hour)."""
-        stored = self._stored()
-        doomed = [name for _t, _v, name in stored[:-keep]]
+        names = self._names()  # one listing (a LIST request on an object store)
+        doomed = [name for _t, _v, name in self._stored(names)[:-keep]]
         if self.local is not None:
-            for name in self._names():
+            for name in names:
                 path = os.path.join(self.local, name)
                 try:
                     if name in doomed or (name.endswith(".partial") and time.time() - os.path.getmtime(path) > 3600):
