@@ -15,6 +15,10 @@ FAST = {
     "fetch.connect_timeout_s": 2.0,
     "fetch.read_timeout_s": 3.0,
     "fetch.total_timeout_s": 5.0,
+    # The JVMs the tests start as subprocesses (the CLI's, a standalone cluster's, Airflow's tasks)
+    # live for a step or a short crawl: the quick JIT compiler alone makes each ~13 % cheaper
+    # (BENCHMARKS.md "JVM options"). The session's own JVM (the spark fixture) keeps the default.
+    "spark.jvm_options": "-XX:TieredStopAtLevel=1",
 }
 
 
@@ -27,7 +31,8 @@ def make_config(**overrides):
 @pytest.fixture(scope="session")
 def spark():
     from jobs.session import build_spark
-    session = build_spark(make_config())
+    # it lives as long as the whole run, where the optimising compiler can pay for itself
+    session = build_spark(make_config(spark__jvm_options=""))
     yield session
     session.stop()
 
