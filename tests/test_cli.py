@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -14,12 +15,22 @@ from tests.conftest import FAST, write_seeds
 CONF = [arg for k, v in FAST.items() for arg in ("--conf", f"{k}={v}")]
 
 
-@pytest.fixture
-def seeded_root(spark, tmp_path):
-    root = str(tmp_path / "crawl")
-    seeds = write_seeds(tmp_path / "good.txt", ["http://a.example/", "http://b.example/"])
+@pytest.fixture(scope="module")
+def seeded_template(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("seeded")
+    root = str(base / "crawl")
+    seeds = write_seeds(base / "good.txt", ["http://a.example/", "http://b.example/"])
     assert cli.main(["inject", seeds, "--crawl-root", root, *CONF]) == 0
     return root
+
+
+@pytest.fixture
+def seeded_root(seeded_template, tmp_path):
+    """A crawl root with two seeds injected: each test its own copy (a test may change it), made
+    by copying one injected root rather than injecting again (a Spark job per test)."""
+    root = tmp_path / "crawl"
+    shutil.copytree(seeded_template, root)
+    return str(root)
 
 
 def crawldb_state(spark, root):
