@@ -20,12 +20,15 @@ What:     for each size, a synthetic crawl root in a fresh folder: a crawldb of 
             update    jobs.update.run on that segment (crawldb, hostdb and warc_index);
             stats     jobs.stats.collect_stats;
             warc-get  jobs.warc_get.captures of one archived URL.
-          For each step: seconds; for update's MERGEs, Delta's operationMetrics and the write
+          For each step: seconds; for the MERGEs of update (crawldb, hostdb) and dedup (dedup/pages,
+          dedup/bands), Delta's operationMetrics and the write
           amplification (bytes the MERGE wrote / bytes of the rows it changed, at the table's mean
           bytes per row); the driver JVM's peak resident memory (VmHWM) and the Python driver's.
           Then the ratio of each step's time at the largest size to the smallest. --cycles K then
-          runs K more generate / fetched / dedup / update rounds at the smallest size and reports
-          table files and bytes before and after `deltacrawl maintain`. --rerun-update adds, at
+          runs K more generate / fetched / dedup / update rounds at the smallest size and reports,
+          for each table before and after `deltacrawl maintain`, the files and MB of its snapshot
+          (what a query reads), of its folder outside _delta_log (what storage holds until VACUUM)
+          and the log's file count. --rerun-update adds, at
           each size, a second generate / fetched / dedup / update round whose update takes the
           re-run path (segments/<id>/_update_started already there, as after a crash): the crawldb
           MERGE, then the touched hosts' url_count counted again from the crawldb, then hostdb and
@@ -294,6 +297,8 @@ def run_size(spark, cfg, workdir: str, n_urls: int, args, now: float) -> dict[st
     segment = cycle(spark, cfg, root, args.new_links, now, out)
     out["crawldb_merge"] = merge_metrics(spark, root.crawldb)
     out["hostdb_merge"] = merge_metrics(spark, root.hostdb)
+    out["dedup_pages_merge"] = merge_metrics(spark, root.dedup_pages)
+    out["dedup_bands_merge"] = merge_metrics(spark, root.dedup_bands)
     after = spark.read.format("delta").load(root.crawldb).count()
     out["crawldb_rows_after"] = after
     expected_new = out["fetched_urls"] * args.new_links
@@ -331,17 +336,31 @@ def maintenance_rounds(spark, cfg, root_path: str, rounds: int, new_links: int, 
     root = CrawlRoot(root_path)
     for k in range(rounds):
         cycle(spark, cfg, root, new_links, now + (k + 1) * 3600, {})
-    shapes = {}
-    for name, path in (("crawldb", root.crawldb), ("hostdb", root.hostdb), ("warc_index", root.warc_index),
-                       ("dedup_pages", root.dedup_pages), ("dedup_bands", root.dedup_bands)):
+    tables = (("crawldb", root.crawldb), ("hostdb", root.hostdb), ("warc_index", root.warc_index),
+              ("dedup_pages", root.dedup_pages), ("dedup_bands", root.dedup_bands))
+
+    def shape(path: str, when: str) -> dict[str, Any]:
+        """The snapshot's files and MB (what a query reads), and what the folder holds outside
+        _delta_log (what storage keeps: files removed from the table stay until VACUUM), and
+        the log's own files."""
         d = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]
-        shapes[name] = {"files_before": d["numFiles"], "mb_before": round(d["sizeInBytes"] / 2**20, 1)}
+        disk = log = 0
+        disk_bytes = 0
+        for folder, _, names in os.walk(path):
+            if "_delta_log" in folder.split(os.sep):
+                log += len(names)
+                continue
+            data = [n for n in names if not n.startswith(".")]  # Hadoop's .crc files aside
+            disk += len(data)
+            disk_bytes += sum(os.path.getsize(os.path.join(folder, n)) for n in data)
+        return {f"files_{when}": d["numFiles"], f"mb_{when}": round(d["sizeInBytes"] / 2**20, 1),
+                f"disk_files_{when}": disk, f"disk_mb_{when}": round(disk_bytes / 2**20, 1), f"log_files_{when}": log}
+
+    shapes = {name: shape(path, "before") for name, path in tables}
     quiet = {**cfg, "maintain.quiet_s": 0.0}  # the rounds just wrote: nothing else runs here
     seconds, _ = timed(lambda: maintain.run(spark, quiet, root))
-    for name, path in (("crawldb", root.crawldb), ("hostdb", root.hostdb), ("warc_index", root.warc_index),
-                       ("dedup_pages", root.dedup_pages), ("dedup_bands", root.dedup_bands)):
-        d = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]
-        shapes[name].update(files_after=d["numFiles"], mb_after=round(d["sizeInBytes"] / 2**20, 1))
+    for name, path in tables:
+        shapes[name].update(shape(path, "after"))
     return {"rounds": rounds, "maintain_s": seconds, "tables": shapes}
 
 
@@ -357,10 +376,10 @@ def report(result: dict[str, Any]) -> None:
         cells = "".join(f"{r[step]:>14.1f}" for r in runs)
         ratio = f"{runs[-1][step] / runs[0][step]:>10.2f}" if len(runs) > 1 and runs[0][step] else ""
         print(f"{step:<16}{cells}{ratio}")
-    for name in ("crawldb_merge", "hostdb_merge"):
+    for name in ("crawldb_merge", "hostdb_merge", "dedup_pages_merge", "dedup_bands_merge"):
         if any(name not in r for r in runs):
             continue
-        print(f"{name + ' WA':<16}" + "".join(f"{str(r[name]['write_amplification']):>14}" for r in runs))
+        print(f"{name.replace('_merge', '') + ' WA':<16}" + "".join(f"{str(r[name]['write_amplification']):>14}" for r in runs))
     print(f"{'heap peak MB':<16}" + "".join(f"{r['heap_peak_mb_steps']:>14}" for r in runs)
           + f"   (max heap {runs[0]['max_heap_mb']} MB)")
     print(f"{'build s':<16}" + "".join(f"{r['built']['seconds']:>14.1f}" for r in runs))
