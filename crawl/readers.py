@@ -5,8 +5,8 @@ registers (crawldb, hostdb, warc_index, dedup_pages, dedup_bands, cycles), so a 
 between Spark and DuckDB with little more than dialect changes. Local crawl roots only here;
 each library has its own object-storage settings.
 
-What works on deltacrawl's tables, measured (docs/readers.md): the crawldb, hostdb and dedup
-bands use deletion vectors (a MERGE marks changed rows instead of copying whole files: 8.5x
+What works on deltacrawl's tables, measured (docs/readers.md): the crawldb, hostdb, dedup pages
+and dedup bands use deletion vectors (a MERGE marks changed rows instead of copying whole files: 8.5x
 fewer bytes written per update, docs/layout.md), and every reader below honours them. The one
 exception is delta-rs's own Arrow/pandas export (``DeltaTable.to_pyarrow_table()``,
 ``to_pyarrow_dataset()``, ``to_pandas()``), which refuses such tables ("reader features

@@ -366,9 +366,13 @@ def from_epoch(df: DataFrame, columns: Iterable[str]) -> DataFrame:
 
 
 def _ensure(spark: SparkSession, path: str, schema: StructType, comment: str, partition: str | None,
-            change_feed: bool = False) -> None:
+            change_feed: bool = False, deletion_vectors: bool = False) -> None:
     """Runs before every step that writes the table, so a table that is there costs no Spark job:
-    its columns and properties come from the snapshot Delta keeps in the session."""
+    its columns and properties come from the snapshot Delta keeps in the session.
+
+    ``deletion_vectors``: a MERGE marks the rows it changes in a deletion vector instead of
+    copying every untouched row of each file it touches (docs/layout.md: 8.5x fewer bytes
+    written per update). Every table a step MERGEs into, and grows, has them."""
     if DeltaTable.isDeltaTable(spark, path):
         snapshot = _snapshot(spark, path)
         # a crawl root made by an older deltacrawl: add the columns it lacks (all nullable)
@@ -377,24 +381,27 @@ def _ensure(spark: SparkSession, path: str, schema: StructType, comment: str, pa
         if missing:
             cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
             spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
-        if change_feed and not _property_true(snapshot, CHANGE_FEED_PROPERTY):
-            # the feed starts with this commit: readChangeFeed from an older version fails (README)
-            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({CHANGE_FEED_PROPERTY} = true)")
+        wanted = [name for name, on in ((CHANGE_FEED_PROPERTY, change_feed), (DELETION_VECTORS_PROPERTY, deletion_vectors))
+                  if on and not _property_true(snapshot, name)]
+        if wanted:
+            # (the change feed starts with this commit: readChangeFeed from an older version fails, README)
+            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({', '.join(f'{n} = true' for n in wanted)})")
         return
     check_not_foreign(spark, path)
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).comment(comment)
     if change_feed:
         builder = builder.property(CHANGE_FEED_PROPERTY, "true")
+    if deletion_vectors:
+        builder = builder.property(DELETION_VECTORS_PROPERTY, "true")
     if partition:
-        # MERGE marks changed rows in deletion vectors instead of copying every untouched row
-        # of each file it touches (docs/layout.md: 8.5x fewer bytes written per update)
-        builder = builder.partitionedBy(partition).property("delta.enableDeletionVectors", "true")
+        builder = builder.partitionedBy(partition)
     builder.execute()
 
 
 # Change Data Feed on the crawldb and hostdb: a downstream indexer reads the rows each commit
 # changed (table_changes / readChangeFeed, README) instead of diffing whole versions.
 CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"
+DELETION_VECTORS_PROPERTY = "delta.enableDeletionVectors"
 
 
 def change_feed_enabled(spark: SparkSession, path: str) -> bool:
@@ -409,9 +416,9 @@ def _property_true(snapshot, name: str) -> bool:
 def ensure_tables(spark: SparkSession, root: CrawlRoot) -> None:
     """Create the crawl root's tables if missing, or add new columns to old ones (idempotent)."""
     _ensure(spark, root.crawldb, URL_STATE_SCHEMA, "deltacrawl url_state: one row per known URL", "host_bucket",
-            change_feed=True)
+            change_feed=True, deletion_vectors=True)
     _ensure(spark, root.hostdb, HOST_STATE_SCHEMA, "deltacrawl host_state: one row per host", "host_bucket",
-            change_feed=True)
+            change_feed=True, deletion_vectors=True)
     _ensure(spark, root.warc_index, WARC_INDEX_SCHEMA, "deltacrawl warc_index: where each response is archived", None)
 
 
@@ -421,10 +428,12 @@ def ensure_cycles_table(spark: SparkSession, root: CrawlRoot) -> None:
 
 
 def ensure_dedup_tables(spark: SparkSession, root: CrawlRoot) -> None:
+    # dedup/pages is not partitioned (dedup reads all of it), so without deletion vectors each MERGE
+    # rewrote the whole table (BENCHMARKS.md "Maintenance after ten cycles")
     _ensure(spark, root.dedup_pages, DEDUP_PAGES_SCHEMA, "deltacrawl dedup pages: fingerprints of canonical pages",
-            None)
+            None, deletion_vectors=True)
     _ensure(spark, root.dedup_bands, DEDUP_BANDS_SCHEMA, "deltacrawl dedup bands: SimHash and MinHash band rows",
-            "band")
+            "band", deletion_vectors=True)
 
 
 def _snapshot(spark: SparkSession, path: str):

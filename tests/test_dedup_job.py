@@ -240,3 +240,44 @@ def test_duplicates_of_a_changed_lost_or_duplicate_page_are_due_now(spark):
                                                    "text_hash long, dup_of string")
     hints = {r["url"] for r in update.orphaned_duplicates(url_state, outcomes, 1_700_000_000.0).collect()}
     assert hints == {"d/gone", "d/moved", "d/changed", "d/dup"}
+
+
+def _page_rows(spark, n, segment_id):
+    from jobs.tables import DEDUP_PAGES_SCHEMA
+    import datetime as dt
+    when = dt.datetime(2026, 12, 1)
+    return spark.createDataFrame([(f"http://127.0.0.63/{i}", i, i % 16, 1000 + i, 7 * i, None, 1.0, when, segment_id)
+                                  for i in range(n)], DEDUP_PAGES_SCHEMA)
+
+
+def test_dedup_pages_merge_marks_rows_instead_of_rewriting_the_table(spark, tmp_path):
+    """dedup/pages is written by every dedup and grows with the crawl: its MERGE must write what
+    changed (deletion vectors), not copy every other row of each file it touches (at 1 M URLs,
+    10 cycles rewrote 70 MB each time to change 10,000 rows: BENCHMARKS.md "Maintenance after
+    ten cycles"). A table made before that gets the property once."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+    from jobs.tables import DEDUP_PAGES_SCHEMA, ensure_dedup_tables
+    root = CrawlRoot(str(tmp_path / "crawl"))
+    # an older crawl root's dedup/pages: no deletion vectors
+    DeltaTable.create(spark).location(root.dedup_pages).addColumns(DEDUP_PAGES_SCHEMA).execute()
+    ensure_dedup_tables(spark, root)
+    ensure_dedup_tables(spark, root)
+    history = DeltaTable.forPath(spark, root.dedup_pages).history().collect()
+    assert [r["operation"] for r in history].count("SET TBLPROPERTIES") == 1
+    _page_rows(spark, 200, "old").coalesce(1).write.format("delta").mode("append").save(root.dedup_pages)
+
+    # a segment re-fetched two known pages (one still canonical, one now a duplicate) and one new page
+    pages = (_page_rows(spark, 3, "seg").filter("url_hash IN (0, 1)")
+             .unionByName(_page_rows(spark, 300, "seg").filter("url_hash = 250"))
+             .select("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score",
+                     F.unix_seconds("first_fetched_at").cast("double").alias("first")))
+    dups = pages.filter("url_hash = 1").select("url_hash", "url")
+    dedup.merge_dedup_tables(spark, root, pages, dups, "seg")
+    merge = next(r for r in DeltaTable.forPath(spark, root.dedup_pages).history().collect() if r["operation"] == "MERGE")
+    metrics = merge["operationMetrics"]
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsDeleted"], metrics["numTargetRowsInserted"]) == \
+        ("1", "1", "1")
+    assert metrics["numTargetRowsCopied"] == "0" and int(metrics["numTargetDeletionVectorsAdded"]) >= 1
+    after = {r["url_hash"]: r["segment_id"] for r in spark.read.format("delta").load(root.dedup_pages).collect()}
+    assert len(after) == 200 and after[0] == "seg" and 1 not in after and after[250] == "seg"
