@@ -429,7 +429,7 @@ def ensure_cycles_table(spark: SparkSession, root: CrawlRoot) -> None:
 
 def ensure_dedup_tables(spark: SparkSession, root: CrawlRoot) -> None:
     # dedup/pages is not partitioned (dedup reads all of it), so without deletion vectors each MERGE
-    # rewrote the whole table (BENCHMARKS.md "Maintenance after ten cycles")
+    # rewrote the whole table (BENCHMARKS.md "Ten cycles, then maintenance")
     _ensure(spark, root.dedup_pages, DEDUP_PAGES_SCHEMA, "deltacrawl dedup pages: fingerprints of canonical pages",
             None, deletion_vectors=True)
     _ensure(spark, root.dedup_bands, DEDUP_BANDS_SCHEMA, "deltacrawl dedup bands: SimHash and MinHash band rows",

@@ -252,9 +252,10 @@ def _page_rows(spark, n, segment_id):
 
 def test_dedup_pages_merge_marks_rows_instead_of_rewriting_the_table(spark, tmp_path):
     """dedup/pages is written by every dedup and grows with the crawl: its MERGE must write what
-    changed (deletion vectors), not copy every other row of each file it touches (at 1 M URLs,
-    10 cycles rewrote 70 MB each time to change 10,000 rows: BENCHMARKS.md "Maintenance after
-    ten cycles"). A table made before that gets the property once."""
+    changed (deletion vectors), not copy every other row of each file it touches (without them,
+    each of eleven cycles over a 200 k-URL root rewrote the whole table, up to 70 MB, to change
+    ~10,000 rows: BENCHMARKS.md "Ten cycles, then maintenance"). A table made before that gets
+    the property once."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
     from jobs.tables import DEDUP_PAGES_SCHEMA, ensure_dedup_tables
