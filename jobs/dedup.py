@@ -18,7 +18,8 @@ How:      exact duplicates: equal text_hash (hash of the normalised text: markup
           hot band cannot explode the join; pages without text are never compared. Each duplicate
           gets dup_of = the canonical page among its duplicates (first fetched wins, then higher
           score, shorter URL), followed to the end of any chain (X matches Y, Y matches Z: X's
-          dup_of is Z), so dup_of never names a duplicate.
+          dup_of is Z), so dup_of never names a duplicate. A segment of up to 10,000 pages is
+          compared with a cached slice of the two tables (the rows it can meet: table_slices).
 Outputs:  <crawl_root>/segments/<id>/dedup (Parquet: url, url_hash, host_bucket, dup_of, match),
           then one MERGE into dedup/pages and one into dedup/bands (the segment's canonical pages
           in, their old band rows replaced; duplicates out).
@@ -102,6 +103,39 @@ class Candidates:
 # Up to this many rows, a key set that selects rows of the big tables is broadcast (the big
 # table is then read, not shuffled); above it, a shuffle join does the work.
 _BROADCAST_KEYS = 2_000_000
+
+
+# A segment of at most this many pages is deduplicated against a cached slice of the tables
+# (table_slices); above it, against the tables themselves.
+_SLICE_MAX_PAGES = 10_000
+# The slice of dedup/pages is selected by a broadcast of the band slice's page keys when it has
+# at most this many rows (url_hash and URL: ~100 bytes each).
+_SLICE_MAX_KEYS = 200_000
+
+
+def table_slices(pages: DataFrame, new_bands: DataFrame, known: DataFrame, old_bands: DataFrame,
+                 cached: list[DataFrame]) -> tuple[DataFrame, DataFrame]:
+    """(known, old_bands) cut down to the rows a dedup of ``pages`` can read, cached (added to
+    ``cached``). duplicates() plans a dozen scans of the two tables, each planned anew (a Spark
+    job per Delta scan) and read whole; on the slices each is a read of a few cached rows (a
+    tenth off dedup's time on a small segment, on the demo root and on a 1 M-URL one:
+    BENCHMARKS.md "Cycle cost, third round").
+    The answer is the same: only band rows holding a value of the segment's bands take part in
+    the band join and its counts, and only dedup/pages rows of the segment's pages, of pages
+    sharing a text with them, or of pages in the band slice are ever joined. If the band slice
+    has more than _SLICE_MAX_KEYS rows (hot band values), dedup/pages is left whole."""
+    values = F.broadcast(new_bands.select("band", "value").distinct())
+    bands = old_bands.join(values, ["band", "value"], "left_semi").cache()
+    cached.append(bands)
+    if bands.count() > _SLICE_MAX_KEYS:
+        return known, bands
+    keys = F.broadcast(pages.select("url_hash", "url").unionByName(bands.select("url_hash", "url")).distinct()
+                       .withColumn("_key", F.lit(True)))
+    texts = F.broadcast(pages.select("text_hash").distinct().withColumn("_text", F.lit(True)))
+    rows = (known.join(keys, ["url_hash", "url"], "left").join(texts, "text_hash", "left")
+            .filter(F.col("_key").isNotNull() | F.col("_text").isNotNull()).drop("_key", "_text").cache())
+    cached.append(rows)
+    return rows, bands
 
 
 def _small(df: DataFrame, cached: list[DataFrame], bound: int | None = None) -> DataFrame:
@@ -331,8 +365,11 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     known, old_bands = read_delta(spark, root.dedup_pages, pinned=True), read_delta(spark, root.dedup_bands, pinned=True)
     pages = segment_pages(spark, root, segment_id, known).cache()
     new_bands = page_bands(spark, pages).cache()  # Python: computed once for the join and the MERGE
+    slices: list[DataFrame] = []
     try:
         n_pages = pages.count()
+        if n_pages <= _SLICE_MAX_PAGES:
+            known, old_bands = table_slices(pages, new_bands, known, old_bands, slices)
         dups, cand, cached = duplicates(spark, pages, known, old_bands, cfg, new_bands, n_pages)
         try:
             dups.write.mode("overwrite").parquet(root.dedup_result(segment_id))
@@ -345,8 +382,8 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
                              cand.collisions, cand.hot_values)
         merge_dedup_tables(spark, root, pages, written, segment_id, new_bands)
     finally:
-        new_bands.unpersist()
-        pages.unpersist()
+        for df in (*slices, new_bands, pages):
+            df.unpersist()
     return result
 
 

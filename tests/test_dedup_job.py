@@ -106,7 +106,22 @@ def _cycle(spark, cfg, root):
     return seg, first
 
 
-def test_dedup_through_spark(spark, server, tmp_path):
+def _same_answer_from_whole_tables(spark, cfg, root, seg, monkeypatch):
+    """dedup of a small segment reads cached slices of dedup/pages and dedup/bands
+    (dedup.table_slices); run again on the whole tables, and on the band slice alone, it must
+    find the same duplicates."""
+    def answer():
+        return sorted(tuple(r) for r in spark.read.parquet(root.dedup_result(seg)).collect())
+    sliced = answer()
+    for name, value in (("_SLICE_MAX_PAGES", 0), ("_SLICE_MAX_KEYS", 0)):
+        with monkeypatch.context() as patch:
+            patch.setattr(dedup, name, value)
+            dedup.run(spark, cfg, root, seg)
+        assert answer() == sliced, name
+    return sliced
+
+
+def test_dedup_through_spark(spark, server, tmp_path, monkeypatch):
     a, b = server[HOST_A], server[HOST_B]
     seeds = [a + p for p in PAGES if p not in ("/late.html", "/only-from-orig.html", "/only-from-copy.html")]
     seeds.append(b + "/mirror.html")
@@ -139,6 +154,7 @@ def test_dedup_through_spark(spark, server, tmp_path):
     assert {r["url"] for r in spark.read.format("delta").load(root.dedup_pages).collect()} == pages_before
     assert sorted(tuple(r) for r in spark.read.format("delta").load(root.dedup_bands).collect()) == bands_before
     assert canonical in pages_before and not (set(result) & pages_before)
+    assert len(_same_answer_from_whole_tables(spark, cfg, root, seg, monkeypatch)) == len(result)
 
     # update applies it: status duplicate, dup_of, and a duplicate's links are trusted less
     update.run(spark, cfg, root, seg)
@@ -156,6 +172,7 @@ def test_dedup_through_spark(spark, server, tmp_path):
     seg2, _ = _cycle(spark, cfg, root)
     late = {r["url"]: r.asDict() for r in spark.read.parquet(root.dedup_result(seg2)).collect()}
     assert late[a + "/late.html"]["dup_of"] == canonical and late[a + "/late.html"]["match"] == "near"
+    assert len(_same_answer_from_whole_tables(spark, cfg, root, seg2, monkeypatch)) == len(late)
 
     # a duplicate is re-checked after schedule.max_interval_s: with new content it is released
     update.run(spark, cfg, root, seg2)
