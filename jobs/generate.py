@@ -78,6 +78,12 @@ def new_segment_id(now: float) -> str:
     return time.strftime("%Y%m%d%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(3)
 
 
+# The crawldb columns select_fetchlist reads: keys, the priority's inputs (score, depth,
+# next_fetch_at, fetch_interval_s, fetch_count) and what the fetchlist carries.
+DUE_COLUMNS = ("url", "url_hash", "host", "host_bucket", "depth", "score", "next_fetch_at", "fetch_interval_s",
+               "fetch_count", "etag", "last_modified", "redirect_hops")
+
+
 def select_due(url_state: DataFrame, host_state: DataFrame, now: float) -> DataFrame:
     """URLs eligible for fetching now (see module docstring)."""
     now_ts = from_epoch_col(F.lit(now))
@@ -233,8 +239,11 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
     # top-k per pool) and the hostdb three times, and Delta plans every scan of a table with a
     # Spark job of its own ("Filtering files for query"), about fifty for this query, which
     # made planning most of a small generate's time (BENCHMARKS.md, "Cycle cost").
+    # Only the due rows' columns the fetchlist query reads are cached: at 10 M URLs the due rows
+    # with all ~40 columns outgrew the default driver's memory and spilled (the query took 77 s
+    # against 45 s with these 12: BENCHMARKS.md "Fourth run: a quiet machine").
     host_state = read_host_state(spark, root).cache()
-    due = select_due(read_url_state(spark, root), host_state, now).cache()
+    due = select_due(read_url_state(spark, root), host_state, now).select(*DUE_COLUMNS).cache()
     try:
         fetchlist = select_fetchlist(due, host_state, cfg, segment_id, now)
         path = root.fetchlist(segment_id)
