@@ -85,6 +85,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
         recorder.end_cycle()  # the steps of the failed cycle that did finish (no-op if none)
         raise
     finally:
+        recorder.close(cancel=status == "KILLED")  # its figures are complete before the run ends
         set_crawl_cycle(spark, None, None)
         if tracker is not None:
             if status == "FINISHED":

@@ -32,6 +32,7 @@ import os
 import secrets
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
@@ -41,10 +42,11 @@ from pyspark.sql import functions as F
 
 from crawl.tracking import (CYCLE_STEPS, StepFigures, TrackingStore, config_document, config_params,
                             cycle_metrics, cycle_row, figures_document, tracking_store)
-from jobs.commit_info import set_crawl_cycle
+from jobs.commit_info import USER_METADATA_CONF, commit_metadata, set_crawl_cycle
 from jobs.common import run_context
 from jobs.logs import log_step, step_logger
-from jobs.tables import CYCLES_SCHEMA, CrawlRoot, ensure_cycles_table, read_url_state
+from jobs.tables import CYCLES_SCHEMA, CrawlRoot, ensure_cycles_table, table_version
+from jobs.writes import TXN_APP_ID, TXN_VERSION
 
 # MLflow limits per log_batch request (mlflow.utils.validation): 1000 metrics, 100 params.
 _METRICS_PER_BATCH, _PARAMS_PER_BATCH = 1000, 100
@@ -93,15 +95,18 @@ def fetch_figures(spark: SparkSession, root: CrawlRoot, segment_id: str) -> dict
             "politeness_bound_s": max((r["bound"] for r in rows if r["bound"] is not None), default=None)}
 
 
-def crawldb_by_status(spark: SparkSession, root: CrawlRoot) -> dict[str, int]:
+def crawldb_by_status(spark: SparkSession, root: CrawlRoot, version: int | None = None) -> dict[str, int]:
+    """URLs per status in the crawldb (as of ``version``, if given)."""
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
     return {r["status"]: r["n"] for r in
-            read_url_state(spark, root).groupBy("status").agg(F.count("*").alias("n")).collect()}
+            reader.load(root.crawldb).groupBy("status").agg(F.count("*").alias("n")).collect()}
 
 
-def step_figures(spark: SparkSession, root: CrawlRoot, step: str, result: Any, started_at: float,
-                 seconds: float) -> StepFigures:
+def result_figures(step: str, result: Any, started_at: float, seconds: float) -> StepFigures:
     """The figures of one step run from what its ``run`` returned (InjectResult, GenerateResult,
-    FetchResult, DedupResult or UpdateResult), plus fetch's and update's extra queries."""
+    FetchResult, DedupResult or UpdateResult): no query."""
     fig = StepFigures(step, started_at, seconds, segment_id=getattr(result, "segment_id", None))
     if step == "inject":
         fig.urls, fig.new_urls = result.valid, result.inserted
@@ -109,14 +114,29 @@ def step_figures(spark: SparkSession, root: CrawlRoot, step: str, result: Any, s
         fig.urls, fig.hosts = result.urls, result.hosts
     elif step == "fetch":
         fig.urls, fig.hosts, fig.by_outcome = result.urls, result.hosts, dict(result.by_fetch_status)
-        extra = fetch_figures(spark, root, result.segment_id)
-        fig.bytes, fig.latency_ms, fig.politeness_bound_s = extra["bytes"], extra["latency_ms"], extra["politeness_bound_s"]
     elif step == "dedup":
         fig.urls, fig.duplicates = result.pages, result.exact + result.near
     elif step == "update":
         fig.urls, fig.new_urls, fig.hosts = result.updated, result.new_urls, result.hosts
-        fig.crawldb_by_status = crawldb_by_status(spark, root)
+    return fig
+
+
+def add_query_figures(spark: SparkSession, root: CrawlRoot, fig: StepFigures, crawldb_version: int | None = None) -> None:
+    """fetch's and update's figures that take a query: the fetch figures of its segment, and the
+    crawldb's URLs per status after update (as of ``crawldb_version``, if given)."""
+    if fig.step == "fetch" and fig.segment_id:
+        extra = fetch_figures(spark, root, fig.segment_id)
+        fig.bytes, fig.latency_ms, fig.politeness_bound_s = extra["bytes"], extra["latency_ms"], extra["politeness_bound_s"]
+    elif fig.step == "update":
+        fig.crawldb_by_status = crawldb_by_status(spark, root, crawldb_version)
         fig.crawldb_urls = sum(fig.crawldb_by_status.values())
+
+
+def step_figures(spark: SparkSession, root: CrawlRoot, step: str, result: Any, started_at: float,
+                 seconds: float) -> StepFigures:
+    """result_figures, then add_query_figures."""
+    fig = result_figures(step, result, started_at, seconds)
+    add_query_figures(spark, root, fig)
     return fig
 
 
@@ -373,10 +393,36 @@ class CrawlTracker:
 # a crawl's recorder
 
 
+def _bookkeeping_session(spark: SparkSession) -> SparkSession:
+    """A session sharing ``spark``'s SparkContext, with its SQL and Delta settings (those set at
+    run time too: under spark-submit the context predates them) but none of a step's own
+    (its commit label, its idempotent-write pair)."""
+    session = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if key.startswith(("spark.sql.", "spark.databricks.delta.")) and key not in _STEP_SETTINGS:
+            try:
+                session.conf.set(key, value)
+            except Exception:  # a static setting: shared with the context already
+                pass
+    return session
+
+
+_STEP_SETTINGS = (USER_METADATA_CONF, TXN_APP_ID, TXN_VERSION)
+
+
 @dataclass
 class CrawlRecorder:
     """Times each step of a crawl, collects its figures (the one place they are kept), and at the
-    end of each cycle appends the cycle's rows to the cycles table and logs its MLflow metrics."""
+    end of each cycle appends the cycle's rows to the cycles table and logs its MLflow metrics.
+
+    The crawl does not wait for its bookkeeping: the figure queries, the cycles-table append and
+    the MLflow metrics run in order on one background thread while the crawl goes on with its next
+    step (they took 1.4-1.7 s between a cycle's update and the next generate: BENCHMARKS.md "Cycle
+    cost, fourth round"). They use a session of their own (``spark.newSession()``, sharing the
+    SparkContext): its settings are its own, so the cycles commit carries its cycle's label
+    (jobs/commit_info.py) and never a step's write settings, and the step's commits never carry
+    the bookkeeping's. What they read does not move under them: the segment's fetched files, and
+    the crawldb at the version update left it (pinned). ``close()`` waits for them."""
     spark: SparkSession
     root: CrawlRoot
     crawl_id: str
@@ -384,6 +430,16 @@ class CrawlRecorder:
     warn: OneLineWarnings
     cycles: list[tuple[int, list[StepFigures]]] = field(default_factory=list)
     open_steps: list[StepFigures] = field(default_factory=list)  # the current cycle's, until recorded
+    _worker: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _session: SparkSession | None = field(default=None, repr=False)
+
+    def _background(self, work: Callable[[SparkSession], None]) -> None:
+        """Run ``work(session)`` on the bookkeeping thread, after what was submitted before."""
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltacrawl-recorder")
+            self._session = _bookkeeping_session(self.spark)
+        session = self._session
+        self._worker.submit(work, session)
 
     def run_step(self, cycle: int, step: str, run: Callable[[], Any], what: str = "") -> Any:
         if not self.cycles or self.cycles[-1][0] != cycle:
@@ -391,25 +447,46 @@ class CrawlRecorder:
             self.open_steps = self.cycles[-1][1]
         started_at = time.time()
         result, seconds = log_step(step, f"cycle {cycle}" + (f", {what}" if what else ""), run, _summary)
-        try:
-            fig = step_figures(self.spark, self.root, step, result, started_at, seconds)
-        except Exception as exc:
-            self.warn("collecting step figures", exc, "the crawl goes on with the step's own counts missing")
-            fig = StepFigures(step, started_at, seconds, segment_id=getattr(result, "segment_id", None))
+        fig = result_figures(step, result, started_at, seconds)
         self.cycles[-1][1].append(fig)
+        if step in ("fetch", "update"):
+            try:  # the crawldb as update left it: the next generate's lease commits soon after
+                version = table_version(self.spark, self.root.crawldb) if step == "update" else None
+            except Exception as exc:
+                self.warn("collecting step figures", exc, "the crawl goes on with the step's own counts missing")
+                return result
+
+            def figures(session: SparkSession) -> None:
+                try:
+                    add_query_figures(session, self.root, fig, version)
+                except Exception as exc:
+                    self.warn("collecting step figures", exc, "the crawl goes on with the step's own counts missing")
+            self._background(figures)
         return result
 
     def end_cycle(self) -> list[StepFigures]:
-        """The current cycle is complete (or the crawl stops in it): record it, once."""
+        """The current cycle is complete (or the crawl stops in it): record it, once (in the
+        background, after its figures)."""
         if not self.open_steps:
             return []
         cycle, steps = self.cycles[-1]
         self.open_steps = []
         run_id = self.tracker.run_id if self.tracker is not None else None
-        try:
-            append_cycle_rows(self.spark, self.root, [cycle_row(f, self.crawl_id, run_id, cycle) for f in steps])
-        except Exception as exc:
-            self.warn("appending to the cycles table", exc, "the crawl goes on without it")
-        if self.tracker is not None:
-            self.tracker.log_cycle(cycle, steps)
+        label = json.dumps(commit_metadata(None))  # this cycle's, whatever cycle has begun by then
+
+        def record(session: SparkSession) -> None:
+            try:
+                session.conf.set(USER_METADATA_CONF, label)
+                append_cycle_rows(session, self.root, [cycle_row(f, self.crawl_id, run_id, cycle) for f in steps])
+            except Exception as exc:
+                self.warn("appending to the cycles table", exc, "the crawl goes on without it")
+            if self.tracker is not None:
+                self.tracker.log_cycle(cycle, steps)
+        self._background(record)
         return steps
+
+    def close(self, cancel: bool = False) -> None:
+        """Wait for the bookkeeping submitted so far (``cancel``: drop what has not started)."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=True, cancel_futures=cancel)
+            self._worker = None

@@ -80,6 +80,10 @@ def test_every_commit_says_step_cycle_and_segment(spark, crawled):
                 assert info["segment"] == {1: seg1, 2: seg2}[info["cycle"]], (version, info)
     steps = [(i["cycle"], i["step"]) for _, _, i in _commit_info(spark, root.crawldb)]
     assert steps[0] == (0, "inject") and (1, "generate") in steps and (2, "update") in steps
+    # the cycles table: one append per cycle, made by the crawl's background bookkeeping (its own
+    # session) while the next cycle ran, and labelled with the cycle it records, never with a step
+    appends = [i for _, operation, i in _commit_info(spark, root.cycles) if operation == "WRITE"]
+    assert [(i["cycle"], i["step"], i["crawl_id"]) for i in appends] == [(c, None, result.crawl_id) for c in (0, 1, 2)]
     # outside a step, commits carry no label of ours
     assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None
 

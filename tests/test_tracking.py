@@ -378,6 +378,50 @@ def test_steps_given_a_crawl_id_make_one_mlflow_run(by_hand, spark, tmp_path, ca
     assert [(r["step"], r["cycle"], r["mlflow_run_id"]) for r in rows] == [("dedup", 1, run.info.run_id)]
 
 
+def test_crawl_bookkeeping_runs_behind_the_crawl_and_reads_what_the_step_left(spark, cfg, root, tmp_path):
+    """The recorder's figure queries and cycles append run on a thread of their own while the crawl
+    goes on: they still count the crawldb as update left it, label the append with its own cycle,
+    and never take the step's write settings (nor give theirs to the step)."""
+    import glob
+    import threading
+    from jobs import inject
+    from jobs.commit_info import USER_METADATA_CONF, set_crawl_cycle
+    from jobs.tracking import CrawlRecorder, OneLineWarnings
+    from jobs.update import UpdateResult
+    from jobs.writes import commit_once
+    inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", ["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"]))
+    crawldb = spark.read.format("delta").load(root.crawldb)
+    as_update_left_it = {r["status"]: r["n"] for r in crawldb.groupBy("status").count().withColumnRenamed("count", "n").collect()}
+    recorder = CrawlRecorder(spark, root, "crawl-x", None, OneLineWarnings("deltacrawl crawl"))
+    gate = threading.Event()
+    recorder._background(lambda session: gate.wait(120))  # busy: what follows queues behind it
+    set_crawl_cycle(spark, "crawl-x", 1)
+    try:
+        recorder.run_step(1, "update", lambda: UpdateResult("seg-x", False, 2, 0, 1, 0))
+        steps = recorder.end_cycle()
+        assert [f.step for f in steps] == ["update"] and steps[0].crawldb_by_status is None  # not waited for
+        # the crawl goes on: cycle 2 begins, a step writes with its idempotent-write pair, the crawldb grows
+        set_crawl_cycle(spark, "crawl-x", 2)
+        with commit_once(spark, "deltacrawl-update-seg-y"):
+            crawldb.limit(1).write.format("delta").mode("append").save(root.crawldb)
+            gate.set()
+            recorder.close()
+            assert spark.conf.get("spark.databricks.delta.write.txnAppId") == "deltacrawl-update-seg-y"
+        assert json.loads(spark.conf.get(USER_METADATA_CONF))["cycle"] == 2
+    finally:
+        gate.set()
+        recorder.close()
+        set_crawl_cycle(spark, None, None)
+    assert steps[0].crawldb_by_status == as_update_left_it and steps[0].crawldb_urls == 2
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{root.cycles}`").orderBy("version").collect()
+    append = [r for r in history if r["operation"] == "WRITE"][-1]
+    assert json.loads(append["userMetadata"]) == {"step": None, "segment": None, "cycle": 1, "crawl_id": "crawl-x"}
+    rows = spark.read.format("delta").load(root.cycles).collect()
+    assert [(r["crawl_id"], r["cycle"], r["step"], r["crawldb_urls"]) for r in rows] == [("crawl-x", 1, "update", 2)]
+    log = "".join(open(f).read() for f in glob.glob(f"{root.cycles}/_delta_log/*.json"))
+    assert '"txn"' not in log
+
+
 def test_a_store_failing_mid_crawl_is_one_line_and_no_exception(tmp_path, capsys):
     """The store works at start, then every call fails: one stderr line, nothing raised."""
     from crawl.tracking import tracking_store
