@@ -157,6 +157,9 @@ def _validate(cfg: dict[str, Any]) -> None:
     for key in positive:
         if cfg[key] <= 0:
             raise ConfigError(f"config key '{key}' must be > 0, got {cfg[key]}")
+    if cfg["crawldb.deletion_vectors_min_mb"] < 0:
+        raise ConfigError(f"config key 'crawldb.deletion_vectors_min_mb' must be >= 0, "
+                          f"got {cfg['crawldb.deletion_vectors_min_mb']}")
     if not 0 <= cfg["dedup.max_hamming"] <= 3:
         raise ConfigError("config key 'dedup.max_hamming' must be 0..3 (4 SimHash bands find pairs within 3 bits)")
     if not 0 <= cfg["discovery.bloom_fpr"] < 1:

@@ -45,7 +45,7 @@ from jobs.commit_info import writes_commits
 from jobs.common import run_segment_step
 from jobs.errors import UserError
 from jobs.tables import CrawlRoot, ensure_dedup_tables, from_epoch_col, path_exists, read_delta, to_epoch
-from jobs.writes import run_concurrently
+from jobs.writes import merge_mode, run_concurrently
 
 _PAGE_COLUMNS = ("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "first")
 
@@ -314,8 +314,8 @@ def _resolve_chains(dups: DataFrame, cached: list[DataFrame]) -> DataFrame:
     return dups
 
 
-def merge_dedup_tables(spark: SparkSession, root: CrawlRoot, pages: DataFrame, dups: DataFrame,
-                       segment_id: str, new_bands: DataFrame | None = None) -> None:
+def merge_dedup_tables(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, pages: DataFrame,
+                       dups: DataFrame, segment_id: str, new_bands: DataFrame | None = None) -> None:
     """Canonical pages of the segment into dedup/pages and dedup/bands (their old band rows
     replaced); pages found to be duplicates out of both. ``new_bands``: page_bands(pages) if
     the caller has it already."""
@@ -350,7 +350,8 @@ def merge_dedup_tables(spark: SparkSession, root: CrawlRoot, pages: DataFrame, d
                                                                                       "url", "simhash")})
          .execute())
 
-    run_concurrently(merge_pages, merge_bands)  # two tables, neither reads the other
+    with merge_mode(spark, cfg, root.dedup_pages, root.dedup_bands):
+        run_concurrently(merge_pages, merge_bands)  # two tables, neither reads the other
 
 
 @writes_commits("dedup")
@@ -380,7 +381,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         counts = {r["match"]: r["n"] for r in written.groupBy("match").agg(F.count("*").alias("n")).collect()}
         result = DedupResult(segment_id, n_pages, counts.get("exact", 0), counts.get("near", 0),
                              cand.collisions, cand.hot_values)
-        merge_dedup_tables(spark, root, pages, written, segment_id, new_bands)
+        merge_dedup_tables(spark, cfg, root, pages, written, segment_id, new_bands)
     finally:
         for df in (*slices, new_bands, pages):
             df.unpersist()

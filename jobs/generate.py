@@ -57,6 +57,7 @@ from jobs.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserErro
 from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, delete_path, ensure_tables, from_epoch_col,
                          read_host_state, read_url_state, table_exists, write_marker)
 from jobs.tracking import record_step
+from jobs.writes import merge_mode
 
 LEASE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 
@@ -259,12 +260,13 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
     lease_until = from_epoch_col(F.lit(now + float(cfg["generate.lease_s"])))
     now_ts = from_epoch_col(F.lit(now))
     try:
-        (DeltaTable.forPath(spark, root.crawldb).alias("t")
-         .merge(written.select("host_bucket", "url_hash", "url", "segment_id").alias("s"), LEASE_KEY)
-         # re-checked at commit: a URL leased meanwhile by a concurrent generate keeps that lease
-         .whenMatchedUpdate(condition=(F.col("t.lease_until").isNull() | (F.col("t.lease_until") <= now_ts)),
-                            set={"lease_until": lease_until, "segment_id": F.col("s.segment_id")})
-         .execute())
+        with merge_mode(spark, cfg, root.crawldb):
+            (DeltaTable.forPath(spark, root.crawldb).alias("t")
+             .merge(written.select("host_bucket", "url_hash", "url", "segment_id").alias("s"), LEASE_KEY)
+             # re-checked at commit: a URL leased meanwhile by a concurrent generate keeps that lease
+             .whenMatchedUpdate(condition=(F.col("t.lease_until").isNull() | (F.col("t.lease_until") <= now_ts)),
+                                set={"lease_until": lease_until, "segment_id": F.col("s.segment_id")})
+             .execute())
     except Exception as exc:
         # the lease did not commit: fetch must never see this fetchlist (its URLs may be leased to
         # another segment)

@@ -447,6 +447,11 @@ def table_version(spark: SparkSession, path: str) -> int:
     return int(_snapshot(spark, path).version())
 
 
+def table_bytes(spark: SparkSession, path: str) -> int:
+    """The newest snapshot's data files, in bytes (what a query reads; DESCRIBE DETAIL's sizeInBytes)."""
+    return int(_snapshot(spark, path).sizeInBytes())
+
+
 def url_counts(spark: SparkSession, root: CrawlRoot, hosts: DataFrame) -> DataFrame:
     """(host_bucket, host, url_count): how many crawldb rows each of ``hosts`` has now — the
     exact value of host_state.url_count. The hosts are broadcast, so only their host_bucket

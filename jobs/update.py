@@ -45,7 +45,7 @@ from jobs.generate import per_host_cap
 from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot,
                          ensure_tables, epoch_schema, from_epoch, from_epoch_col, path_exists, read_host_state,
                          read_url_state, to_epoch, url_counts, write_marker)
-from jobs.writes import append_once, commit_once, merge_counts, run_concurrently, txn_app_id
+from jobs.writes import append_once, commit_once, merge_counts, merge_mode, run_concurrently, txn_app_id
 
 URL_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 _OUTCOME_FIELDS = ("fetch_status", "http_status", "fetched_at", "content_hash", "content_type", "etag",
@@ -306,7 +306,8 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         hints = due_now_hints(discover.lastmod_hints(known, now), orphaned_duplicates(url_state, outcomes, now))
         host_rows = _host_source(hosts, discover.per_host_counts(budgeted), cfg, segment_id, now)
         app_id = txn_app_id("update", segment_id)
-        with commit_once(spark, app_id):  # each table takes the segment's write once
+        # each table takes the segment's write once; deletion vectors or rewrites by table size
+        with commit_once(spark, app_id), merge_mode(spark, cfg, root.crawldb, root.hostdb):
             if not rerun:
                 # The three writes read only pinned inputs and the segment, never each other's new
                 # rows, so they run side by side.

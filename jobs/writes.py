@@ -8,15 +8,19 @@
   new rows) as parallel Spark jobs. A MERGE on small input is mostly fixed cost on the driver
   (planning, Delta's log, several small jobs: BENCHMARKS.md "Cycle cost"); two at once took
   0.7x the time of two in a row on 2 cores.
+* ``merge_mode``: whether a step's MERGEs mark changed rows in deletion vectors (large tables)
+  or rewrite the files they touch (small ones: cheaper there), by the largest target's size.
 * ``merge_counts``: the row counts a MERGE returns, without reading the table's history.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
+
+from jobs.tables import table_bytes
 
 # Delta's idempotent writes: a commit carrying an (application id, version) the table has
 # recorded already is skipped, atomically with the check (the pair is part of the commit).
@@ -48,6 +52,31 @@ def commit_once(spark: SparkSession, app_id: str) -> Iterator[None]:
 def append_once(rows: DataFrame, path: str, app_id: str) -> None:
     """Append ``rows`` to the Delta table at ``path`` unless an append of ``app_id`` is there."""
     rows.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", 1).save(path)
+
+
+# Delta's switch: a MERGE into a table with deletion vectors enabled marks the rows it changes
+# (true, Delta's default) or rewrites the files that hold them (false).
+MERGE_DELETION_VECTORS = "spark.databricks.delta.merge.deletionVectors.persistent"
+
+
+@contextmanager
+def merge_mode(spark: SparkSession, cfg: Mapping[str, Any], *paths: str) -> Iterator[bool]:
+    """The MERGEs made inside mark changed rows in deletion vectors if one of the tables at
+    ``paths`` (those they write) holds more than crawldb.deletion_vectors_min_mb, and rewrite the
+    files they touch otherwise (yields which). A deletion-vector MERGE writes what changed, however
+    large the table, but costs ~1 s more on a small one (conf/defaults.toml). One decision for all
+    of a step's MERGEs: the setting belongs to the session (they may run side by side)."""
+    min_bytes = float(cfg["crawldb.deletion_vectors_min_mb"]) * 1024 * 1024
+    mark = min_bytes == 0 or any(table_bytes(spark, path) > min_bytes for path in paths)
+    previous = spark.conf.get(MERGE_DELETION_VECTORS, None)
+    spark.conf.set(MERGE_DELETION_VECTORS, "true" if mark else "false")
+    try:
+        yield mark
+    finally:
+        if previous is None:
+            spark.conf.unset(MERGE_DELETION_VECTORS)
+        else:
+            spark.conf.set(MERGE_DELETION_VECTORS, previous)
 
 
 def merge_counts(result: DataFrame) -> dict[str, int]:

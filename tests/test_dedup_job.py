@@ -267,12 +267,15 @@ def _page_rows(spark, n, segment_id):
                                   for i in range(n)], DEDUP_PAGES_SCHEMA)
 
 
-def test_dedup_pages_merge_marks_rows_instead_of_rewriting_the_table(spark, tmp_path):
-    """dedup/pages is written by every dedup and grows with the crawl: its MERGE must write what
-    changed (deletion vectors), not copy every other row of each file it touches (without them,
-    each of eleven cycles over a 200 k-URL root rewrote the whole table, up to 70 MB, to change
-    ~10,000 rows: BENCHMARKS.md "Ten cycles, then maintenance"). A table made before that gets
-    the property once."""
+@pytest.mark.parametrize("min_mb", [0.001, 64])
+def test_dedup_pages_merge_marks_rows_instead_of_rewriting_the_table(spark, tmp_path, min_mb):
+    """dedup/pages is written by every dedup and grows with the crawl: once it is larger than
+    crawldb.deletion_vectors_min_mb its MERGE must write what changed (deletion vectors), not copy
+    every other row of each file it touches (without them, each of eleven cycles over a 200 k-URL
+    root rewrote the whole table, up to 70 MB, to change ~10,000 rows: BENCHMARKS.md "Ten cycles,
+    then maintenance"). Below that size (this table is ~10 KB) it rewrites the file it touches,
+    which is cheaper there; the answer is the same. A table made before that gets the property
+    once."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
     from jobs.tables import DEDUP_PAGES_SCHEMA, ensure_dedup_tables
@@ -291,11 +294,15 @@ def test_dedup_pages_merge_marks_rows_instead_of_rewriting_the_table(spark, tmp_
              .select("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score",
                      F.unix_seconds("first_fetched_at").cast("double").alias("first")))
     dups = pages.filter("url_hash = 1").select("url_hash", "url")
-    dedup.merge_dedup_tables(spark, root, pages, dups, "seg")
+    dedup.merge_dedup_tables(spark, make_config(crawldb__deletion_vectors_min_mb=min_mb), root, pages, dups, "seg")
     merge = next(r for r in DeltaTable.forPath(spark, root.dedup_pages).history().collect() if r["operation"] == "MERGE")
     metrics = merge["operationMetrics"]
     assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsDeleted"], metrics["numTargetRowsInserted"]) == \
         ("1", "1", "1")
-    assert metrics["numTargetRowsCopied"] == "0" and int(metrics["numTargetDeletionVectorsAdded"]) >= 1
+    if min_mb < 0.01:  # the table is larger: rows are marked, none copied
+        assert metrics["numTargetRowsCopied"] == "0" and int(metrics["numTargetDeletionVectorsAdded"]) >= 1
+    else:  # smaller: the one file is rewritten, its 198 other rows copied
+        assert int(metrics["numTargetRowsCopied"]) == 198 and int(metrics["numTargetDeletionVectorsAdded"]) == 0
+    assert spark.conf.get("spark.databricks.delta.merge.deletionVectors.persistent", None) is None  # put back
     after = {r["url_hash"]: r["segment_id"] for r in spark.read.format("delta").load(root.dedup_pages).collect()}
     assert len(after) == 200 and after[0] == "seg" and 1 not in after and after[250] == "seg"
