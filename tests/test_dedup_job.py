@@ -267,7 +267,7 @@ def _page_rows(spark, n, segment_id):
                                   for i in range(n)], DEDUP_PAGES_SCHEMA)
 
 
-@pytest.mark.parametrize("min_mb", [0.001, 64])
+@pytest.mark.parametrize("min_mb", [0.001, 16])
 def test_dedup_pages_merge_marks_rows_instead_of_rewriting_the_table(spark, tmp_path, min_mb):
     """dedup/pages is written by every dedup and grows with the crawl: once it is larger than
     crawldb.deletion_vectors_min_mb its MERGE must write what changed (deletion vectors), not copy
