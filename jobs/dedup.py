@@ -18,8 +18,11 @@ How:      exact duplicates: equal text_hash (hash of the normalised text: markup
           hot band cannot explode the join; pages without text are never compared. Each duplicate
           gets dup_of = the canonical page among its duplicates (first fetched wins, then higher
           score, shorter URL), followed to the end of any chain (X matches Y, Y matches Z: X's
-          dup_of is Z), so dup_of never names a duplicate. A segment of up to 10,000 pages is
-          compared with a cached slice of the two tables (the rows it can meet: table_slices).
+          dup_of is Z), so dup_of never names a duplicate. A segment of up to
+          dedup.local_max_pages pages is decided on the driver from the rows of the two tables it
+          can meet (decide_in_memory, crawl/dedup/in_memory.py: the same rules, without a dozen
+          planned queries); one of up to 10,000 pages by Spark on a cached slice of the tables
+          (table_slices); a larger one by Spark on the tables.
 Outputs:  <crawl_root>/segments/<id>/dedup (Parquet: url, url_hash, host_bucket, dup_of, match),
           then one MERGE into dedup/pages and one into dedup/bands (the segment's canonical pages
           in, their old band rows replaced; duplicates out).
@@ -39,6 +42,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from crawl.dedup.in_memory import Decision, decide
 from crawl.dedup.rules import BANDS_PER_PAGE, SIMHASH_BANDS, band_rows, is_near_duplicate
 from crawl.crawldb.status import FetchStatus
 from jobs.commit_info import writes_commits
@@ -48,6 +52,8 @@ from jobs.tables import CrawlRoot, ensure_dedup_tables, from_epoch_col, path_exi
 from jobs.writes import merge_mode, run_concurrently
 
 _PAGE_COLUMNS = ("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "first")
+_BAND_ROW = "url_hash long, url string, band int, value long, simhash long"
+_RESULT_SCHEMA = "url string, url_hash long, host_bucket int, dup_of string, match string"
 
 
 @dataclass
@@ -88,7 +94,7 @@ def _bands_of(rows: Iterator[Any]) -> Iterator[tuple]:
 
 def page_bands(spark: SparkSession, pages: DataFrame) -> DataFrame:
     return spark.createDataFrame(pages.select("url_hash", "url", "simhash", "signature").rdd.mapPartitions(_bands_of),
-                                 "url_hash long, url string, band int, value long, simhash long", verifySchema=False)
+                                 _BAND_ROW, verifySchema=False)
 
 
 @dataclass
@@ -113,6 +119,15 @@ _SLICE_MAX_PAGES = 10_000
 _SLICE_MAX_KEYS = 200_000
 
 
+def _known_rows(known: DataFrame, keys: DataFrame, texts: DataFrame) -> DataFrame:
+    """dedup/pages rows whose (url_hash, url) is in ``keys`` or whose text_hash is in ``texts``
+    (both small: broadcast), in one read of the table."""
+    keys = F.broadcast(keys.select("url_hash", "url").withColumn("_key", F.lit(True)))
+    texts = F.broadcast(texts.select("text_hash").withColumn("_text", F.lit(True)))
+    return (known.join(keys, ["url_hash", "url"], "left").join(texts, "text_hash", "left")
+            .filter(F.col("_key").isNotNull() | F.col("_text").isNotNull()).drop("_key", "_text"))
+
+
 def table_slices(pages: DataFrame, new_bands: DataFrame, known: DataFrame, old_bands: DataFrame,
                  cached: list[DataFrame]) -> tuple[DataFrame, DataFrame]:
     """(known, old_bands) cut down to the rows a dedup of ``pages`` can read, cached (added to
@@ -129,13 +144,55 @@ def table_slices(pages: DataFrame, new_bands: DataFrame, known: DataFrame, old_b
     cached.append(bands)
     if bands.count() > _SLICE_MAX_KEYS:
         return known, bands
-    keys = F.broadcast(pages.select("url_hash", "url").unionByName(bands.select("url_hash", "url")).distinct()
-                       .withColumn("_key", F.lit(True)))
-    texts = F.broadcast(pages.select("text_hash").distinct().withColumn("_text", F.lit(True)))
-    rows = (known.join(keys, ["url_hash", "url"], "left").join(texts, "text_hash", "left")
-            .filter(F.col("_key").isNotNull() | F.col("_text").isNotNull()).drop("_key", "_text").cache())
+    keys = pages.select("url_hash", "url").unionByName(bands.select("url_hash", "url")).distinct()
+    rows = _known_rows(known, keys, pages.select("text_hash").distinct()).cache()
     cached.append(rows)
     return rows, bands
+
+
+@dataclass
+class InMemory:
+    """What decide_in_memory gives: the segment's pages and band rows (local DataFrames, for the
+    MERGEs) and the decision."""
+    pages: DataFrame
+    new_bands: DataFrame
+    n_pages: int
+    decision: Decision
+
+
+def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], pages: DataFrame, known: DataFrame,
+                     old_bands: DataFrame) -> InMemory | None:
+    """The duplicates of a segment of at most dedup.local_max_pages pages, decided on the driver
+    (crawl/dedup/in_memory.py) from what it collects: the segment's pages, the band rows holding
+    one of their band values (at most _SLICE_MAX_KEYS) and the dedup/pages rows those can meet
+    (as table_slices selects them). Three reads instead of a dozen planned queries. None when the
+    segment or its band slice is larger (or a page appears twice): duplicates() decides then."""
+    limit = int(cfg["dedup.local_max_pages"])
+    if limit <= 0:
+        return None
+    rows = pages.limit(limit + 1).collect()
+    page_rows = [r.asDict() for r in rows]
+    segment_keys = {(p["url_hash"], p["url"]) for p in page_rows}
+    if len(rows) > limit or len(segment_keys) != len(rows):
+        return None
+    new_bands = [(p["url_hash"], p["url"], band, value, p["simhash"])
+                 for p in page_rows for band, value in band_rows(p["simhash"], p["signature"])]
+    values = spark.createDataFrame(sorted({(b[2], b[3]) for b in new_bands}), "band int, value long")
+    band_slice = (old_bands.join(F.broadcast(values), ["band", "value"], "left_semi")
+                  .select("band", "value", "url_hash", "url", "simhash").limit(_SLICE_MAX_KEYS + 1).collect())
+    if len(band_slice) > _SLICE_MAX_KEYS:
+        return None
+    keys = spark.createDataFrame(sorted(segment_keys | {(b["url_hash"], b["url"]) for b in band_slice}),
+                                 "url_hash long, url string")
+    texts = spark.createDataFrame(sorted({(p["text_hash"],) for p in page_rows}), "text_hash long")
+    known_rows = to_epoch(_known_rows(known, keys, texts).select(*[c for c in _PAGE_COLUMNS if c != "first"],
+                                                                 F.col("first_fetched_at").alias("first")),
+                          ["first"]).collect()
+    decision = decide(page_rows, [r.asDict() for r in known_rows], new_bands, [tuple(b) for b in band_slice],
+                      int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"]),
+                      int(cfg["dedup.max_band_candidates"]))
+    return InMemory(spark.createDataFrame(rows, pages.schema, verifySchema=False),
+                    spark.createDataFrame(new_bands, _BAND_ROW, verifySchema=False), len(rows), decision)
 
 
 def _small(df: DataFrame, cached: list[DataFrame], bound: int | None = None) -> DataFrame:
@@ -364,7 +421,18 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         raise UserError(f"segment {segment_id} is already updated: dedup runs between fetch and update")
     ensure_dedup_tables(spark, root)
     known, old_bands = read_delta(spark, root.dedup_pages, pinned=True), read_delta(spark, root.dedup_bands, pinned=True)
-    pages = segment_pages(spark, root, segment_id, known).cache()
+    pages = segment_pages(spark, root, segment_id, known)
+    small = decide_in_memory(spark, cfg, pages, known, old_bands)
+    if small is not None:
+        spark.createDataFrame(small.decision.duplicates, _RESULT_SCHEMA).write.mode("overwrite") \
+            .parquet(root.dedup_result(segment_id))
+        matches = [d[4] for d in small.decision.duplicates]
+        result = DedupResult(segment_id, small.n_pages, matches.count("exact"), matches.count("near"),
+                             small.decision.collisions, small.decision.hot_values)
+        written = spark.read.parquet(root.dedup_result(segment_id))
+        merge_dedup_tables(spark, cfg, root, small.pages, written, segment_id, small.new_bands)
+        return result
+    pages = pages.cache()
     new_bands = page_bands(spark, pages).cache()  # Python: computed once for the join and the MERGE
     slices: list[DataFrame] = []
     try:

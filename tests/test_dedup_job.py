@@ -107,18 +107,20 @@ def _cycle(spark, cfg, root):
 
 
 def _same_answer_from_whole_tables(spark, cfg, root, seg, monkeypatch):
-    """dedup of a small segment reads cached slices of dedup/pages and dedup/bands
-    (dedup.table_slices); run again on the whole tables, and on the band slice alone, it must
+    """dedup of a small segment is decided in memory (dedup.decide_in_memory) from slices of
+    dedup/pages and dedup/bands; run again by Spark's queries (dedup.local_max_pages = 0) on
+    cached slices (dedup.table_slices), on the whole tables and on the band slice alone, it must
     find the same duplicates."""
     def answer():
         return sorted(tuple(r) for r in spark.read.parquet(root.dedup_result(seg)).collect())
-    sliced = answer()
-    for name, value in (("_SLICE_MAX_PAGES", 0), ("_SLICE_MAX_KEYS", 0)):
+    in_memory = answer()
+    by_spark = {**cfg, "dedup.local_max_pages": 0}
+    for name, value in (("_SLICE_MAX_PAGES", dedup._SLICE_MAX_PAGES), ("_SLICE_MAX_PAGES", 0), ("_SLICE_MAX_KEYS", 0)):
         with monkeypatch.context() as patch:
             patch.setattr(dedup, name, value)
-            dedup.run(spark, cfg, root, seg)
-        assert answer() == sliced, name
-    return sliced
+            dedup.run(spark, by_spark, root, seg)
+        assert answer() == in_memory, (name, value)
+    return in_memory
 
 
 def test_dedup_through_spark(spark, server, tmp_path, monkeypatch):
@@ -306,3 +308,82 @@ def test_dedup_pages_merge_marks_rows_instead_of_rewriting_the_table(spark, tmp_
     assert spark.conf.get("spark.databricks.delta.merge.deletionVectors.persistent", None) is None  # put back
     after = {r["url_hash"]: r["segment_id"] for r in spark.read.format("delta").load(root.dedup_pages).collect()}
     assert len(after) == 200 and after[0] == "seg" and 1 not in after and after[250] == "seg"
+
+
+def _fingerprints(rng, n_bases):
+    """Pages drawn around a few base fingerprints, so that every path of the decision is taken:
+    equal texts, SimHash neighbours within and just beyond max_hamming (chains among them),
+    MinHash signatures sharing a band with a high or a low share of equal values, ties of first
+    fetch time and score."""
+    bases = [(rng.getrandbits(64), [rng.getrandbits(63) for _ in range(64)]) for _ in range(n_bases + 3)]
+
+    def page(i, prefix, base=None, exact=False):
+        b = rng.randrange(n_bases) if base is None else base
+        simhash, values = bases[b]
+        text = 100 + b  # an exact copy: its fingerprints are the base's too (exact and near at once)
+        if not exact and rng.random() < 0.7:
+            text = rng.randrange(12)
+            for bit in rng.sample(range(64), rng.choice([0, 0, 1, 2, 3, 4, 5, 7, 20])):
+                simhash ^= 1 << bit
+            values = list(values)
+            for j in rng.sample(range(64), rng.choice([0, 3, 10, 25, 40, 64])):
+                values[j] = rng.getrandbits(63)
+        signed = simhash - (1 << 64) if simhash >= 1 << 63 else simhash
+        return {"url": f"http://127.0.0.64/{prefix}{i}" + "x" * rng.randrange(3), "url_hash": 10_000 + i,
+                "host_bucket": i % 4, "text_hash": text, "simhash": signed,
+                "signature": b"".join(v.to_bytes(8, "big") for v in values) if rng.random() < 0.9 else None,
+                "score": rng.choice([0.5, 1.0, 2.0]), "first": float(1_764_000_000 + rng.randrange(4))}
+    return page
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_in_memory_decision_is_the_spark_decision(spark, seed):
+    """crawl/dedup/in_memory.decide and jobs/dedup.duplicates give the same duplicates, dup_of,
+    match kinds, band collisions and hot values on the same pages, dedup/pages and dedup/bands:
+    a segment meeting earlier pages, a page fetched again (its old rows stale), hot band values."""
+    import datetime as dt
+    from crawl.dedup.in_memory import decide
+    from crawl.dedup.rules import band_rows
+    from jobs.tables import DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA
+    rng = random.Random(seed)
+    page = _fingerprints(rng, 4)
+    earlier = [page(i, "old") for i in range(40)]
+    segment = [page(i, "new") for i in range(40, 80)]
+    # a page fetched again, changed beyond recognition: its dedup/pages and band rows are stale,
+    # and a copy of its old text meets only those (a stale pair, dropped: not a duplicate)
+    solo = page(90, "solo", base=4, exact=True)
+    earlier.append(solo)
+    again = dict(page(90, "solo", base=5, exact=True), url=solo["url"], first=solo["first"])
+    copy = dict(page(91, "copy", base=4, exact=True), text_hash=solo["text_hash"] + 1000, first=solo["first"] + 10)
+    # and a page with its old text: an exact copy of nothing the tables still hold for it
+    old_text = dict(page(92, "text", base=6, exact=True), text_hash=solo["text_hash"], first=solo["first"] + 10)
+    segment += [again, copy, old_text]
+    cfg = make_config(dedup__max_band_candidates=8)
+    new_bands = [(p["url_hash"], p["url"], b, v, p["simhash"]) for p in segment
+                 for b, v in band_rows(p["simhash"], p["signature"])]
+    old_bands = [(b, v, p["url_hash"], p["url"], p["simhash"]) for p in earlier
+                 for b, v in band_rows(p["simhash"], p["signature"])]
+    mine = decide(segment, earlier, new_bands, old_bands, int(cfg["dedup.max_hamming"]),
+                  float(cfg["dedup.min_jaccard"]), int(cfg["dedup.max_band_candidates"]))
+
+    columns = ("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "first")
+    pages = spark.createDataFrame([tuple(p[c] for c in columns) for p in segment],
+                                  "url string, url_hash long, host_bucket int, text_hash long, simhash long, "
+                                  "signature binary, score double, first double")
+    known = spark.createDataFrame([(*(p[c] for c in columns[:-1]), dt.datetime.fromtimestamp(p["first"]), "old")
+                                   for p in earlier], DEDUP_PAGES_SCHEMA)
+    bands = spark.createDataFrame(old_bands, DEDUP_BANDS_SCHEMA)
+    dups, cand, cached = dedup.duplicates(spark, pages, known, bands, cfg)
+    try:
+        theirs = sorted(tuple(r) for r in dups.collect())
+    finally:
+        for df in cached:
+            df.unpersist()
+    assert mine.duplicates == theirs
+    assert (mine.collisions, mine.hot_values) == (cand.collisions, cand.hot_values)
+    kinds = {d[4] for d in mine.duplicates}
+    dup_urls = {d[0] for d in mine.duplicates}
+    assert kinds == {"exact", "near"} and mine.hot_values > 0 and mine.collisions > 0
+    assert any(d[3] in {p["url"] for p in earlier} for d in mine.duplicates)  # met an earlier page
+    assert not any(d[3] in dup_urls for d in mine.duplicates)  # chains resolved
+    assert copy["url"] not in dup_urls and old_text["url"] not in dup_urls  # met only stale rows
