@@ -11,7 +11,12 @@ What:     in one warm SparkSession (deltacrawl's settings, jobs/session.build_sp
           pays whatever its size, which a small crawl cycle pays six times (generate's lease,
           update's crawldb and hostdb, dedup's pages and bands, and, before 3268744, the
           warc_index).
-Prints:   per table kind, the median seconds of a MERGE and of an append; machine facts.
+          Each round also runs the MERGE once more with deletion vectors turned off for it
+          (spark.databricks.delta.merge.deletionVectors.persistent=false: touched files
+          rewritten, what jobs/writes.merge_mode does below crawldb.deletion_vectors_min_mb) and
+          a count of the table's rows (the floor of any query that reads a Delta table).
+Prints:   per table kind, the median seconds of a MERGE (both ways), an append and a count;
+          machine facts.
 """
 from __future__ import annotations
 
@@ -76,22 +81,34 @@ def main() -> int:
         paths = {name: os.path.join(work, f"t{i}") for i, (name, *_f) in enumerate(KINDS)}
         for name, dv, cdf, part in KINDS:
             make(paths[name], dv, cdf, part)
-        merges: dict[str, list[float]] = {name: [] for name, *_f in KINDS}
-        appends: dict[str, list[float]] = {name: [] for name, *_f in KINDS}
+        timings: dict[str, dict[str, list[float]]] = {
+            what: {name: [] for name, *_f in KINDS} for what in ("merge", "merge_rewrites", "append", "count")}
+        rewrites = "spark.databricks.delta.merge.deletionVectors.persistent"
+
+        def timed(what: str, name: str, call) -> None:
+            started = time.perf_counter()
+            call()
+            timings[what][name].append(time.perf_counter() - started)
+
         for r in range(args.rounds):
             for name, *_f in KINDS:
-                started = time.perf_counter()
-                merge(paths[name], 1990 + 20 * r)
-                merges[name].append(time.perf_counter() - started)
-                started = time.perf_counter()
-                rows(100_000 + 20 * r, 20).write.format("delta").mode("append").save(paths[name])
-                appends[name].append(time.perf_counter() - started)
+                timed("merge", name, lambda: merge(paths[name], 1990 + 40 * r))
+                spark.conf.set(rewrites, "false")
+                try:
+                    timed("merge_rewrites", name, lambda: merge(paths[name], 2010 + 40 * r))
+                finally:
+                    spark.conf.unset(rewrites)
+                timed("append", name, lambda: rows(100_000 + 20 * r, 20).write.format("delta").mode("append")
+                      .save(paths[name]))
+                timed("count", name, lambda: spark.read.format("delta").load(paths[name]).count())
         report = {"machine": machine_facts(), "rounds": args.rounds,
-                  "merge_median_s": {n: statistics.median(v) for n, v in merges.items()},
-                  "append_median_s": {n: statistics.median(v) for n, v in appends.items()}}
-        print(f"{'table kind':42s} {'MERGE s':>8s} {'append s':>9s}   (median of {args.rounds})")
+                  **{f"{what}_median_s": {n: statistics.median(v) for n, v in per.items()}
+                     for what, per in timings.items()}}
+        print(f"{'table kind':42s} {'MERGE s':>8s} {'rewrites':>9s} {'append s':>9s} {'count s':>8s}"
+              f"   (median of {args.rounds})")
         for name, *_f in KINDS:
-            print(f"{name:42s} {report['merge_median_s'][name]:8.2f} {report['append_median_s'][name]:9.2f}")
+            print(f"{name:42s} {report['merge_median_s'][name]:8.2f} {report['merge_rewrites_median_s'][name]:9.2f} "
+                  f"{report['append_median_s'][name]:9.2f} {report['count_median_s'][name]:8.2f}")
         print(json.dumps(report["machine"]))
         if args.out_json:
             with open(args.out_json, "w") as fh:
