@@ -147,6 +147,11 @@ def test_dedup_through_spark(spark, server, tmp_path, monkeypatch):
     assert len(boiler - set(result)) == 1 and {result[u]["match"] for u in boiler & set(result)} == {"exact"}
     assert first.hot_bands > 0  # the boilerplate pages share every band: left out of the near join
 
+    # every page was new to dedup/pages: both tables were appended to, not MERGEd
+    from delta.tables import DeltaTable
+    for path in (root.dedup_pages, root.dedup_bands):
+        assert DeltaTable.forPath(spark, path).history(1).collect()[0]["operation"] == "WRITE", path
+
     # re-running changes nothing
     pages_before = {r["url"] for r in spark.read.format("delta").load(root.dedup_pages).collect()}
     bands_before = sorted(tuple(r) for r in spark.read.format("delta").load(root.dedup_bands).collect())
@@ -156,6 +161,15 @@ def test_dedup_through_spark(spark, server, tmp_path, monkeypatch):
     assert {r["url"] for r in spark.read.format("delta").load(root.dedup_pages).collect()} == pages_before
     assert sorted(tuple(r) for r in spark.read.format("delta").load(root.dedup_bands).collect()) == bands_before
     assert canonical in pages_before and not (set(result) & pages_before)
+    # an append made again for the segment (a run that died after one table's append, say) adds nothing
+    from jobs.tables import read_delta
+    known, bands = read_delta(spark, root.dedup_pages, True), read_delta(spark, root.dedup_bands, True)
+    small = dedup.decide_in_memory(spark, cfg, dedup.segment_pages(spark, root, seg, known), known, bands)
+    assert not small.all_new  # a re-run finds its pages there: it MERGEs (above)
+    dedup.merge_dedup_tables(spark, cfg, root, small.pages, spark.read.parquet(root.dedup_result(seg)), seg,
+                             small.new_bands, all_new=True)
+    assert {r["url"] for r in spark.read.format("delta").load(root.dedup_pages).collect()} == pages_before
+    assert sorted(tuple(r) for r in spark.read.format("delta").load(root.dedup_bands).collect()) == bands_before
     assert len(_same_answer_from_whole_tables(spark, cfg, root, seg, monkeypatch)) == len(result)
 
     # update applies it: status duplicate, dup_of, and a duplicate's links are trusted less
@@ -182,7 +196,7 @@ def test_dedup_through_spark(spark, server, tmp_path, monkeypatch):
     row = spark.read.format("delta").load(root.crawldb).filter(f"url = '{dup_url}'").collect()[0]
     assert row["status"] == "duplicate" and row["next_fetch_at"] is not None
     assert (row["next_fetch_at"] - row["last_fetched_at"]).total_seconds() == float(cfg["schedule.max_interval_s"])
-    from delta.tables import DeltaTable  # time passes: the recheck is due now
+    # time passes: the recheck is due now
     DeltaTable.forPath(spark, root.crawldb).update(f"url = '{dup_url}'", {"next_fetch_at": "timestamp'2000-01-01'"})
     path = dup_url[len(a):]
     old_page, PAGES[path] = PAGES[path], _html(_article(99), "2026-12-02")
