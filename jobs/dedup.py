@@ -180,8 +180,7 @@ def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], pages: DataFra
     segment_keys = {(p["url_hash"], p["url"]) for p in page_rows}
     if len(rows) > limit or len(segment_keys) != len(rows):
         return None
-    new_bands = [(p["url_hash"], p["url"], band, value, p["simhash"])
-                 for p in page_rows for band, value in band_rows(p["simhash"], p["signature"])]
+    new_bands = list(_bands_of(page_rows))
     values = spark.createDataFrame(sorted({(b[2], b[3]) for b in new_bands}), "band int, value long")
     band_slice = (old_bands.join(F.broadcast(values), ["band", "value"], "left_semi")
                   .select("band", "value", "url_hash", "url", "simhash").limit(_SLICE_MAX_KEYS + 1).collect())
