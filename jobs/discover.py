@@ -17,17 +17,18 @@ the URLs fetched in this segment are dropped, and the rest are joined with the c
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from crawl.crawldb.status import FetchStatus, discovered_links, new_url_state, outlink_score
+from crawl.crawldb.in_memory import LINK_SOURCES
+from crawl.crawldb.status import discovered_links, new_url_state, outlink_score
 from crawl.net.urls import host_bucket, host_of, url_hash
 from jobs.tables import URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch, from_epoch_col
 
 HOST_TOTAL_CAP = "host_total_cap"   # link_rejects reason: the host holds all the URLs it may
-_LINK_SOURCES = (FetchStatus.OK, FetchStatus.REDIRECT)
 _URL_FIELDS = URL_STATE_SCHEMA.fieldNames()
 _CANDIDATE_SCHEMA = ("url string, host string, host_bucket int, url_hash long, depth int, score double, "
                      "redirect_hops int, inlinks int, lastmod double")
@@ -47,18 +48,32 @@ def _keyed(rows: Iterator[Any], buckets: int) -> Iterator[tuple]:
                int(row["redirect_hops"]), int(row["inlinks"]), row["lastmod"])
 
 
+@dataclass(frozen=True)
+class LinkSettings:
+    factor: float         # update.outlink_score_factor
+    max_depth: int        # update.max_depth
+    max_redirects: int    # fetch.max_redirects
+    sitemap_score: float  # a sitemap entry's score: a seed's only outlink's
+    buckets: int          # crawldb.host_buckets
+
+    @classmethod
+    def of(cls, cfg: Mapping[str, Any]) -> "LinkSettings":
+        factor = float(cfg["update.outlink_score_factor"])
+        return cls(factor, int(cfg["update.max_depth"]), int(cfg["fetch.max_redirects"]),
+                   outlink_score(float(cfg["inject.seed_score"]), 1, factor), int(cfg["crawldb.host_buckets"]))
+
+
 def candidates(spark: SparkSession, outcomes: DataFrame, hosts: DataFrame, cfg: Mapping[str, Any]) -> DataFrame:
     """One row per URL discovered in the segment and not fetched in it (``_CANDIDATE_SCHEMA``)."""
-    factor = float(cfg["update.outlink_score_factor"])
-    max_depth = int(cfg["update.max_depth"])
-    max_redirects = int(cfg["fetch.max_redirects"])
-    buckets = int(cfg["crawldb.host_buckets"])
-    sources = (outcomes.filter(F.col("fetch_status").isin(*_LINK_SOURCES))
+    settings = LinkSettings.of(cfg)
+    factor, max_depth, max_redirects = settings.factor, settings.max_depth, settings.max_redirects
+    buckets = settings.buckets
+    sources = (outcomes.filter(F.col("fetch_status").isin(*LINK_SOURCES))
                .select("outlinks", "depth", "score", "fetch_status", "redirect_hops"))
     links = spark.createDataFrame(
         sources.rdd.mapPartitions(lambda it: _link_rows(it, factor, max_depth, max_redirects)),
         "url string, depth int, score double, redirect_hops int, n int, lastmod double", verifySchema=False)
-    sitemap_score = outlink_score(float(cfg["inject.seed_score"]), 1, factor)
+    sitemap_score = settings.sitemap_score
     from_sitemaps = (hosts.filter(F.col("sitemap_entries").isNotNull())
                      .select(F.explode("sitemap_entries").alias("e"))
                      .select(F.col("e.url").alias("url"), F.lit(1).alias("depth"),
@@ -79,6 +94,12 @@ def host_total_cap(cfg: Mapping[str, Any]) -> Column:
     """discovery.max_urls_per_host_total, or the first matching override's max_urls_total."""
     from jobs.generate import override_cap
     return override_cap(cfg, "max_urls_total", int(cfg["discovery.max_urls_per_host_total"]))
+
+
+def host_total_cap_of(cfg: Mapping[str, Any], host: str) -> int:
+    """host_total_cap for one host, in Python."""
+    from jobs.generate import override_value
+    return override_value(cfg, "max_urls_total", int(cfg["discovery.max_urls_per_host_total"]), host)
 
 
 def split_known(cands: DataFrame, url_state: DataFrame) -> tuple[DataFrame, DataFrame]:

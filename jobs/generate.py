@@ -50,6 +50,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from crawl.fetch.fetcher import HOST_FIELDS
+from crawl.fetch.politeness import override_matches
 from crawl.crawldb.status import GENERATABLE_STATUSES
 from jobs.commit_info import note_segment, writes_commits
 from jobs.common import add_run_options, is_commit_conflict, run_spark_step
@@ -119,6 +120,14 @@ def override_cap(cfg: Mapping[str, Any], key: str, default: int) -> Column:
             matches = name == pattern
         cap = F.when(matches, F.lit(int(entry[key]))).otherwise(cap)
     return cap
+
+
+def override_value(cfg: Mapping[str, Any], key: str, default: int, host: str) -> int:
+    """override_cap for one host, in Python: ``key`` of the first entry matching ``host`` that sets it."""
+    for entry in cfg["fetch.host_overrides"]:
+        if key in entry and override_matches(entry["pattern"], host):
+            return int(entry[key])
+    return int(default)
 
 
 def per_host_cap(cfg: Mapping[str, Any]) -> Column:

@@ -11,6 +11,9 @@ Outputs:  ONE Delta MERGE into crawldb: each attempted URL gets its new state fr
           Then one MERGE into hostdb (robots cache, sitemaps, crawl-delay, deferral, backoff,
           counters, link rejections by reason, URLs per host, the trap budget), one append to
           warc_index (url -> WARC file, its URI, offset), then the marker segments/<id>/_updated.
+          What the writes hold is computed on the driver for a segment of at most
+          update.local_max_urls URLs (local_sources, crawl/crawldb/in_memory.py: the same rules,
+          from four reads bounded by the segment), by Spark queries otherwise (spark_sources).
 Re-run:   safe, changes nothing. With the marker present the job stops at once. Without it (the
           job died before writing it), each table takes the segment's write once: every write
           carries Delta's idempotent-write pair (application id deltacrawl-update-<segment>,
@@ -27,13 +30,14 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from crawl.crawldb import in_memory
 from crawl.crawldb.status import DUPLICATE, FetchStatus, apply_fetch, mark_duplicate, schedule_policy
 from crawl.fetch.warc import warc_location_uri
 from jobs import discover
@@ -45,7 +49,8 @@ from jobs.generate import per_host_cap
 from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot,
                          ensure_tables, epoch_schema, from_epoch, from_epoch_col, path_exists, read_host_state,
                          read_url_state, to_epoch, url_counts, write_marker)
-from jobs.writes import append_once, commit_once, merge_counts, merge_mode, run_concurrently, txn_app_id
+from jobs.writes import (append_once, commit_once, local_merge_sources, merge_counts, merge_mode, run_concurrently,
+                         txn_app_id)
 
 URL_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 _OUTCOME_FIELDS = ("fetch_status", "http_status", "fetched_at", "content_hash", "content_type", "etag",
@@ -105,8 +110,6 @@ def with_duplicates(spark: SparkSession, root: CrawlRoot, segment_id: str, outco
             .withColumn("score", F.when(F.col("dup_of").isNotNull(), F.col("score") * factor).otherwise(F.col("score"))))
 
 
-# Answers after which a page no longer holds the content its duplicates copy.
-_LOST_CONTENT = (FetchStatus.NOT_FOUND, FetchStatus.CLIENT_ERROR, FetchStatus.REDIRECT)
 
 
 def orphaned_duplicates(url_state: DataFrame, outcomes: DataFrame, now: float) -> DataFrame:
@@ -121,7 +124,7 @@ def orphaned_duplicates(url_state: DataFrame, outcomes: DataFrame, now: float) -
     changed = ((F.col("fetch_status") == FetchStatus.OK) & F.col("text_hash").isNotNull()
                & F.col("_old_text").isNotNull() & (F.col("text_hash") != F.col("_old_text")))
     lost = (outcomes.join(previous, ["url_hash", "url"], "left")
-            .filter(F.col("fetch_status").isin(*_LOST_CONTENT) | changed | F.col("dup_of").isNotNull())
+            .filter(F.col("fetch_status").isin(*in_memory.LOST_CONTENT) | changed | F.col("dup_of").isNotNull())
             .select(F.col("url").alias("dup_of")).distinct())
     fetched = outcomes.select("url_hash", "url")
     return (url_state.filter(F.col("status") == DUPLICATE).join(lost, "dup_of", "left_semi")
@@ -278,6 +281,128 @@ def append_warc_index(root: CrawlRoot, outcomes: DataFrame, app_id: str) -> int:
     return archived
 
 
+@dataclass
+class Sources:
+    """What update writes, as DataFrames: the crawldb MERGE's three sources (updates of the
+    leased URLs, new URL rows, due-now hints), per host the new URLs its budget let in and kept
+    out (per_host_counts), and the segment's url and host rows."""
+    updates: DataFrame
+    new_rows: DataFrame
+    hints: DataFrame
+    host_counts: DataFrame
+    outcomes: DataFrame
+    hosts: DataFrame
+    local: bool = False   # made only of rows the driver holds (local_sources)
+    cached: list[DataFrame] = field(default_factory=list)
+
+    def release(self) -> None:
+        for df in self.cached:
+            df.unpersist()
+
+
+def spark_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
+                  now: float) -> Sources:
+    """The sources computed by Spark queries, for a segment of any size."""
+    fetched = spark.read.parquet(root.fetched(segment_id))
+    outcomes = with_duplicates(spark, root, segment_id, fetched.filter(F.col("kind") == "url"), cfg)
+    hosts = fetched.filter(F.col("kind") == "host")
+    # pinned: the sources are computed while the MERGE writes a new version
+    url_state = read_url_state(spark, root, pinned=True)
+    updates = updated_states(spark, url_state, outcomes, cfg)
+    # what the segment discovered: new URLs within each host's budget, and lastmod hints
+    unknown, known = discover.split_known(discover.candidates(spark, outcomes, hosts, cfg), url_state)
+    budgeted = discover.within_host_budget(unknown, read_host_state(spark, root, pinned=True), cfg).cache()
+    new_rows = discover.new_url_rows(spark, budgeted.filter("_keep"), now, segment_id)
+    hints = due_now_hints(discover.lastmod_hints(known, now), orphaned_duplicates(url_state, outcomes, now))
+    return Sources(updates, new_rows, hints, discover.per_host_counts(budgeted), outcomes, hosts,
+                   cached=[budgeted])
+
+
+# At most this many discovered URLs (or crawldb rows they and the segment's pages meet) for
+# local_sources; above, Spark computes the sources.
+_LOCAL_MAX_ROWS = 200_000
+_KEYS = "host_bucket int, url_hash long, url string"
+
+
+def _crawldb_rows(spark: SparkSession, root: CrawlRoot, keys: list[tuple], urls: list[str]) -> list[dict] | None:
+    """The crawldb rows (epoch times) of ``keys`` (and of any URL sharing a url_hash with one),
+    and of the duplicates whose dup_of is one of ``urls``; None if more than _LOCAL_MAX_ROWS. One
+    filtered scan: Delta plans each filtered read of a table with three file-listing jobs
+    (~0.45 s on a small table), so a join or a union of two reads costs more than it saves."""
+    hashes = sorted({k[1] for k in keys})
+    wanted = F.col("url_hash").isin(hashes) | ((F.col("status") == DUPLICATE) & F.col("dup_of").isin(urls))
+    rows = (to_epoch(read_url_state(spark, root).filter(wanted), URL_STATE_TIMES).select(*_URL_FIELDS)
+            .limit(2 * _LOCAL_MAX_ROWS + 1).collect())
+    return None if len(rows) > 2 * _LOCAL_MAX_ROWS else [r.asDict() for r in rows]
+
+
+def _host_url_counts(spark: SparkSession, root: CrawlRoot, hosts: list[tuple]) -> dict[tuple[int, str], int | None]:
+    """host_state.url_count of ``hosts`` ((host_bucket, host) pairs)."""
+    if not hosts:
+        return {}
+    rows = (read_host_state(spark, root).filter(F.col("host").isin(sorted({h for _, h in hosts})))
+            .select("host_bucket", "host", "url_count").collect())
+    return {(r["host_bucket"], r["host"]): r["url_count"] for r in rows}
+
+
+def local_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
+                  now: float) -> Sources | None:
+    """The sources of a segment of at most update.local_max_urls URLs, computed on the driver
+    (crawl/crawldb/in_memory.py) from what it collects: the segment, dedup's answer, the crawldb
+    rows the segment can touch and its hosts' url_count; four reads instead of a dozen planned
+    queries. None when the segment is larger, or what it discovered or touches is larger than
+    _LOCAL_MAX_ROWS (or a URL appears twice in it): spark_sources computes them then."""
+    limit = int(cfg["update.local_max_urls"])
+    if limit <= 0:
+        return None
+    fetched = spark.read.parquet(root.fetched(segment_id))
+    fetched = fetched.select(*[c for c in fetched.columns if c != "signature"])  # dedup's, not needed here
+
+    def duplicates() -> dict[tuple[int, str], str]:
+        if not path_exists(spark, root.dedup_result(segment_id)):
+            return {}
+        rows = spark.read.parquet(root.dedup_result(segment_id)).select("url_hash", "url", "dup_of").collect()
+        return {(r["url_hash"], r["url"]): r["dup_of"] for r in rows}
+
+    # a host row per host with URLs in the segment: at most as many as url rows
+    segment, dup_of = run_concurrently(lambda: fetched.limit(2 * limit + 1).collect(), duplicates)
+    url_rows = [r.asDict() for r in segment if r["kind"] == "url"]
+    host_rows = [r.asDict() for r in segment if r["kind"] == "host"]
+    keys = {in_memory.key_of(r) for r in url_rows}
+    if len(segment) > 2 * limit or len(url_rows) > limit or len(keys) != len(url_rows):
+        return None
+    links = discover.LinkSettings.of(cfg)
+    outcomes = in_memory.with_duplicates(url_rows, dup_of, float(cfg["dedup.duplicate_link_factor"]))
+    cands = in_memory.candidates(outcomes, host_rows, links.factor, links.max_depth, links.max_redirects,
+                                 links.sitemap_score, links.buckets)
+    if len(cands) > _LOCAL_MAX_ROWS:
+        return None
+    crawldb, counts = run_concurrently(
+        lambda: _crawldb_rows(spark, root, sorted(keys | {in_memory.key_of(c) for c in cands}),
+                              sorted({o["url"] for o in outcomes})),
+        lambda: _host_url_counts(spark, root, sorted({(c["host_bucket"], c["host"]) for c in cands})))
+    if crawldb is None:
+        return None
+    plan = in_memory.plan(outcomes, cands, {in_memory.key_of(r): r for r in crawldb}, counts,
+                          lambda host: discover.host_total_cap_of(cfg, host), schedule_policy(cfg), now, segment_id)
+
+    def url_state_rows(rows: list[dict]) -> DataFrame:
+        local = spark.createDataFrame([tuple(r[n] for n in _URL_FIELDS) for r in rows], epoch_schema(URL_STATE_SCHEMA),
+                                      verifySchema=False)
+        return from_epoch(local, URL_STATE_TIMES)
+
+    hints = spark.createDataFrame(plan.hints, _KEYS + ", next_fetch_at double")
+    segment_df = spark.createDataFrame(segment, fetched.schema, verifySchema=False)
+    return Sources(url_state_rows(plan.updates), url_state_rows(plan.new_rows),
+                   hints.withColumn("next_fetch_at", from_epoch_col(F.col("next_fetch_at"))),
+                   spark.createDataFrame(plan.host_counts, "host_bucket int, host string, new_urls long, over_cap long"),
+                   segment_df.filter(F.col("kind") == "url"), segment_df.filter(F.col("kind") == "host"), local=True)
+
+
+def sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str, now: float) -> Sources:
+    return local_sources(spark, cfg, root, segment_id, now) or spark_sources(spark, cfg, root, segment_id, now)
+
+
 @writes_commits("update")
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
         now: float | None = None) -> UpdateResult:
@@ -292,42 +417,33 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     rerun = path_exists(spark, root.update_started_marker(segment_id))
     if not rerun:
         write_marker(spark, root.update_started_marker(segment_id), f"update started at {now}\n")
-    fetched = spark.read.parquet(root.fetched(segment_id))
-    outcomes = with_duplicates(spark, root, segment_id, fetched.filter(F.col("kind") == "url"), cfg)
-    hosts = fetched.filter(F.col("kind") == "host")
-    # pinned: the counts below are computed again after the crawldb MERGE, from the same snapshot
-    url_state = read_url_state(spark, root, pinned=True)
-    updates = updated_states(spark, url_state, outcomes, cfg)
-    # what the segment discovered: new URLs within each host's budget, and lastmod hints
-    unknown, known = discover.split_known(discover.candidates(spark, outcomes, hosts, cfg), url_state)
-    budgeted = discover.within_host_budget(unknown, read_host_state(spark, root, pinned=True), cfg).cache()
+    src = sources(spark, cfg, root, segment_id, now)
     try:
-        new_rows = discover.new_url_rows(spark, budgeted.filter("_keep"), now, segment_id)
-        hints = due_now_hints(discover.lastmod_hints(known, now), orphaned_duplicates(url_state, outcomes, now))
-        host_rows = _host_source(hosts, discover.per_host_counts(budgeted), cfg, segment_id, now)
+        host_rows = _host_source(src.hosts, src.host_counts, cfg, segment_id, now)
         app_id = txn_app_id("update", segment_id)
         # each table takes the segment's write once; deletion vectors or rewrites by table size
-        with commit_once(spark, app_id), merge_mode(spark, cfg, root.crawldb, root.hostdb):
+        with (commit_once(spark, app_id), merge_mode(spark, cfg, root.crawldb, root.hostdb),
+              local_merge_sources(spark, src.local)):
             if not rerun:
                 # The three writes read only pinned inputs and the segment, never each other's new
                 # rows, so they run side by side.
                 counts, n_hosts, archived = run_concurrently(
-                    lambda: merge_crawldb(spark, root, updates, new_rows, hints),
+                    lambda: merge_crawldb(spark, root, src.updates, src.new_rows, src.hints),
                     lambda: merge_hostdb(spark, root, host_rows, cfg),
-                    lambda: append_warc_index(root, outcomes, app_id))
+                    lambda: append_warc_index(root, src.outcomes, app_id))
             else:
                 # A run of this segment died midway, and its crawldb commit may be in: then the
                 # URLs it inserted are known now, and the new-URL counts above miss them. The
                 # hosts' url_count is counted again from the crawldb once it has the segment.
-                counts = merge_crawldb(spark, root, updates, new_rows, hints)
+                counts = merge_crawldb(spark, root, src.updates, src.new_rows, src.hints)
                 exact = url_counts(spark, root, host_rows).withColumnRenamed("url_count", "_exact")
                 host_rows = (host_rows.join(exact, ["host_bucket", "host"], "left")
                              .withColumn("url_count_exact", F.coalesce("_exact", F.lit(0).cast("long")))
                              .drop("_exact"))
                 n_hosts, archived = run_concurrently(lambda: merge_hostdb(spark, root, host_rows, cfg),
-                                                     lambda: append_warc_index(root, outcomes, app_id))
+                                                     lambda: append_warc_index(root, src.outcomes, app_id))
     finally:
-        budgeted.unpersist()
+        src.release()
     write_marker(spark, root.updated_marker(segment_id), f"updated at {now}\n")
     result = UpdateResult(segment_id, False, counts["updated"], counts["inserted"], n_hosts, archived)
     return result

@@ -15,6 +15,7 @@ from aiohttp import web
 from jobs import dedup, fetch, generate, inject, update
 from jobs.tables import CrawlRoot
 from tests.conftest import make_config, write_seeds
+from tests.update_paths import both_update_paths
 
 HOST_A, HOST_B = "127.0.0.61", "127.0.0.62"
 BOILERPLATE = 30
@@ -124,6 +125,12 @@ def _same_answer_from_whole_tables(spark, cfg, root, seg, monkeypatch):
 
 
 def test_dedup_through_spark(spark, server, tmp_path, monkeypatch):
+    with both_update_paths() as checked:  # duplicates, their links, released and orphaned duplicates
+        _dedup_through_spark(spark, server, tmp_path, monkeypatch)
+    assert len(checked) == 4
+
+
+def _dedup_through_spark(spark, server, tmp_path, monkeypatch):
     a, b = server[HOST_A], server[HOST_B]
     seeds = [a + p for p in PAGES if p not in ("/late.html", "/only-from-orig.html", "/only-from-copy.html")]
     seeds.append(b + "/mirror.html")

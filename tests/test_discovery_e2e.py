@@ -14,6 +14,7 @@ from jobs import stats
 from jobs.tables import CrawlRoot
 from tests.conftest import make_config, write_seeds
 from tests.politeness import assert_polite
+from tests.update_paths import both_update_paths
 
 CYCLES = 3
 PER_CYCLE = 20     # generate.max_urls_per_host: more than a normal host has
@@ -30,7 +31,9 @@ def crawled(spark, tmp_path_factory):
         cfg = make_config(generate__max_urls_per_host=PER_CYCLE, discovery__max_urls_per_host_total=TOTAL,
                           discovery__trap_min_pages=4, fetch__delay_s=0.05)
         root = CrawlRoot(str(tmp / "crawl"))
-        crawl_job.run(spark, cfg, root, write_seeds(tmp / "seeds.txt", seeds), CYCLES)
+        with both_update_paths() as checked:  # budgets, over-cap counts, sitemap entries, traps
+            crawl_job.run(spark, cfg, root, write_seeds(tmp / "seeds.txt", seeds), CYCLES)
+        assert len(checked) == CYCLES
         log = web.requests()
     finally:
         web.stop()
@@ -97,7 +100,9 @@ def test_a_newer_sitemap_lastmod_makes_a_fetched_page_due_again(spark, tmp_path)
         root = CrawlRoot(str(tmp_path / "crawl"))
         page = f"http://{web.host_name(0)}/p/0.html"  # listed with <lastmod> in the gzip sitemap
         seeds = write_seeds(tmp_path / "seeds.txt", web.seed_urls() + [page])
-        crawl_job.run(spark, cfg, root, seeds, 2)  # cycle 1 fetches it, cycle 2's sitemap says it changed
+        with both_update_paths() as checked:  # lastmod hints
+            crawl_job.run(spark, cfg, root, seeds, 2)  # cycle 1 fetches it, cycle 2's sitemap says it changed
+        assert len(checked) == 2
     finally:
         web.stop()
     rows = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}

@@ -8,6 +8,7 @@ import re
 from jobs import cli
 from tests.conftest import FAST, write_seeds
 from tests.expected import assert_breadth_first, assert_hosts_and_index
+from tests.update_paths import both_update_paths
 from tests.politeness import assert_polite
 
 CYCLES = 3
@@ -63,7 +64,9 @@ def test_one_cycle_over_the_hostile_web(spark, tmp_path, capsys):
         assert len([u for u in fl if messy in u]) == 3  # the override's cap, not the default 100
         result = fetch.run(spark, cfg, root, seg.segment_id)
         assert result.urls == len(fl)  # one outcome per URL: nothing lost, no task failed
-        update.run(spark, cfg, root, seg.segment_id)
+        with both_update_paths() as checked:  # every kind of failure, redirects, a host override
+            update.run(spark, cfg, root, seg.segment_id)
+        assert checked
     finally:
         web.stop()
     rows = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}

@@ -1,0 +1,161 @@
+"""What jobs/update.py writes for one segment, computed in memory for a small segment.
+
+jobs/update.py computes its MERGE sources with Spark queries (updated_states, jobs/discover.py,
+orphaned_duplicates): on a small segment their data is a few hundred rows and their cost is
+Spark's planning and job start, about half of a warm update's time (BENCHMARKS.md "Cycle cost,
+sixth round"). For a segment of at most ``update.local_max_urls`` URLs, jobs/update.py instead
+collects the segment, the crawldb rows it can touch (its own URLs, the URLs it discovered, the
+duplicates of its pages) and the url_count of the hosts it discovered URLs on: all bounded by
+the segment, not by the tables. This module then computes, with the rules of jobs/update.py and
+jobs/discover.py step for step (tests/test_update_local.py compares the two on real crawls):
+
+- updates: each attempted URL still leased to the segment gets
+  crawl.crawldb.status.apply_fetch (and mark_duplicate when dedup found its content elsewhere);
+- candidates: outlinks and redirect targets of the pages answered OK or with a redirect
+  (crawl.crawldb.status.discovered_links, with a duplicate's score scaled down) and the hosts'
+  sitemap entries, one row per URL (least depth, summed score and in-links, least redirect hops,
+  newest lastmod), without the URLs the segment attempted;
+- new rows: the unknown candidates each host's total budget has room for, best score first
+  (then least depth, then URL), and per host how many were kept and how many were over its cap;
+- hints (due now): known candidates whose sitemap lastmod is newer than their last fetch, and the
+  duplicates of pages that no longer hold the content they copy (gone, redirected, changed text,
+  or duplicates themselves), except those attempted in this segment.
+
+Rows use epoch seconds (floats) for times, as the Spark path's Python stages do; jobs/update.py
+converts them with jobs.tables.from_epoch.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from crawl.crawldb.status import (DUPLICATE, FetchStatus, apply_fetch, discovered_links, mark_duplicate,
+                                  new_url_state)
+from crawl.net.urls import host_bucket, host_of, url_hash
+
+Key = tuple[int, int, str]  # (host_bucket, url_hash, url): the crawldb's row key
+# the fields of one candidate, in jobs/discover.py's _CANDIDATE_SCHEMA order
+CANDIDATE_FIELDS = ("url", "host", "host_bucket", "url_hash", "depth", "score", "redirect_hops", "inlinks", "lastmod")
+LINK_SOURCES = (FetchStatus.OK, FetchStatus.REDIRECT)
+# Answers after which a page no longer holds the content its duplicates copy.
+LOST_CONTENT = (FetchStatus.NOT_FOUND, FetchStatus.CLIENT_ERROR, FetchStatus.REDIRECT)
+
+
+@dataclass
+class Plan:
+    updates: list[dict[str, Any]] = field(default_factory=list)    # crawldb rows of the leased URLs
+    new_rows: list[dict[str, Any]] = field(default_factory=list)   # crawldb rows of the URLs let in
+    hints: list[tuple[int, int, str, float]] = field(default_factory=list)       # keys, next_fetch_at
+    host_counts: list[tuple[int, str, int, int]] = field(default_factory=list)   # keys, new_urls, over_cap
+
+
+def key_of(row: Mapping[str, Any]) -> Key:
+    return row["host_bucket"], row["url_hash"], row["url"]
+
+
+def with_duplicates(outcomes: Iterable[Mapping[str, Any]], dup_of: Mapping[tuple[int, str], str],
+                    factor: float) -> list[dict[str, Any]]:
+    """The outcomes with dedup's ``dup_of`` (or None), a duplicate's score times ``factor``."""
+    out = []
+    for row in outcomes:
+        d = dict(row)
+        d["dup_of"] = dup_of.get((d["url_hash"], d["url"]))
+        if d["dup_of"] is not None:
+            d["score"] = d["score"] * factor
+        out.append(d)
+    return out
+
+
+def candidates(outcomes: Iterable[Mapping[str, Any]], hosts: Iterable[Mapping[str, Any]], factor: float,
+               max_depth: int, max_redirects: int, sitemap_score: float, buckets: int) -> list[dict[str, Any]]:
+    """One dict (CANDIDATE_FIELDS) per URL the segment discovered and did not attempt."""
+    outcomes = list(outcomes)
+    found: dict[str, list] = {}  # url -> [depth, score, redirect_hops, inlinks, lastmod]
+
+    def add(url: str, depth: int, score: float, hops: int, n: int, lastmod: float | None) -> None:
+        seen = found.get(url)
+        if seen is None:
+            found[url] = [depth, score, hops, n, lastmod]
+            return
+        seen[0] = min(seen[0], depth)
+        seen[1] += score
+        seen[2] = min(seen[2], hops)
+        seen[3] += n
+        if lastmod is not None and (seen[4] is None or lastmod > seen[4]):
+            seen[4] = lastmod
+
+    for row in outcomes:
+        if row["fetch_status"] in LINK_SOURCES:
+            for url, depth, share, hops in discovered_links(row, factor, max_depth, max_redirects):
+                add(url, depth, share, hops, 1, None)
+    if max_depth >= 1:
+        for host in hosts:
+            for entry in host.get("sitemap_entries") or ():
+                add(entry["url"], 1, sitemap_score, 0, 0, entry["lastmod"])
+    for row in outcomes:
+        found.pop(row["url"], None)
+    out = []
+    for url, (depth, score, hops, n, lastmod) in found.items():
+        host = host_of(url)
+        out.append({"url": url, "host": host, "host_bucket": host_bucket(host, buckets), "url_hash": url_hash(url),
+                    "depth": int(depth), "score": float(score), "redirect_hops": int(hops), "inlinks": int(n),
+                    "lastmod": lastmod})
+    return out
+
+
+def _micros(epoch: float) -> int:
+    """Epoch seconds as whole microseconds, rounded half up (jobs.tables.from_epoch_col)."""
+    return int(epoch * 1e6 + 0.5) if epoch >= 0 else -int(-epoch * 1e6 + 0.5)
+
+
+def plan(outcomes: list[Mapping[str, Any]], cands: list[Mapping[str, Any]], crawldb: Mapping[Key, Mapping[str, Any]],
+         url_counts: Mapping[tuple[int, str], int | None], host_cap: Callable[[str], int],
+         policy: Mapping[str, Any], now: float, segment_id: str) -> Plan:
+    """The segment's writes. ``outcomes``: the attempted URLs (with_duplicates); ``crawldb``: the
+    rows (URL fields, epoch times) of every URL in ``outcomes`` or ``cands`` that the crawldb
+    holds, and of every duplicate whose dup_of is one of the outcomes' URLs; ``url_counts``:
+    host_state.url_count of the candidates' hosts (absent or None: 0); ``host_cap``: a host's
+    total budget (discovery.max_urls_per_host_total or its override)."""
+    result = Plan()
+    attempted = {(o["url_hash"], o["url"]) for o in outcomes}
+    by_url_key = {(k[1], k[2]): row for k, row in crawldb.items()}
+    lost: set[str] = set()
+    for o in outcomes:
+        state = crawldb.get(key_of(o))
+        if state is not None and state["lease_until"] is not None and state["segment_id"] == o["segment_id"]:
+            new = apply_fetch(state, o, policy)
+            if o["dup_of"]:
+                new = mark_duplicate(new, o["dup_of"], policy)
+            result.updates.append(new)
+        old = by_url_key.get((o["url_hash"], o["url"]))
+        old_text = old["text_hash"] if old is not None else None
+        changed = (o["fetch_status"] == FetchStatus.OK and o["text_hash"] is not None and old_text is not None
+                   and o["text_hash"] != old_text)
+        if o["fetch_status"] in LOST_CONTENT or changed or o["dup_of"] is not None:
+            lost.add(o["url"])
+
+    hints: dict[Key, float] = {}
+    unknown: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for c in cands:
+        known = crawldb.get(key_of(c))
+        if known is None:
+            unknown[c["host"]].append(c)
+        elif (c["lastmod"] is not None and known["last_fetched_at"] is not None
+              and _micros(c["lastmod"]) > _micros(known["last_fetched_at"])):
+            hints[key_of(c)] = now
+    for key, row in crawldb.items():
+        if row["status"] == DUPLICATE and row["dup_of"] in lost and (key[1], key[2]) not in attempted:
+            hints[key] = now
+    result.hints = [(*key, at) for key, at in hints.items()]
+
+    for host, rows in unknown.items():
+        rows.sort(key=lambda c: (-c["score"], c["depth"], c["url"]))
+        bucket = rows[0]["host_bucket"]
+        room = host_cap(host) - (url_counts.get((bucket, host)) or 0)
+        kept = rows[:max(room, 0)]
+        for c in kept:
+            result.new_rows.append(new_url_state(c["url"], host, bucket, c["url_hash"], c["depth"], c["score"], now,
+                                                 c["redirect_hops"], c["inlinks"], segment_id))
+        result.host_counts.append((bucket, host, len(kept), len(rows) - len(kept)))
+    return result
