@@ -21,6 +21,9 @@ Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= n
              leaves the rest to the other (a cycle is never smaller than top_n while that many
              are due within their hosts' caps), and neither a flood of new links nor a large
              refresh backlog can starve the other.
+          When at most generate.local_max_due URLs are due, they are ranked on the driver by the
+          same rules (local_fetchlist, crawl/crawldb/selection.py), else by a Spark query
+          (spark_fetchlist).
 Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's cached
           robots.txt when fresher than fetch.robots_ttl_s, its sitemap list, and
           when its sitemaps were last read if within sitemaps.ttl_s); then one MERGE writes the lease
@@ -42,23 +45,26 @@ import math
 import secrets
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
 from crawl.fetch.fetcher import HOST_FIELDS
 from crawl.fetch.politeness import override_matches
+from crawl.crawldb import selection
 from crawl.crawldb.status import GENERATABLE_STATUSES
 from jobs.commit_info import note_segment, writes_commits
 from jobs.common import add_run_options, is_commit_conflict, run_spark_step
 from jobs.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
-from jobs.tables import (FETCHLIST_SCHEMA, CrawlRoot, delete_path, ensure_tables, from_epoch_col,
-                         read_host_state, read_url_state, table_exists, write_marker)
+from jobs.tables import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, CrawlRoot, delete_path, ensure_tables,
+                         epoch_schema, from_epoch, from_epoch_col, read_host_state, read_url_state, table_exists,
+                         to_epoch, write_marker)
 from jobs.tracking import record_step
-from jobs.writes import merge_mode
+from jobs.writes import local_merge_sources, merge_mode
 
 LEASE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 
@@ -86,17 +92,24 @@ DUE_COLUMNS = ("url", "url_hash", "host", "host_bucket", "depth", "score", "next
                "fetch_count", "etag", "last_modified", "redirect_hops")
 
 
-def select_due(url_state: DataFrame, host_state: DataFrame, now: float) -> DataFrame:
-    """URLs eligible for fetching now (see module docstring)."""
+def _due_regardless_of_host(url_state: DataFrame, now: float) -> DataFrame:
     now_ts = from_epoch_col(F.lit(now))
-    # hosts deferred (Crawl-delay too large) or backing off (429/503, robots.txt unreachable)
-    deferred = (host_state.filter((F.col("deferred_until") > now_ts) | (F.col("backoff_until") > now_ts))
-                .select("host_bucket", "host"))
     return (url_state
             .filter(F.col("status").isin(*GENERATABLE_STATUSES))
             .filter(F.col("next_fetch_at") <= now_ts)
-            .filter(F.col("lease_until").isNull() | (F.col("lease_until") <= now_ts))
-            .join(deferred, ["host_bucket", "host"], "left_anti"))
+            .filter(F.col("lease_until").isNull() | (F.col("lease_until") <= now_ts)))
+
+
+def _held_back(now: float) -> Column:
+    """The host is deferred (Crawl-delay too large) or backing off (429/503, robots.txt unreachable)."""
+    now_ts = from_epoch_col(F.lit(now))
+    return (F.col("deferred_until") > now_ts) | (F.col("backoff_until") > now_ts)
+
+
+def select_due(url_state: DataFrame, host_state: DataFrame, now: float) -> DataFrame:
+    """URLs eligible for fetching now (see module docstring)."""
+    held_back = host_state.filter(_held_back(now)).select("host_bucket", "host")
+    return _due_regardless_of_host(url_state, now).join(held_back, ["host_bucket", "host"], "left_anti")
 
 
 def host_name_col() -> Column:
@@ -237,14 +250,22 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
     return rows.repartition("host").sortWithinPartitions("host", "_rank").drop("_rank")
 
 
-@writes_commits("generate")
-def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> GenerateResult:
-    now = time.time() if now is None else now
-    if not table_exists(spark, root.crawldb):
-        raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
-    ensure_tables(spark, root)  # crawl roots of older versions get the new columns
-    segment_id = new_segment_id(now)
-    note_segment(spark, segment_id)  # the lease MERGE's commit names the segment
+@dataclass
+class Fetchlist:
+    """A segment's fetchlist rows (FETCHLIST_SCHEMA), and, when it was chosen in memory
+    (local_fetchlist), its URL and host counts and the lease MERGE's source (local relations)."""
+    rows: DataFrame
+    counts: tuple[int, int] | None = None
+    keys: DataFrame | None = None
+    cached: list[DataFrame] = field(default_factory=list)
+
+    def release(self) -> None:
+        for df in self.cached:
+            df.unpersist()
+
+
+def spark_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
+                    now: float) -> Fetchlist:
     # Both inputs are read once and cached: the fetchlist query reads the due URLs twice (one
     # top-k per pool) and the hostdb three times, and Delta plans every scan of a table with a
     # Spark job of its own ("Filtering files for query"), about fifty for this query, which
@@ -254,24 +275,93 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
     # against 45 s with these 12: BENCHMARKS.md "Fourth run: a quiet machine").
     host_state = read_host_state(spark, root).cache()
     due = select_due(read_url_state(spark, root), host_state, now).select(*DUE_COLUMNS).cache()
+    return Fetchlist(select_fetchlist(due, host_state, cfg, segment_id, now), cached=[due, host_state])
+
+
+_HOST_COLUMNS = ("host_bucket", "host", "url_budget", "backoff_s", "sitemaps", "robots_status", "robots_fetched_at",
+                 "sitemaps_fetched_at", "deferred_until", "backoff_until")
+
+
+def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
+                    now: float) -> Fetchlist | None:
+    """The fetchlist chosen on the driver (crawl/crawldb/selection.py) when at most
+    generate.local_max_due URLs are due: two reads (the due URLs, their hosts' rows without the
+    robots.txt bodies) instead of the planned query; the bodies join the chosen rows as they are
+    written. None when more are due (in hosts held back or not): spark_fetchlist chooses then."""
+    limit = int(cfg["generate.local_max_due"])
+    if limit <= 0:
+        return None
+    due = (to_epoch(_due_regardless_of_host(read_url_state(spark, root), now).select(*DUE_COLUMNS), ["next_fetch_at"])
+           .limit(limit + 1).collect())
+    if len(due) > limit:
+        return None
+    names = sorted({r["host"] for r in due})
+    hosts = {}
+    if names:
+        rows = to_epoch(read_host_state(spark, root).filter(F.col("host").isin(names)).select(*_HOST_COLUMNS),
+                        [c for c in HOST_STATE_TIMES if c in _HOST_COLUMNS]).collect()
+        hosts = {r["host"]: r.asDict() for r in rows}
+    now_us = selection._micros(now)
+    held_back = {h for h, r in hosts.items()
+                 if any(r[c] is not None and selection._micros(r[c]) > now_us for c in ("deferred_until", "backoff_until"))}
+    due = [r.asDict() for r in due if r["host"] not in held_back]
+    chosen = selection.select(due, lambda host: override_value(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]), host),
+                              {h: r["url_budget"] for h, r in hosts.items()},
+                              budget_split(int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"])),
+                              int(cfg["generate.top_n"]), cfg, now)
+    rows = selection.with_hosts(chosen, hosts, HOST_FIELDS, now - float(cfg["fetch.robots_ttl_s"]),
+                                now - float(cfg["sitemaps.ttl_s"]))
+    columns = [c for c in FETCHLIST_SCHEMA.fieldNames() if c != "robots_txt"]
+    schema = StructType([f for f in epoch_schema(FETCHLIST_SCHEMA).fields if f.name != "robots_txt"]
+                        + [StructField("_robots", BooleanType()), StructField("_rank", IntegerType())])
+    for r in rows:
+        r["segment_id"] = segment_id
+    local = from_epoch(spark.createDataFrame([tuple(r[c] for c in columns) + (r["_robots"], r["_rank"]) for r in rows],
+                                             schema, verifySchema=False), FETCHLIST_TIMES)
+    bodies = read_host_state(spark, root).select("host_bucket", "host", F.col("robots_txt").alias("_body"))
+    with_bodies = (local.join(bodies, ["host_bucket", "host"], "left")
+                   .withColumn("robots_txt", F.when(F.col("_robots"), F.col("_body")))
+                   .select(*FETCHLIST_SCHEMA.fieldNames(), "_rank"))
+    written = with_bodies.repartition("host").sortWithinPartitions("host", "_rank").drop("_rank")
+    keys = spark.createDataFrame([(r["host_bucket"], r["url_hash"], r["url"], segment_id) for r in rows],
+                                 "host_bucket int, url_hash long, url string, segment_id string")
+    return Fetchlist(written, (len(rows), len({r["host"] for r in rows})), keys)
+
+
+def fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str, now: float) -> Fetchlist:
+    return local_fetchlist(spark, cfg, root, segment_id, now) or spark_fetchlist(spark, cfg, root, segment_id, now)
+
+
+@writes_commits("generate")
+def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> GenerateResult:
+    now = time.time() if now is None else now
+    if not table_exists(spark, root.crawldb):
+        raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
+    ensure_tables(spark, root)  # crawl roots of older versions get the new columns
+    segment_id = new_segment_id(now)
+    note_segment(spark, segment_id)  # the lease MERGE's commit names the segment
+    chosen = fetchlist(spark, cfg, root, segment_id, now)
+    path = root.fetchlist(segment_id)
     try:
-        fetchlist = select_fetchlist(due, host_state, cfg, segment_id, now)
-        path = root.fetchlist(segment_id)
-        fetchlist.write.mode("errorifexists").parquet(path)
+        chosen.rows.write.mode("errorifexists").parquet(path)
     finally:
-        due.unpersist()
-        host_state.unpersist()
+        chosen.release()
     written = spark.read.parquet(path)
-    counts = written.agg(F.count("*").alias("urls"), F.countDistinct("host").alias("hosts")).collect()[0]
-    if counts["urls"] == 0:
+    if chosen.counts is None:
+        counts = written.agg(F.count("*").alias("urls"), F.countDistinct("host").alias("hosts")).collect()[0]
+        n_urls, n_hosts = int(counts["urls"]), int(counts["hosts"])
+    else:
+        n_urls, n_hosts = chosen.counts
+    if n_urls == 0:
         delete_path(spark, root.segment(segment_id))
         return GenerateResult(None, 0, 0)
     lease_until = from_epoch_col(F.lit(now + float(cfg["generate.lease_s"])))
     now_ts = from_epoch_col(F.lit(now))
+    keys = chosen.keys if chosen.keys is not None else written.select("host_bucket", "url_hash", "url", "segment_id")
     try:
-        with merge_mode(spark, cfg, root.crawldb):
+        with merge_mode(spark, cfg, root.crawldb), local_merge_sources(spark, chosen.keys is not None):
             (DeltaTable.forPath(spark, root.crawldb).alias("t")
-             .merge(written.select("host_bucket", "url_hash", "url", "segment_id").alias("s"), LEASE_KEY)
+             .merge(keys.alias("s"), LEASE_KEY)
              # re-checked at commit: a URL leased meanwhile by a concurrent generate keeps that lease
              .whenMatchedUpdate(condition=(F.col("t.lease_until").isNull() | (F.col("t.lease_until") <= now_ts)),
                                 set={"lease_until": lease_until, "segment_id": F.col("s.segment_id")})
@@ -290,7 +380,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
         delete_path(spark, root.segment(segment_id))
         raise
     write_marker(spark, root.leased_marker(segment_id), f"leased until {now + float(cfg['generate.lease_s'])}\n")
-    result = GenerateResult(segment_id, int(counts["urls"]), int(counts["hosts"]))
+    result = GenerateResult(segment_id, n_urls, n_hosts)
     return result
 
 

@@ -15,7 +15,7 @@ from aiohttp import web
 from jobs import dedup, fetch, generate, inject, update
 from jobs.tables import CrawlRoot
 from tests.conftest import make_config, write_seeds
-from tests.update_paths import both_update_paths
+from tests.both_paths import both_update_paths
 
 HOST_A, HOST_B = "127.0.0.61", "127.0.0.62"
 BOILERPLATE = 30

@@ -14,7 +14,7 @@ from jobs import stats
 from jobs.tables import CrawlRoot
 from tests.conftest import make_config, write_seeds
 from tests.politeness import assert_polite
-from tests.update_paths import both_update_paths
+from tests.both_paths import both_generate_paths, both_update_paths
 
 CYCLES = 3
 PER_CYCLE = 20     # generate.max_urls_per_host: more than a normal host has
@@ -31,9 +31,11 @@ def crawled(spark, tmp_path_factory):
         cfg = make_config(generate__max_urls_per_host=PER_CYCLE, discovery__max_urls_per_host_total=TOTAL,
                           discovery__trap_min_pages=4, fetch__delay_s=0.05)
         root = CrawlRoot(str(tmp / "crawl"))
-        with both_update_paths() as checked:  # budgets, over-cap counts, sitemap entries, traps
+        # update: budgets, over-cap counts, sitemap entries, traps; generate: a trap's lowered
+        # budget, robots.txt and sitemap caches
+        with both_update_paths() as updated, both_generate_paths() as generated:
             crawl_job.run(spark, cfg, root, write_seeds(tmp / "seeds.txt", seeds), CYCLES)
-        assert len(checked) == CYCLES
+        assert len(updated) == CYCLES and len(generated) >= CYCLES
         log = web.requests()
     finally:
         web.stop()

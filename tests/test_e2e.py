@@ -8,7 +8,7 @@ import re
 from jobs import cli
 from tests.conftest import FAST, write_seeds
 from tests.expected import assert_breadth_first, assert_hosts_and_index
-from tests.update_paths import both_update_paths
+from tests.both_paths import both_generate_paths, both_update_paths
 from tests.politeness import assert_polite
 
 CYCLES = 3
@@ -59,7 +59,9 @@ def test_one_cycle_over_the_hostile_web(spark, tmp_path, capsys):
                           fetch__host_overrides=[{"pattern": messy, "max_urls_per_cycle": 3}])
         root = CrawlRoot(str(tmp_path / "crawl"))
         inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", seeds))
-        seg = generate.run(spark, cfg, root)
+        with both_generate_paths() as checked:  # a host override's cap
+            seg = generate.run(spark, cfg, root)
+        assert checked
         fl = {r["url"] for r in spark.read.parquet(root.fetchlist(seg.segment_id)).collect()}
         assert len([u for u in fl if messy in u]) == 3  # the override's cap, not the default 100
         result = fetch.run(spark, cfg, root, seg.segment_id)
@@ -77,7 +79,9 @@ def test_one_cycle_over_the_hostile_web(spark, tmp_path, capsys):
     assert hosts[web.hostile_hosts["crawl_delay_big"]]["deferred_until"] is not None
     assert hosts[web.hostile_hosts["messy"]]["override_pattern"] == messy
     # held-back hosts are not generated again while their backoff runs
-    seg2 = generate.run(spark, cfg, root)
+    with both_generate_paths() as checked:
+        seg2 = generate.run(spark, cfg, root)
+    assert checked
     if seg2.segment_id:
         hosts2 = {r["host"] for r in spark.read.parquet(root.fetchlist(seg2.segment_id)).collect()}
         assert web.hostile_hosts["robots_500"] not in hosts2 and web.hostile_hosts["crawl_delay_big"] not in hosts2

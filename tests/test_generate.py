@@ -12,6 +12,7 @@ from jobs import generate
 from jobs.inject import rows_to_url_state
 from jobs.tables import (HOST_STATE_SCHEMA, HOST_STATE_TIMES, URL_STATE_SCHEMA, CrawlRoot, ensure_tables,
                          epoch_schema, from_epoch)
+from tests.both_paths import both_generate_paths
 from tests.conftest import make_config
 
 NOW = 1_800_000_000.0
@@ -71,8 +72,9 @@ def generated(spark, cfg, root, rows, hosts=None):
     write_crawldb(spark, root, rows)
     if hosts:
         write_hostdb(spark, cfg, root, hosts)
-    result = generate.run(spark, cfg, root, now=NOW)
-    assert result.segment_id is not None
+    with both_generate_paths() as checked:  # every case below: chosen in memory and by Spark alike
+        result = generate.run(spark, cfg, root, now=NOW)
+    assert checked == [result.segment_id] and result.segment_id is not None
     urls = [r["url"] for r in spark.read.parquet(root.fetchlist(result.segment_id)).collect()]
     assert len(urls) == result.urls == len(set(urls))
     return set(urls)

@@ -1,6 +1,7 @@
-"""update's two ways to compute its writes (jobs/update.py: local_sources, in memory for a small
-segment; spark_sources, Spark queries for any segment), compared on the real crawls of the tests
-that use ``both_update_paths``."""
+"""The two ways update and generate compute what they write (in memory for a small input, by
+Spark queries for any input), compared on the real crawls of the tests that use these:
+``both_update_paths`` (jobs/update.py: local_sources, spark_sources) and ``both_generate_paths``
+(jobs/generate.py: local_fetchlist, spark_fetchlist)."""
 from __future__ import annotations
 
 import contextlib
@@ -8,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from jobs import update
+from jobs import generate, update
 
 
 def _value(v):
@@ -41,4 +42,27 @@ def both_update_paths() -> Iterator[list[str]]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(update, "sources", sources)
+        yield checked
+
+
+@contextlib.contextmanager
+def both_generate_paths() -> Iterator[list[str]]:
+    """Every generate.run inside chooses its fetchlist both ways at the same ``now``, asserts they
+    are the same rows (robots.txt bodies included) and writes the in-memory one. Yields the
+    segments checked."""
+    checked: list[str] = []
+
+    def fetchlist(spark, cfg, root, segment_id, now):
+        local = generate.local_fetchlist(spark, cfg, root, segment_id, now)
+        assert local is not None, "the due URLs should be few enough for generate.local_fetchlist"
+        by_spark = generate.spark_fetchlist(spark, cfg, root, segment_id, now)
+        try:
+            assert _rows(local.rows) == _rows(by_spark.rows), segment_id
+        finally:
+            by_spark.release()
+        checked.append(segment_id)
+        return local
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(generate, "fetchlist", fetchlist)
         yield checked
