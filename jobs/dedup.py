@@ -44,6 +44,7 @@ from typing import Any, Iterator, Mapping
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, StructField, StructType
 
 from crawl.dedup.in_memory import Decision, decide
 from crawl.dedup.rules import BANDS_PER_PAGE, SIMHASH_BANDS, band_rows, is_near_duplicate
@@ -74,13 +75,23 @@ class DedupResult:
                 f"near duplicates ({self.candidate_pairs} band collisions, {self.hot_bands} hot band values skipped)")
 
 
+def fetched_pages(spark: SparkSession, root: CrawlRoot, segment_id: str) -> DataFrame:
+    """The segment's 2xx pages that have text (_PAGE_COLUMNS, with this fetch's fetched_at for ``first``)."""
+    fetched = spark.read.parquet(root.fetched(segment_id))
+    return (fetched.filter((F.col("kind") == "url") & (F.col("fetch_status") == FetchStatus.OK)
+                           & F.col("simhash").isNotNull() & F.col("text_hash").isNotNull())
+            .select(*_PAGE_COLUMNS[:-1], "fetched_at"))
+
+
+def _first(fetched_at: float, known_first: float | None) -> float:
+    """When the URL was first fetched: dedup/pages knows, if the URL is there already, else this fetch."""
+    return known_first if known_first is not None else fetched_at
+
+
 def segment_pages(spark: SparkSession, root: CrawlRoot, segment_id: str, known: DataFrame) -> DataFrame:
     """The segment's 2xx pages that have text, with ``first`` = when the URL was first fetched
     (from dedup/pages if it is there already, else this fetch), as epoch seconds."""
-    fetched = spark.read.parquet(root.fetched(segment_id))
-    pages = (fetched.filter((F.col("kind") == "url") & (F.col("fetch_status") == FetchStatus.OK)
-                            & F.col("simhash").isNotNull() & F.col("text_hash").isNotNull())
-             .select("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "fetched_at"))
+    pages = fetched_pages(spark, root, segment_id)
     # only dedup/pages rows of the segment's URLs: selected by a broadcast of their url_hash
     # values (8 bytes each), so the table is read, not shuffled
     hashes = F.broadcast(pages.select("url_hash").distinct())
@@ -165,7 +176,7 @@ class InMemory:
     all_new: bool  # none of the segment's pages is in dedup/pages
 
 
-def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], pages: DataFrame, known: DataFrame,
+def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataFrame, known: DataFrame,
                      old_bands: DataFrame) -> InMemory | None:
     """The duplicates of a segment of at most dedup.local_max_pages pages, decided on the driver
     (crawl/dedup/in_memory.py) from what it collects: the segment's pages, the band rows holding
@@ -175,7 +186,7 @@ def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], pages: DataFra
     limit = int(cfg["dedup.local_max_pages"])
     if limit <= 0:
         return None
-    rows = pages.limit(limit + 1).collect()
+    rows = fetched.limit(limit + 1).collect()  # fetched_pages: the segment's own files, no table read
     page_rows = [r.asDict() for r in rows]
     segment_keys = {(p["url_hash"], p["url"]) for p in page_rows}
     if len(rows) > limit or len(segment_keys) != len(rows):
@@ -192,11 +203,17 @@ def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], pages: DataFra
     known_rows = to_epoch(_known_rows(known, keys, texts).select(*[c for c in _PAGE_COLUMNS if c != "first"],
                                                                  F.col("first_fetched_at").alias("first")),
                           ["first"]).collect()
+    # the segment's pages' own rows are among the known rows: ``first`` comes from them (segment_pages)
+    firsts = {(r["url_hash"], r["url"]): r["first"] for r in known_rows}
+    for p in page_rows:
+        p["first"] = _first(p.pop("fetched_at"), firsts.get((p["url_hash"], p["url"])))
     decision = decide(page_rows, [r.asDict() for r in known_rows], new_bands, [tuple(b) for b in band_slice],
                       int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"]),
                       int(cfg["dedup.max_band_candidates"]))
     known_keys = {(r["url_hash"], r["url"]) for r in known_rows}
-    return InMemory(spark.createDataFrame(rows, pages.schema, verifySchema=False),
+    schema = StructType([*[f for f in fetched.schema.fields if f.name != "fetched_at"], StructField("first", DoubleType())])
+    return InMemory(spark.createDataFrame([tuple(p[c] for c in _PAGE_COLUMNS) for p in page_rows], schema,
+                                          verifySchema=False),
                     spark.createDataFrame(new_bands, _BAND_ROW, verifySchema=False), len(rows), decision,
                     not (segment_keys & known_keys))
 
@@ -439,8 +456,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         raise UserError(f"segment {segment_id} is already updated: dedup runs between fetch and update")
     ensure_dedup_tables(spark, root)
     known, old_bands = read_delta(spark, root.dedup_pages, pinned=True), read_delta(spark, root.dedup_bands, pinned=True)
-    pages = segment_pages(spark, root, segment_id, known)
-    small = decide_in_memory(spark, cfg, pages, known, old_bands)
+    small = decide_in_memory(spark, cfg, fetched_pages(spark, root, segment_id), known, old_bands)
     if small is not None:
         spark.createDataFrame(small.decision.duplicates, _RESULT_SCHEMA).write.mode("overwrite") \
             .parquet(root.dedup_result(segment_id))
@@ -450,7 +466,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         written = spark.read.parquet(root.dedup_result(segment_id))
         merge_dedup_tables(spark, cfg, root, small.pages, written, segment_id, small.new_bands, small.all_new)
         return result
-    pages = pages.cache()
+    pages = segment_pages(spark, root, segment_id, known).cache()
     new_bands = page_bands(spark, pages).cache()  # Python: computed once for the join and the MERGE
     slices: list[DataFrame] = []
     try:

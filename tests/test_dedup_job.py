@@ -171,7 +171,7 @@ def _dedup_through_spark(spark, server, tmp_path, monkeypatch):
     # an append made again for the segment (a run that died after one table's append, say) adds nothing
     from jobs.tables import read_delta
     known, bands = read_delta(spark, root.dedup_pages, True), read_delta(spark, root.dedup_bands, True)
-    small = dedup.decide_in_memory(spark, cfg, dedup.segment_pages(spark, root, seg, known), known, bands)
+    small = dedup.decide_in_memory(spark, cfg, dedup.fetched_pages(spark, root, seg), known, bands)
     assert not small.all_new  # a re-run finds its pages there: it MERGEs (above)
     dedup.merge_dedup_tables(spark, cfg, root, small.pages, spark.read.parquet(root.dedup_result(seg)), seg,
                              small.new_bands, all_new=True)
