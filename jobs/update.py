@@ -48,7 +48,7 @@ from jobs.discover import HOST_TOTAL_CAP
 from jobs.generate import per_host_cap
 from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot,
                          ensure_tables, epoch_schema, from_epoch, from_epoch_col, path_exists, read_host_state,
-                         read_url_state, to_epoch, url_counts, write_marker)
+                         read_url_state, table_bytes, to_epoch, url_counts, write_marker)
 from jobs.writes import (append_once, commit_once, local_merge_sources, merge_counts, merge_mode, run_concurrently,
                          txn_app_id)
 
@@ -350,10 +350,11 @@ def local_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     """The sources of a segment of at most update.local_max_urls URLs, computed on the driver
     (crawl/crawldb/in_memory.py) from what it collects: the segment, dedup's answer, the crawldb
     rows the segment can touch and its hosts' url_count; four reads instead of a dozen planned
-    queries. None when the segment is larger, or what it discovered or touches is larger than
-    _LOCAL_MAX_ROWS (or a URL appears twice in it): spark_sources computes them then."""
+    queries. None when the segment is larger, or the crawldb larger than
+    update.local_max_crawldb_mb, or what it discovered or touches is larger than _LOCAL_MAX_ROWS
+    (or a URL appears twice in it): spark_sources computes them then."""
     limit = int(cfg["update.local_max_urls"])
-    if limit <= 0:
+    if limit <= 0 or table_bytes(spark, root.crawldb) > float(cfg["update.local_max_crawldb_mb"]) * 1024 * 1024:
         return None
     fetched = spark.read.parquet(root.fetched(segment_id))
     fetched = fetched.select(*[c for c in fetched.columns if c != "signature"])  # dedup's, not needed here
