@@ -22,18 +22,18 @@ def _rows(df) -> list[tuple]:
 
 
 @contextlib.contextmanager
-def both_update_paths() -> Iterator[list[str]]:
-    """Every update.run inside computes its writes both ways at the same ``now``, asserts they
-    are the same rows (crawldb updates, new URL rows, due-now hints, per-host counts) and writes
-    the in-memory ones. Yields the segments checked, so a test can tell it checked some."""
+def _both_paths(module, chooser: str, local_path: str, spark_path: str, frames: tuple[str, ...]) -> Iterator[list[str]]:
+    """``module.chooser`` (called by the step's run) replaced: it computes ``local_path`` and
+    ``spark_path`` at the same ``now``, asserts that their DataFrames ``frames`` hold the same
+    rows, and returns the local one. Yields the segments checked, so a test can tell it checked some."""
     checked: list[str] = []
 
-    def sources(spark, cfg, root, segment_id, now):
-        local = update.local_sources(spark, cfg, root, segment_id, now)
-        assert local is not None, f"segment {segment_id} should be small enough for update.local_sources"
-        by_spark = update.spark_sources(spark, cfg, root, segment_id, now)
+    def both(spark, cfg, root, segment_id, now):
+        local = getattr(module, local_path)(spark, cfg, root, segment_id, now)
+        assert local is not None, f"segment {segment_id}: the input should be small enough for {local_path}"
+        by_spark = getattr(module, spark_path)(spark, cfg, root, segment_id, now)
         try:
-            for name in ("updates", "new_rows", "hints", "host_counts"):
+            for name in frames:
                 assert _rows(getattr(local, name)) == _rows(getattr(by_spark, name)), (segment_id, name)
         finally:
             by_spark.release()
@@ -41,28 +41,18 @@ def both_update_paths() -> Iterator[list[str]]:
         return local
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(update, "sources", sources)
+        patch.setattr(module, chooser, both)
         yield checked
 
 
-@contextlib.contextmanager
-def both_generate_paths() -> Iterator[list[str]]:
-    """Every generate.run inside chooses its fetchlist both ways at the same ``now``, asserts they
-    are the same rows (robots.txt bodies included) and writes the in-memory one. Yields the
-    segments checked."""
-    checked: list[str] = []
+def both_update_paths() -> contextlib.AbstractContextManager[list[str]]:
+    """Every update.run inside computes its writes both ways, asserts they are the same rows
+    (crawldb updates, new URL rows, due-now hints, per-host counts) and writes the in-memory ones."""
+    return _both_paths(update, "sources", "local_sources", "spark_sources",
+                       ("updates", "new_rows", "hints", "host_counts"))
 
-    def fetchlist(spark, cfg, root, segment_id, now):
-        local = generate.local_fetchlist(spark, cfg, root, segment_id, now)
-        assert local is not None, "the due URLs should be few enough for generate.local_fetchlist"
-        by_spark = generate.spark_fetchlist(spark, cfg, root, segment_id, now)
-        try:
-            assert _rows(local.rows) == _rows(by_spark.rows), segment_id
-        finally:
-            by_spark.release()
-        checked.append(segment_id)
-        return local
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(generate, "fetchlist", fetchlist)
-        yield checked
+def both_generate_paths() -> contextlib.AbstractContextManager[list[str]]:
+    """Every generate.run inside chooses its fetchlist both ways, asserts they are the same rows
+    (robots.txt bodies included) and writes the in-memory one."""
+    return _both_paths(generate, "fetchlist", "local_fetchlist", "spark_fetchlist", ("rows",))
