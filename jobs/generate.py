@@ -56,6 +56,7 @@ from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 from crawl.fetch.fetcher import HOST_FIELDS
 from crawl.fetch.politeness import override_matches
 from crawl.crawldb import selection
+from crawl.crawldb.schedule import epoch_micros
 from crawl.crawldb.status import GENERATABLE_STATUSES
 from jobs.commit_info import note_segment, writes_commits
 from jobs.common import add_run_options, is_commit_conflict, run_spark_step
@@ -301,9 +302,9 @@ def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
         rows = to_epoch(read_host_state(spark, root).filter(F.col("host").isin(names)).select(*_HOST_COLUMNS),
                         [c for c in HOST_STATE_TIMES if c in _HOST_COLUMNS]).collect()
         hosts = {r["host"]: r.asDict() for r in rows}
-    now_us = selection._micros(now)
+    now_us = epoch_micros(now)
     held_back = {h for h, r in hosts.items()
-                 if any(r[c] is not None and selection._micros(r[c]) > now_us for c in ("deferred_until", "backoff_until"))}
+                 if any(r[c] is not None and epoch_micros(r[c]) > now_us for c in ("deferred_until", "backoff_until"))}
     due = [r.asDict() for r in due if r["host"] not in held_back]
     chosen = selection.select(due, lambda host: override_value(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]), host),
                               {h: r["url_budget"] for h, r in hosts.items()},

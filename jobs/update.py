@@ -423,8 +423,9 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         host_rows = _host_source(src.hosts, src.host_counts, cfg, segment_id, now)
         app_id = txn_app_id("update", segment_id)
         # each table takes the segment's write once; deletion vectors or rewrites by table size
+        # (a re-run's hostdb source also reads the crawldb: Delta copies it then, as by default)
         with (commit_once(spark, app_id), merge_mode(spark, cfg, root.crawldb, root.hostdb),
-              local_merge_sources(spark, src.local)):
+              local_merge_sources(spark, src.local and not rerun)):
             if not rerun:
                 # The three writes read only pinned inputs and the segment, never each other's new
                 # rows, so they run side by side.

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from crawl.crawldb.status import (DUPLICATE, FetchStatus, apply_fetch, discovered_links, mark_duplicate,
                                   new_url_state)
+from crawl.crawldb.schedule import epoch_micros
 from crawl.net.urls import host_bucket, host_of, url_hash
 
 Key = tuple[int, int, str]  # (host_bucket, url_hash, url): the crawldb's row key
@@ -104,11 +105,6 @@ def candidates(outcomes: Iterable[Mapping[str, Any]], hosts: Iterable[Mapping[st
     return out
 
 
-def _micros(epoch: float) -> int:
-    """Epoch seconds as whole microseconds, rounded half up (jobs.tables.from_epoch_col)."""
-    return int(epoch * 1e6 + 0.5) if epoch >= 0 else -int(-epoch * 1e6 + 0.5)
-
-
 def plan(outcomes: list[Mapping[str, Any]], cands: list[Mapping[str, Any]], crawldb: Mapping[Key, Mapping[str, Any]],
          url_counts: Mapping[tuple[int, str], int | None], host_cap: Callable[[str], int],
          policy: Mapping[str, Any], now: float, segment_id: str) -> Plan:
@@ -142,7 +138,7 @@ def plan(outcomes: list[Mapping[str, Any]], cands: list[Mapping[str, Any]], craw
         if known is None:
             unknown[c["host"]].append(c)
         elif (c["lastmod"] is not None and known["last_fetched_at"] is not None
-              and _micros(c["lastmod"]) > _micros(known["last_fetched_at"])):
+              and epoch_micros(c["lastmod"]) > epoch_micros(known["last_fetched_at"])):
             hints[key_of(c)] = now
     for key, row in crawldb.items():
         if row["status"] == DUPLICATE and row["dup_of"] in lost and (key[1], key[2]) not in attempted:

@@ -23,12 +23,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from crawl.crawldb.schedule import priority
-
-
-def _micros(epoch: float) -> int:
-    """Epoch seconds as whole microseconds, as Spark compares timestamps."""
-    return int(np.floor(epoch * 1e6 + 0.5))
+from crawl.crawldb.schedule import epoch_micros, priority
 
 
 def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_budget: Mapping[str, int | None],
@@ -77,12 +72,12 @@ def with_hosts(chosen: list[tuple[Mapping[str, Any], int]], hosts: Mapping[str, 
     for row, rank in chosen:
         host = hosts.get(row["host"], {})
         robots_at, sitemaps_at = host.get("robots_fetched_at"), host.get("sitemaps_fetched_at")
-        fresh = robots_at is not None and _micros(robots_at) > _micros(robots_fresh_after)
+        fresh = robots_at is not None and epoch_micros(robots_at) > epoch_micros(robots_fresh_after)
         values = {"robots_status": host.get("robots_status") if fresh else None,
                   "robots_fetched_at": robots_at if fresh else None,
                   "sitemaps": host.get("sitemaps"),
                   "sitemaps_fetched_at": sitemaps_at if sitemaps_at is not None
-                  and _micros(sitemaps_at) > _micros(sitemaps_fresh_after) else None}
+                  and epoch_micros(sitemaps_at) > epoch_micros(sitemaps_fresh_after) else None}
         first = best[row["host"]] == rank
         d = dict(row)
         d["backoff_s"] = host.get("backoff_s")
