@@ -26,15 +26,19 @@ Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= n
           (spark_fetchlist).
 Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's cached
           robots.txt when fresher than fetch.robots_ttl_s, its sitemap list, and
-          when its sitemaps were last read if within sitemaps.ttl_s); then one MERGE writes the lease
-          (lease_until = now + generate.lease_s, segment_id) onto the selected crawldb rows, and
-          the marker segments/<segment_id>/_leased says it committed (fetch requires it).
+          when its sitemaps were last read if within sitemaps.ttl_s); then one commit writes the
+          lease (lease_until = now + generate.lease_s, segment_id) onto the selected crawldb rows
+          (an UPDATE listing their keys for a fetchlist chosen in memory, else a MERGE), and the
+          marker segments/<segment_id>/_leased says it committed (fetch requires it).
           Run on its own, a row in <crawl_root>/cycles (jobs/tracking.py), nothing due included.
 Re-run:   safe: leased URLs are not selected again, so a second run makes a disjoint segment
-          (or exits 99). If the lease MERGE fails, the segment is removed; if the job is killed
+          (or exits 99). If the lease fails, the segment is removed; if the job is killed
           between the two writes, the orphan has no _leased marker and fetch refuses it. Two
           generates at once: Delta lets one lease commit; the other removes its segment and
-          exits 3 with one line (ConcurrentStepError: run generate again).
+          exits 3 with one line (ConcurrentStepError: run generate again). If the other's lease
+          committed before this one's began, this lease passes over the rows it holds: fewer rows
+          leased than chosen, so this one gives its leases back, removes its segment and exits 3
+          the same way.
 Exit:     0 segment written · 99 nothing due (Airflow's skip code; jobs/common.py says why not Nutch's 1)
           · 2 bad input · 3 failure (also: lost the race to a concurrent step; retry).
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/generate.py --crawl-root /data/crawl
@@ -61,11 +65,11 @@ from crawl.crawldb.status import GENERATABLE_STATUSES
 from jobs.commit_info import note_segment, writes_commits
 from jobs.common import add_run_options, is_commit_conflict, run_spark_step
 from jobs.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
-from jobs.tables import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, CrawlRoot, delete_path, ensure_tables,
-                         epoch_schema, from_epoch, from_epoch_col, read_host_state, read_url_state, table_exists,
-                         to_epoch, write_marker)
+from jobs.tables import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, CrawlRoot, check_segment_id,
+                         delete_path, ensure_tables, epoch_schema, from_epoch, from_epoch_col, read_host_state,
+                         read_url_state, table_bytes, table_exists, to_epoch, write_marker)
 from jobs.tracking import record_step
-from jobs.writes import local_merge_sources, merge_mode
+from jobs.writes import merge_counts, merge_mode, run_concurrently
 
 LEASE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 
@@ -254,10 +258,10 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
 @dataclass
 class Fetchlist:
     """A segment's fetchlist rows (FETCHLIST_SCHEMA), and, when it was chosen in memory
-    (local_fetchlist), its URL and host counts and the lease MERGE's source (local relations)."""
+    (local_fetchlist), its URL and host counts and its (host_bucket, url_hash) keys."""
     rows: DataFrame
     counts: tuple[int, int] | None = None
-    keys: DataFrame | None = None
+    lease_keys: list[tuple[int, int]] | None = None
     cached: list[DataFrame] = field(default_factory=list)
 
     def release(self) -> None:
@@ -283,54 +287,121 @@ _HOST_COLUMNS = ("host_bucket", "host", "url_budget", "backoff_s", "sitemaps", "
                  "sitemaps_fetched_at", "deferred_until", "backoff_until")
 
 
+def _host_rows(spark: SparkSession, root: CrawlRoot, names: list[str] | None) -> dict[str, dict]:
+    """{host: host row (epoch times)}: of the hosts ``names`` without their robots.txt bodies, or
+    (None) of every host, bodies included."""
+    columns = list(_HOST_COLUMNS) if names is not None else [*_HOST_COLUMNS, "robots_txt"]
+    hosts = read_host_state(spark, root)
+    if names is not None:
+        hosts = hosts.filter(F.col("host").isin(names))
+    rows = to_epoch(hosts.select(*columns), [c for c in HOST_STATE_TIMES if c in columns]).collect()
+    return {r["host"]: r.asDict() for r in rows}
+
+
 def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
                     now: float) -> Fetchlist | None:
     """The fetchlist chosen on the driver (crawl/crawldb/selection.py) when at most
-    generate.local_max_due URLs are due: two reads (the due URLs, their hosts' rows without the
-    robots.txt bodies) instead of the planned query; the bodies join the chosen rows as they are
+    generate.local_max_due URLs are due. Two reads side by side instead of the planned query:
+    the due URLs, and the whole hostdb with its robots.txt bodies if it is at most
+    generate.local_max_hostdb_mb (a Delta read without a filter skips the three file-listing
+    jobs of a filtered one, and the bodies need no join). On a larger hostdb, its due hosts'
+    rows are read after the due URLs, without the bodies, which join the chosen rows as they are
     written. None when more are due (in hosts held back or not): spark_fetchlist chooses then."""
     limit = int(cfg["generate.local_max_due"])
     if limit <= 0:
         return None
-    due = (to_epoch(_due_regardless_of_host(read_url_state(spark, root), now).select(*DUE_COLUMNS), ["next_fetch_at"])
-           .limit(limit + 1).collect())
+    max_hostdb = float(cfg["generate.local_max_hostdb_mb"]) * 1024 * 1024
+
+    def whole_hostdb() -> dict[str, dict] | None:
+        return _host_rows(spark, root, None) if 0 < table_bytes(spark, root.hostdb) <= max_hostdb else None
+
+    due, hosts = run_concurrently(
+        lambda: (to_epoch(_due_regardless_of_host(read_url_state(spark, root), now).select(*DUE_COLUMNS),
+                          ["next_fetch_at"]).limit(limit + 1).collect()),
+        whole_hostdb if max_hostdb > 0 else lambda: None)
     if len(due) > limit:
         return None
     names = sorted({r["host"] for r in due})
-    hosts = {}
-    if names:
-        rows = to_epoch(read_host_state(spark, root).filter(F.col("host").isin(names)).select(*_HOST_COLUMNS),
-                        [c for c in HOST_STATE_TIMES if c in _HOST_COLUMNS]).collect()
-        hosts = {r["host"]: r.asDict() for r in rows}
+    with_bodies = hosts is not None
+    if not with_bodies:
+        hosts = _host_rows(spark, root, names) if names else {}
     now_us = epoch_micros(now)
-    held_back = {h for h, r in hosts.items()
-                 if any(r[c] is not None and epoch_micros(r[c]) > now_us for c in ("deferred_until", "backoff_until"))}
+    held_back = {h for h in names if h in hosts
+                 and any(hosts[h][c] is not None and epoch_micros(hosts[h][c]) > now_us
+                         for c in ("deferred_until", "backoff_until"))}
     due = [r.asDict() for r in due if r["host"] not in held_back]
     chosen = selection.select(due, lambda host: override_value(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]), host),
-                              {h: r["url_budget"] for h, r in hosts.items()},
+                              {h: hosts[h]["url_budget"] for h in names if h in hosts},
                               budget_split(int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"])),
                               int(cfg["generate.top_n"]), cfg, now)
     rows = selection.with_hosts(chosen, hosts, HOST_FIELDS, now - float(cfg["fetch.robots_ttl_s"]),
                                 now - float(cfg["sitemaps.ttl_s"]))
-    columns = [c for c in FETCHLIST_SCHEMA.fieldNames() if c != "robots_txt"]
-    schema = StructType([f for f in epoch_schema(FETCHLIST_SCHEMA).fields if f.name != "robots_txt"]
-                        + [StructField("_robots", BooleanType()), StructField("_rank", IntegerType())])
     for r in rows:
         r["segment_id"] = segment_id
+        r["robots_txt"] = hosts[r["host"]]["robots_txt"] if with_bodies and r["_robots"] else None
+    columns = FETCHLIST_SCHEMA.fieldNames()
+    schema = StructType(epoch_schema(FETCHLIST_SCHEMA).fields
+                        + [StructField("_robots", BooleanType()), StructField("_rank", IntegerType())])
     local = from_epoch(spark.createDataFrame([tuple(r[c] for c in columns) + (r["_robots"], r["_rank"]) for r in rows],
                                              schema, verifySchema=False), FETCHLIST_TIMES)
-    bodies = read_host_state(spark, root).select("host_bucket", "host", F.col("robots_txt").alias("_body"))
-    with_bodies = (local.join(bodies, ["host_bucket", "host"], "left")
-                   .withColumn("robots_txt", F.when(F.col("_robots"), F.col("_body")))
-                   .select(*FETCHLIST_SCHEMA.fieldNames(), "_rank"))
-    written = with_bodies.repartition("host").sortWithinPartitions("host", "_rank").drop("_rank")
-    keys = spark.createDataFrame([(r["host_bucket"], r["url_hash"], r["url"], segment_id) for r in rows],
-                                 "host_bucket int, url_hash long, url string, segment_id string")
-    return Fetchlist(written, (len(rows), len({r["host"] for r in rows})), keys)
+    if not with_bodies:
+        bodies = read_host_state(spark, root).select("host_bucket", "host", F.col("robots_txt").alias("_body"))
+        local = (local.join(bodies, ["host_bucket", "host"], "left")
+                 .withColumn("robots_txt", F.when(F.col("_robots"), F.col("_body"))))
+    written = (local.select(*columns, "_rank").repartition("host").sortWithinPartitions("host", "_rank")
+               .drop("_rank"))
+    return Fetchlist(written, (len(rows), len({r["host"] for r in rows})),
+                     lease_keys=sorted({(r["host_bucket"], r["url_hash"]) for r in rows}))
 
 
 def fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str, now: float) -> Fetchlist:
     return local_fetchlist(spark, cfg, root, segment_id, now) or spark_fetchlist(spark, cfg, root, segment_id, now)
+
+
+def _free(now: float) -> str:
+    """SQL: the row holds no lease in force at ``now``."""
+    return f"(lease_until IS NULL OR lease_until <= timestamp_micros({epoch_micros(now)}))"
+
+
+def _table_sql(path: str) -> str:
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+def lease_in_place(spark: SparkSession, root: CrawlRoot, keys: list[tuple[int, int]], segment_id: str,
+                   until: float, now: float) -> int:
+    """Lease the crawldb rows of ``keys`` ((host_bucket, url_hash) pairs of a fetchlist chosen in
+    memory) to ``segment_id`` until ``until``, unless a lease is in force on them; the number of
+    rows leased. One UPDATE whose condition lists the keys: no source to join, 1.2 s against
+    1.9 s for the MERGE on the demo's cycle-2 crawldb (BENCHMARKS.md "Cycle cost, seventh
+    round"). (A URL whose 64-bit url_hash another URL of its bucket shares would be leased too,
+    for nothing: no segment fetches it, and its lease ends.)"""
+    check_segment_id(segment_id)  # it is written into the statement
+    buckets = ", ".join(str(int(b)) for b in sorted({b for b, _ in keys}))
+    hashes = ", ".join(str(int(h)) for h in sorted({h for _, h in keys}))
+    rows = spark.sql(f"UPDATE {_table_sql(root.crawldb)} "
+                     f"SET lease_until = timestamp_micros({epoch_micros(until)}), segment_id = '{segment_id}' "
+                     f"WHERE host_bucket IN ({buckets}) AND url_hash IN ({hashes}) AND {_free(now)}").collect()
+    return int(rows[0]["num_affected_rows"]) if rows else 0
+
+
+def lease_by_merge(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, keys: DataFrame, until: float,
+                   now: float) -> int:
+    """Lease the crawldb rows of ``keys`` (host_bucket, url_hash, url, segment_id) to their
+    segment until ``until``, unless a lease is in force on them; the number of rows leased."""
+    with merge_mode(spark, cfg, root.crawldb):
+        return merge_counts(DeltaTable.forPath(spark, root.crawldb).alias("t")
+                            .merge(keys.alias("s"), LEASE_KEY)
+                            .whenMatchedUpdate(condition=_free(now).replace("lease_until", "t.lease_until"),
+                                               set={"lease_until": from_epoch_col(F.lit(until)),
+                                                    "segment_id": F.col("s.segment_id")})
+                            .execute())["updated"]
+
+
+def release_leases(spark: SparkSession, root: CrawlRoot, segment_id: str) -> None:
+    """End every lease ``segment_id`` holds (its rows are due again as they were)."""
+    check_segment_id(segment_id)  # it is written into the statement
+    spark.sql(f"UPDATE {_table_sql(root.crawldb)} SET lease_until = NULL "
+              f"WHERE segment_id = '{segment_id}' AND lease_until IS NOT NULL").collect()
 
 
 @writes_commits("generate")
@@ -340,7 +411,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
         raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
     ensure_tables(spark, root)  # crawl roots of older versions get the new columns
     segment_id = new_segment_id(now)
-    note_segment(spark, segment_id)  # the lease MERGE's commit names the segment
+    note_segment(spark, segment_id)  # the lease's commit names the segment
     chosen = fetchlist(spark, cfg, root, segment_id, now)
     path = root.fetchlist(segment_id)
     try:
@@ -356,17 +427,25 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
     if n_urls == 0:
         delete_path(spark, root.segment(segment_id))
         return GenerateResult(None, 0, 0)
-    lease_until = from_epoch_col(F.lit(now + float(cfg["generate.lease_s"])))
-    now_ts = from_epoch_col(F.lit(now))
-    keys = chosen.keys if chosen.keys is not None else written.select("host_bucket", "url_hash", "url", "segment_id")
+    until = now + float(cfg["generate.lease_s"])
     try:
-        with merge_mode(spark, cfg, root.crawldb), local_merge_sources(spark, chosen.keys is not None):
-            (DeltaTable.forPath(spark, root.crawldb).alias("t")
-             .merge(keys.alias("s"), LEASE_KEY)
-             # re-checked at commit: a URL leased meanwhile by a concurrent generate keeps that lease
-             .whenMatchedUpdate(condition=(F.col("t.lease_until").isNull() | (F.col("t.lease_until") <= now_ts)),
-                                set={"lease_until": lease_until, "segment_id": F.col("s.segment_id")})
-             .execute())
+        if chosen.lease_keys is not None:
+            leased = lease_in_place(spark, root, chosen.lease_keys, segment_id, until, now)
+        else:
+            leased = lease_by_merge(spark, cfg, root, written.select("host_bucket", "url_hash", "url", "segment_id"),
+                                    until, now)
+        if leased < n_urls:
+            # Another generate leased some of these URLs after this one read them: the commit
+            # above passed over those rows. This segment must not fetch them; it gives back the
+            # rest (killed before that, they stay leased until the lease ends, and without a
+            # _leased marker the segment is never fetched).
+            release_leases(spark, root, segment_id)
+            raise ConcurrentStepError(f"another generate leased {n_urls - leased} of this segment's {n_urls} URLs "
+                                      "while it chose them: its leases are given back and the segment is removed; "
+                                      "run generate again")
+    except ConcurrentStepError:
+        delete_path(spark, root.segment(segment_id))
+        raise
     except Exception as exc:
         # the lease did not commit: fetch must never see this fetchlist (its URLs may be leased to
         # another segment)
@@ -380,7 +459,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
     except BaseException:  # interrupted: whether the lease committed is unknown; no fetch either way
         delete_path(spark, root.segment(segment_id))
         raise
-    write_marker(spark, root.leased_marker(segment_id), f"leased until {now + float(cfg['generate.lease_s'])}\n")
+    write_marker(spark, root.leased_marker(segment_id), f"leased until {until}\n")
     result = GenerateResult(segment_id, n_urls, n_hosts)
     return result
 

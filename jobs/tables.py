@@ -306,7 +306,7 @@ class CrawlRoot:
         return f"{self.segment(segment_id)}/_updated"
 
     def leased_marker(self, segment_id: str) -> str:
-        """Written by generate once its lease MERGE committed: the segment's URLs are its own."""
+        """Written by generate once its lease committed: the segment's URLs are its own."""
         return f"{self.segment(segment_id)}/_leased"
 
     def fetched_run_marker(self, segment_id: str) -> str:

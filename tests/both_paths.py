@@ -22,10 +22,12 @@ def _rows(df) -> list[tuple]:
 
 
 @contextlib.contextmanager
-def _both_paths(module, chooser: str, local_path: str, spark_path: str, frames: tuple[str, ...]) -> Iterator[list[str]]:
+def _both_paths(module, chooser: str, local_path: str, spark_path: str, frames: tuple[str, ...],
+                local_variants: tuple[dict, ...] = ()) -> Iterator[list[str]]:
     """``module.chooser`` (called by the step's run) replaced: it computes ``local_path`` and
-    ``spark_path`` at the same ``now``, asserts that their DataFrames ``frames`` hold the same
-    rows, and returns the local one. Yields the segments checked, so a test can tell it checked some."""
+    ``spark_path`` at the same ``now`` (and ``local_path`` again with each of ``local_variants``'
+    config overrides), asserts that their DataFrames ``frames`` hold the same rows, and returns
+    the local one. Yields the segments checked, so a test can tell it checked some."""
     checked: list[str] = []
 
     def both(spark, cfg, root, segment_id, now):
@@ -34,7 +36,11 @@ def _both_paths(module, chooser: str, local_path: str, spark_path: str, frames: 
         by_spark = getattr(module, spark_path)(spark, cfg, root, segment_id, now)
         try:
             for name in frames:
-                assert _rows(getattr(local, name)) == _rows(getattr(by_spark, name)), (segment_id, name)
+                expected = _rows(getattr(by_spark, name))
+                assert _rows(getattr(local, name)) == expected, (segment_id, name)
+                for overrides in local_variants:
+                    variant = getattr(module, local_path)(spark, {**cfg, **overrides}, root, segment_id, now)
+                    assert variant is not None and _rows(getattr(variant, name)) == expected, (segment_id, name, overrides)
         finally:
             by_spark.release()
         checked.append(segment_id)
@@ -54,5 +60,8 @@ def both_update_paths() -> contextlib.AbstractContextManager[list[str]]:
 
 def both_generate_paths() -> contextlib.AbstractContextManager[list[str]]:
     """Every generate.run inside chooses its fetchlist both ways, asserts they are the same rows
-    (robots.txt bodies included) and writes the in-memory one."""
-    return _both_paths(generate, "fetchlist", "local_fetchlist", "spark_fetchlist", ("rows",))
+    (robots.txt bodies included) and writes the in-memory one. The in-memory way is checked
+    twice: reading the whole hostdb with the bodies (a small hostdb), and reading the due hosts'
+    rows, the bodies joined as the rows are written (generate.local_max_hostdb_mb = 0)."""
+    return _both_paths(generate, "fetchlist", "local_fetchlist", "spark_fetchlist", ("rows",),
+                       ({"generate.local_max_hostdb_mb": 0},))

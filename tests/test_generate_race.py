@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs import fetch, generate, inject
-from jobs.errors import UserError
+from jobs.errors import ConcurrentStepError, UserError
 from jobs.tables import ensure_cycles_table, list_segments
 from tests.conftest import write_seeds
 
@@ -75,3 +75,33 @@ def test_fetch_refuses_a_segment_without_a_lease(spark, cfg, root, tmp_path):
     # a segment from before the marker existed still passes when the crawldb leases it URLs
     os.remove(root.leased_marker(segment))
     fetch.check_leased(spark, root, segment)
+
+
+@pytest.mark.parametrize("local_max_due", [10000, 0], ids=["in-memory", "spark"])
+def test_a_url_a_rival_leased_meanwhile_is_never_in_the_segment(spark, cfg, root, tmp_path, monkeypatch,
+                                                                 local_max_due):
+    """A rival generate leases one of the URLs this one chose after it read the crawldb and
+    before its own lease commits: the lease passes over that row. The segment must not be
+    fetched with it: the generate gives its other leases back, removes its segment and says to
+    run again; the rival's lease stands."""
+    urls = [f"http://h{i}.rival.example/" for i in range(5)]
+    inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", urls))
+
+    def rival_first(lease):
+        def leasing(spark_, *args):
+            now = args[-1]  # both lease functions end with now
+            spark.sql(f"UPDATE delta.`{root.crawldb}` SET lease_until = timestamp_micros({int((now + 600) * 1e6)}), "
+                      f"segment_id = '20200101000000-aaaaaa' WHERE url = '{urls[2]}'").collect()
+            return lease(spark_, *args)
+        return leasing
+
+    # between this generate's fetchlist (written) and its lease
+    monkeypatch.setattr(generate, "lease_in_place", rival_first(generate.lease_in_place))
+    monkeypatch.setattr(generate, "lease_by_merge", rival_first(generate.lease_by_merge))
+    with pytest.raises(ConcurrentStepError, match="1 of this segment.s 5 URLs"):
+        generate.run(spark, {**cfg, "generate.local_max_due": local_max_due}, root)
+    assert list_segments(spark, root) == []
+    assert leases(spark, root) == {"20200101000000-aaaaaa": {urls[2]}}
+    monkeypatch.undo()
+    again = generate.run(spark, cfg, root)  # the four given back are due again at once
+    assert fetchlist_urls(spark, root, again.segment_id) == set(urls) - {urls[2]}
