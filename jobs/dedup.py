@@ -41,6 +41,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -52,8 +54,8 @@ from crawl.crawldb.status import FetchStatus
 from jobs.commit_info import writes_commits
 from jobs.common import run_segment_step
 from jobs.errors import UserError
-from jobs.tables import (DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, CrawlRoot, ensure_dedup_tables, from_epoch_col,
-                         path_exists, read_delta, to_epoch)
+from jobs.tables import (DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, CrawlRoot, arrow_rows, ensure_dedup_tables,
+                         fits_driver, from_epoch_col, path_exists, read_delta, to_epoch)
 from jobs.writes import append_once, merge_mode, run_concurrently, txn_app_id
 
 _PAGE_COLUMNS = ("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "first")
@@ -176,13 +178,60 @@ class InMemory:
     all_new: bool  # none of the segment's pages is in dedup/pages
 
 
+_SLICE_COLUMNS = ("band", "value", "url_hash", "url", "simhash")
+
+
+def _known_columns(known: DataFrame) -> DataFrame:
+    """dedup/pages rows as decide reads them (``first``: first_fetched_at, epoch seconds)."""
+    return to_epoch(known.select(*[c for c in _PAGE_COLUMNS if c != "first"], F.col("first_fetched_at").alias("first")),
+                    ["first"])
+
+
+def _filtered_slices(spark: SparkSession, known: DataFrame, old_bands: DataFrame, segment_keys: set[tuple],
+                     values: set[tuple[int, int]], texts: set[int]) -> tuple[list[dict], list[tuple]] | None:
+    """(dedup/pages rows, band rows) decide reads, as table_slices selects them, in two filtered
+    reads one after the other (the second needs the keys the first finds); None if the band
+    slice has more than _SLICE_MAX_KEYS rows."""
+    band_slice = (old_bands.join(F.broadcast(spark.createDataFrame(sorted(values), "band int, value long")),
+                                 ["band", "value"], "left_semi")
+                  .select(*_SLICE_COLUMNS).limit(_SLICE_MAX_KEYS + 1).collect())
+    if len(band_slice) > _SLICE_MAX_KEYS:
+        return None
+    keys = spark.createDataFrame(sorted(segment_keys | {(b["url_hash"], b["url"]) for b in band_slice}),
+                                 "url_hash long, url string")
+    known_rows = _known_columns(_known_rows(known, keys, spark.createDataFrame(sorted((t,) for t in texts),
+                                                                                "text_hash long"))).collect()
+    return [r.asDict() for r in known_rows], [tuple(b) for b in band_slice]
+
+
+def _whole_slices(spark: SparkSession, known: DataFrame, old_bands: DataFrame, segment_keys: set[tuple],
+                  values: set[tuple[int, int]], texts: set[int]) -> tuple[list[dict], list[tuple]] | None:
+    """The same rows as _filtered_slices, from both tables read whole side by side through Arrow
+    and kept to those rows on the driver (tables that fit it: crawldb.local_read_max_mb)."""
+    pages, bands = run_concurrently(lambda: _known_columns(known).toArrow(),
+                                    lambda: old_bands.select(*_SLICE_COLUMNS).toArrow())
+    value_set = pa.array(sorted({v for _, v in values}), pa.int64())
+    band_slice = [tuple(r[c] for c in _SLICE_COLUMNS)
+                  for r in arrow_rows(bands, pc.is_in(bands["value"], value_set=value_set))
+                  if (r["band"], r["value"]) in values]
+    if len(band_slice) > _SLICE_MAX_KEYS:
+        return None
+    keys = segment_keys | {(b[2], b[3]) for b in band_slice}
+    mask = pc.or_kleene(pc.is_in(pages["url_hash"], value_set=pa.array(sorted({h for h, _ in keys}), pa.int64())),
+                        pc.is_in(pages["text_hash"], value_set=pa.array(sorted(texts), pa.int64())))
+    known_rows = [r for r in arrow_rows(pages, mask) if (r["url_hash"], r["url"]) in keys or r["text_hash"] in texts]
+    return known_rows, band_slice
+
+
 def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataFrame, known: DataFrame,
-                     old_bands: DataFrame) -> InMemory | None:
+                     old_bands: DataFrame, root: CrawlRoot | None = None) -> InMemory | None:
     """The duplicates of a segment of at most dedup.local_max_pages pages, decided on the driver
     (crawl/dedup/in_memory.py) from what it collects: the segment's pages, the band rows holding
     one of their band values (at most _SLICE_MAX_KEYS) and the dedup/pages rows those can meet
-    (as table_slices selects them). Three reads instead of a dozen planned queries. None when the
-    segment or its band slice is larger (or a page appears twice): duplicates() decides then."""
+    (as table_slices selects them): read whole when both tables of ``root`` fit the driver
+    (_whole_slices), else filtered (_filtered_slices, also without ``root``). Three reads
+    instead of a dozen planned queries. None when the segment or its band slice is larger (or a
+    page appears twice): duplicates() decides then."""
     limit = int(cfg["dedup.local_max_pages"])
     if limit <= 0:
         return None
@@ -192,22 +241,19 @@ def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataF
     if len(rows) > limit or len(segment_keys) != len(rows):
         return None
     new_bands = list(_bands_of(page_rows))
-    values = spark.createDataFrame(sorted({(b[2], b[3]) for b in new_bands}), "band int, value long")
-    band_slice = (old_bands.join(F.broadcast(values), ["band", "value"], "left_semi")
-                  .select("band", "value", "url_hash", "url", "simhash").limit(_SLICE_MAX_KEYS + 1).collect())
-    if len(band_slice) > _SLICE_MAX_KEYS:
+    slices = _whole_slices if root is not None and all(run_concurrently(
+        *(lambda path=path: fits_driver(spark, cfg, path) for path in (root.dedup_pages, root.dedup_bands)))) \
+        else _filtered_slices
+    sliced = slices(spark, known, old_bands, segment_keys, {(b[2], b[3]) for b in new_bands},
+                    {p["text_hash"] for p in page_rows})
+    if sliced is None:
         return None
-    keys = spark.createDataFrame(sorted(segment_keys | {(b["url_hash"], b["url"]) for b in band_slice}),
-                                 "url_hash long, url string")
-    texts = spark.createDataFrame(sorted({(p["text_hash"],) for p in page_rows}), "text_hash long")
-    known_rows = to_epoch(_known_rows(known, keys, texts).select(*[c for c in _PAGE_COLUMNS if c != "first"],
-                                                                 F.col("first_fetched_at").alias("first")),
-                          ["first"]).collect()
+    known_rows, band_slice = sliced
     # the segment's pages' own rows are among the known rows: ``first`` comes from them (segment_pages)
     firsts = {(r["url_hash"], r["url"]): r["first"] for r in known_rows}
     for p in page_rows:
         p["first"] = _first(p.pop("fetched_at"), firsts.get((p["url_hash"], p["url"])))
-    decision = decide(page_rows, [r.asDict() for r in known_rows], new_bands, [tuple(b) for b in band_slice],
+    decision = decide(page_rows, known_rows, new_bands, band_slice,
                       int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"]),
                       int(cfg["dedup.max_band_candidates"]))
     known_keys = {(r["url_hash"], r["url"]) for r in known_rows}
@@ -456,7 +502,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         raise UserError(f"segment {segment_id} is already updated: dedup runs between fetch and update")
     ensure_dedup_tables(spark, root)
     known, old_bands = read_delta(spark, root.dedup_pages, pinned=True), read_delta(spark, root.dedup_bands, pinned=True)
-    small = decide_in_memory(spark, cfg, fetched_pages(spark, root, segment_id), known, old_bands)
+    small = decide_in_memory(spark, cfg, fetched_pages(spark, root, segment_id), known, old_bands, root)
     if small is not None:
         spark.createDataFrame(small.decision.duplicates, _RESULT_SCHEMA).write.mode("overwrite") \
             .parquet(root.dedup_result(segment_id))

@@ -52,6 +52,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -66,8 +68,8 @@ from jobs.commit_info import note_segment, writes_commits
 from jobs.common import add_run_options, is_commit_conflict, run_spark_step
 from jobs.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
 from jobs.tables import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, CrawlRoot, check_segment_id,
-                         delete_path, ensure_tables, epoch_schema, from_epoch, from_epoch_col, read_host_state,
-                         read_url_state, table_bytes, table_exists, to_epoch, write_marker)
+                         delete_path, ensure_tables, epoch_schema, fits_driver, from_epoch, from_epoch_col,
+                         read_host_state, read_url_state, rows_where, table_exists, to_epoch, write_marker)
 from jobs.tracking import record_step
 from jobs.writes import merge_counts, merge_mode, run_concurrently
 
@@ -289,36 +291,46 @@ _HOST_COLUMNS = ("host_bucket", "host", "url_budget", "backoff_s", "sitemaps", "
 
 def _host_rows(spark: SparkSession, root: CrawlRoot, names: list[str] | None) -> dict[str, dict]:
     """{host: host row (epoch times)}: of the hosts ``names`` without their robots.txt bodies, or
-    (None) of every host, bodies included."""
+    (None) of every host, bodies included (a whole read, through Arrow)."""
     columns = list(_HOST_COLUMNS) if names is not None else [*_HOST_COLUMNS, "robots_txt"]
-    hosts = read_host_state(spark, root)
-    if names is not None:
-        hosts = hosts.filter(F.col("host").isin(names))
-    rows = to_epoch(hosts.select(*columns), [c for c in HOST_STATE_TIMES if c in columns]).collect()
-    return {r["host"]: r.asDict() for r in rows}
+    hosts = to_epoch(read_host_state(spark, root).select(*columns), [c for c in HOST_STATE_TIMES if c in columns])
+    if names is None:
+        return {r["host"]: r for r in rows_where(hosts, lambda t: pc.is_valid(t["host"]))}
+    return {r["host"]: r.asDict() for r in hosts.filter(F.col("host").isin(names)).collect()}
+
+
+def _due_rows(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float, limit: int) -> list[dict]:
+    """The due URLs (DUE_COLUMNS, epoch times), leased or held back or not; at most ``limit`` + 1
+    of them (more means: too many for the driver). Read whole through Arrow from a crawldb that
+    fits the driver, else with the due filter."""
+    if not fits_driver(spark, cfg, root.crawldb):
+        due = _due_regardless_of_host(read_url_state(spark, root), now).select(*DUE_COLUMNS)
+        return [r.asDict() for r in to_epoch(due, ["next_fetch_at"]).limit(limit + 1).collect()]
+    now_us = pa.scalar(epoch_micros(now), pa.int64())
+    statuses = pa.array(sorted(GENERATABLE_STATUSES), pa.string())
+    frame = to_epoch(read_url_state(spark, root).select(
+        *DUE_COLUMNS, "status", F.unix_micros("next_fetch_at").alias("_due_us"),
+        F.unix_micros("lease_until").alias("_lease_us")), ["next_fetch_at"])
+    rows = rows_where(frame, lambda t: pc.and_kleene(
+        pc.and_kleene(pc.is_in(t["status"], value_set=statuses), pc.less_equal(t["_due_us"], now_us)),
+        pc.or_kleene(pc.is_null(t["_lease_us"]), pc.less_equal(t["_lease_us"], now_us))))
+    return [{c: r[c] for c in DUE_COLUMNS} for r in rows[:limit + 1]]
 
 
 def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
                     now: float) -> Fetchlist | None:
     """The fetchlist chosen on the driver (crawl/crawldb/selection.py) when at most
     generate.local_max_due URLs are due. Two reads side by side instead of the planned query:
-    the due URLs, and the whole hostdb with its robots.txt bodies if it is at most
-    generate.local_max_hostdb_mb (a Delta read without a filter skips the three file-listing
-    jobs of a filtered one, and the bodies need no join). On a larger hostdb, its due hosts'
-    rows are read after the due URLs, without the bodies, which join the chosen rows as they are
-    written. None when more are due (in hosts held back or not): spark_fetchlist chooses then."""
+    the due URLs, and the whole hostdb with its robots.txt bodies; each table read whole through
+    Arrow if it fits the driver (crawldb.local_read_max_mb: no file-listing jobs for a filter,
+    and the bodies need no join). On a larger hostdb, the due hosts' rows are read after the due
+    URLs, without the bodies, which join the chosen rows as they are written. None when more are
+    due (in hosts held back or not): spark_fetchlist chooses then."""
     limit = int(cfg["generate.local_max_due"])
     if limit <= 0:
         return None
-    max_hostdb = float(cfg["generate.local_max_hostdb_mb"]) * 1024 * 1024
-
-    def whole_hostdb() -> dict[str, dict] | None:
-        return _host_rows(spark, root, None) if 0 < table_bytes(spark, root.hostdb) <= max_hostdb else None
-
-    due, hosts = run_concurrently(
-        lambda: (to_epoch(_due_regardless_of_host(read_url_state(spark, root), now).select(*DUE_COLUMNS),
-                          ["next_fetch_at"]).limit(limit + 1).collect()),
-        whole_hostdb if max_hostdb > 0 else lambda: None)
+    due, hosts = run_concurrently(lambda: _due_rows(spark, cfg, root, now, limit),
+                                  lambda: _host_rows(spark, root, None) if fits_driver(spark, cfg, root.hostdb) else None)
     if len(due) > limit:
         return None
     names = sorted({r["host"] for r in due})
@@ -329,7 +341,7 @@ def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
     held_back = {h for h in names if h in hosts
                  and any(hosts[h][c] is not None and epoch_micros(hosts[h][c]) > now_us
                          for c in ("deferred_until", "backoff_until"))}
-    due = [r.asDict() for r in due if r["host"] not in held_back]
+    due = [r for r in due if r["host"] not in held_back]
     chosen = selection.select(due, lambda host: override_value(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]), host),
                               {h: hosts[h]["url_budget"] for h in names if h in hosts},
                               budget_split(int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"])),

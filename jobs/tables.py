@@ -17,8 +17,10 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from typing import Iterable
+from typing import Any, Callable, Iterable, Mapping
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -450,6 +452,27 @@ def table_version(spark: SparkSession, path: str) -> int:
 def table_bytes(spark: SparkSession, path: str) -> int:
     """The newest snapshot's data files, in bytes (what a query reads; DESCRIBE DETAIL's sizeInBytes)."""
     return int(_snapshot(spark, path).sizeInBytes())
+
+
+def fits_driver(spark: SparkSession, cfg: Mapping[str, Any], path: str) -> bool:
+    """The table at ``path`` is small enough for a step's in-memory path to read it whole
+    (crawldb.local_read_max_mb)."""
+    max_bytes = float(cfg["crawldb.local_read_max_mb"]) * 1024 * 1024
+    return max_bytes > 0 and table_bytes(spark, path) <= max_bytes
+
+
+def rows_where(df: DataFrame, keep: Callable[[pa.Table], pa.Array]) -> list[dict]:
+    """The rows of ``df`` (a projection of a whole table, no filter) that ``keep`` (a boolean
+    mask of an Arrow table; null counts as false) selects, as dicts. Read through Arrow and
+    filtered on the driver: Delta plans a read without a filter without the three file-listing
+    jobs of a filtered one (BENCHMARKS.md "Cycle cost, sixth round")."""
+    table = df.toArrow()
+    return arrow_rows(table, keep(table))
+
+
+def arrow_rows(table: pa.Table, mask: pa.Array) -> list[dict]:
+    """The rows of ``table`` where ``mask`` is true (null counts as false), as dicts."""
+    return table.filter(pc.fill_null(mask, False)).to_pylist()
 
 
 def url_counts(spark: SparkSession, root: CrawlRoot, hosts: DataFrame) -> DataFrame:

@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -47,8 +49,8 @@ from jobs.errors import UserError
 from jobs.discover import HOST_TOTAL_CAP
 from jobs.generate import per_host_cap
 from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot,
-                         ensure_tables, epoch_schema, from_epoch, from_epoch_col, path_exists, read_host_state,
-                         read_url_state, table_bytes, to_epoch, url_counts, write_marker)
+                         ensure_tables, epoch_schema, fits_driver, from_epoch, from_epoch_col, path_exists,
+                         read_host_state, read_url_state, rows_where, to_epoch, url_counts, write_marker)
 from jobs.writes import (append_once, commit_once, local_merge_sources, merge_counts, merge_mode, run_concurrently,
                          txn_app_id)
 
@@ -326,22 +328,25 @@ _KEYS = "host_bucket int, url_hash long, url string"
 
 def _crawldb_rows(spark: SparkSession, root: CrawlRoot, keys: list[tuple], urls: list[str]) -> list[dict] | None:
     """The crawldb rows (epoch times) of ``keys`` (and of any URL sharing a url_hash with one),
-    and of the duplicates whose dup_of is one of ``urls``; None if more than _LOCAL_MAX_ROWS. One
-    filtered scan: Delta plans each filtered read of a table with three file-listing jobs
-    (~0.45 s on a small table), so a join or a union of two reads costs more than it saves."""
-    hashes = sorted({k[1] for k in keys})
-    wanted = F.col("url_hash").isin(hashes) | ((F.col("status") == DUPLICATE) & F.col("dup_of").isin(urls))
-    rows = (to_epoch(read_url_state(spark, root).filter(wanted), URL_STATE_TIMES).select(*_URL_FIELDS)
-            .limit(2 * _LOCAL_MAX_ROWS + 1).collect())
-    return None if len(rows) > 2 * _LOCAL_MAX_ROWS else [r.asDict() for r in rows]
+    and of the duplicates whose dup_of is one of ``urls``; None if more than _LOCAL_MAX_ROWS. The
+    crawldb is read whole (it fits the driver: local_sources checks) and filtered through Arrow."""
+    hashes = pa.array(sorted({k[1] for k in keys}), pa.int64())
+    dup_of = pa.array(sorted(set(urls)), pa.string())
+    rows = rows_where(to_epoch(read_url_state(spark, root), URL_STATE_TIMES).select(*_URL_FIELDS),
+                      lambda t: pc.or_kleene(pc.is_in(t["url_hash"], value_set=hashes),
+                                             pc.and_kleene(pc.equal(t["status"], DUPLICATE),
+                                                           pc.is_in(t["dup_of"], value_set=dup_of))))
+    return None if len(rows) > 2 * _LOCAL_MAX_ROWS else rows
 
 
 def _host_url_counts(spark: SparkSession, root: CrawlRoot, hosts: list[tuple]) -> dict[tuple[int, str], int | None]:
-    """host_state.url_count of ``hosts`` ((host_bucket, host) pairs)."""
+    """host_state.url_count of ``hosts`` ((host_bucket, host) pairs): three columns of the whole
+    hostdb, filtered through Arrow (its rows are hosts of a crawldb that fits the driver)."""
     if not hosts:
         return {}
-    rows = (read_host_state(spark, root).filter(F.col("host").isin(sorted({h for _, h in hosts})))
-            .select("host_bucket", "host", "url_count").collect())
+    names = pa.array(sorted({h for _, h in hosts}), pa.string())
+    rows = rows_where(read_host_state(spark, root).select("host_bucket", "host", "url_count"),
+                      lambda t: pc.is_in(t["host"], value_set=names))
     return {(r["host_bucket"], r["host"]): r["url_count"] for r in rows}
 
 
@@ -351,10 +356,10 @@ def local_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     (crawl/crawldb/in_memory.py) from what it collects: the segment, dedup's answer, the crawldb
     rows the segment can touch and its hosts' url_count; four reads instead of a dozen planned
     queries. None when the segment is larger, or the crawldb larger than
-    update.local_max_crawldb_mb, or what it discovered or touches is larger than _LOCAL_MAX_ROWS
+    crawldb.local_read_max_mb, or what it discovered or touches is larger than _LOCAL_MAX_ROWS
     (or a URL appears twice in it): spark_sources computes them then."""
     limit = int(cfg["update.local_max_urls"])
-    if limit <= 0 or table_bytes(spark, root.crawldb) > float(cfg["update.local_max_crawldb_mb"]) * 1024 * 1024:
+    if limit <= 0 or not fits_driver(spark, cfg, root.crawldb):
         return None
     fetched = spark.read.parquet(root.fetched(segment_id))
     fetched = fetched.select(*[c for c in fetched.columns if c != "signature"])  # dedup's, not needed here

@@ -61,7 +61,7 @@ def both_update_paths() -> contextlib.AbstractContextManager[list[str]]:
 def both_generate_paths() -> contextlib.AbstractContextManager[list[str]]:
     """Every generate.run inside chooses its fetchlist both ways, asserts they are the same rows
     (robots.txt bodies included) and writes the in-memory one. The in-memory way is checked
-    twice: reading the whole hostdb with the bodies (a small hostdb), and reading the due hosts'
-    rows, the bodies joined as the rows are written (generate.local_max_hostdb_mb = 0)."""
+    twice: from the crawldb and the hostdb (bodies included) read whole (small tables), and
+    from filtered reads, the bodies joined as the rows are written (crawldb.local_read_max_mb = 0)."""
     return _both_paths(generate, "fetchlist", "local_fetchlist", "spark_fetchlist", ("rows",),
-                       ({"generate.local_max_hostdb_mb": 0},))
+                       ({"crawldb.local_read_max_mb": 0},))

@@ -109,12 +109,15 @@ def _cycle(spark, cfg, root):
 
 def _same_answer_from_whole_tables(spark, cfg, root, seg, monkeypatch):
     """dedup of a small segment is decided in memory (dedup.decide_in_memory) from slices of
-    dedup/pages and dedup/bands; run again by Spark's queries (dedup.local_max_pages = 0) on
+    dedup/pages and dedup/bands, both tables read whole; run again in memory from filtered reads
+    (crawldb.local_read_max_mb = 0), and by Spark's queries (dedup.local_max_pages = 0) on
     cached slices (dedup.table_slices), on the whole tables and on the band slice alone, it must
     find the same duplicates."""
     def answer():
         return sorted(tuple(r) for r in spark.read.parquet(root.dedup_result(seg)).collect())
     in_memory = answer()
+    dedup.run(spark, {**cfg, "crawldb.local_read_max_mb": 0}, root, seg)
+    assert answer() == in_memory, "filtered reads"
     by_spark = {**cfg, "dedup.local_max_pages": 0}
     for name, value in (("_SLICE_MAX_PAGES", dedup._SLICE_MAX_PAGES), ("_SLICE_MAX_PAGES", 0), ("_SLICE_MAX_KEYS", 0)):
         with monkeypatch.context() as patch:
@@ -171,7 +174,7 @@ def _dedup_through_spark(spark, server, tmp_path, monkeypatch):
     # an append made again for the segment (a run that died after one table's append, say) adds nothing
     from jobs.tables import read_delta
     known, bands = read_delta(spark, root.dedup_pages, True), read_delta(spark, root.dedup_bands, True)
-    small = dedup.decide_in_memory(spark, cfg, dedup.fetched_pages(spark, root, seg), known, bands)
+    small = dedup.decide_in_memory(spark, cfg, dedup.fetched_pages(spark, root, seg), known, bands, root)
     assert not small.all_new  # a re-run finds its pages there: it MERGEs (above)
     dedup.merge_dedup_tables(spark, cfg, root, small.pages, spark.read.parquet(root.dedup_result(seg)), seg,
                              small.new_bands, all_new=True)

@@ -69,8 +69,8 @@ def test_one_cycle_over_the_hostile_web(spark, tmp_path, capsys):
         with both_update_paths() as checked:  # every kind of failure, redirects, a host override
             update.run(spark, cfg, root, seg.segment_id)
         assert checked
-        # a crawldb above update.local_max_crawldb_mb: Spark computes the writes
-        assert update.local_sources(spark, {**cfg, "update.local_max_crawldb_mb": 0}, root, seg.segment_id, 0.0) is None
+        # a crawldb above crawldb.local_read_max_mb: Spark computes the writes
+        assert update.local_sources(spark, {**cfg, "crawldb.local_read_max_mb": 0}, root, seg.segment_id, 0.0) is None
     finally:
         web.stop()
     rows = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}
