@@ -67,9 +67,10 @@ from crawl.crawldb.status import GENERATABLE_STATUSES
 from jobs.commit_info import note_segment, writes_commits
 from jobs.common import add_run_options, is_commit_conflict, run_spark_step
 from jobs.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
-from jobs.tables import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, CrawlRoot, check_segment_id,
-                         delete_path, ensure_tables, epoch_schema, fits_driver, from_epoch, from_epoch_col,
-                         read_host_state, read_url_state, rows_where, table_exists, to_epoch, write_marker)
+from jobs.tables import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, CachedFrames, CrawlRoot,
+                         check_segment_id, delete_path, ensure_tables, epoch_schema, fits_driver, from_epoch,
+                         from_epoch_col, read_host_state, read_url_state, rows_where, table_exists, to_epoch,
+                         write_marker)
 from jobs.tracking import record_step
 from jobs.writes import merge_counts, merge_mode, run_concurrently
 
@@ -258,17 +259,13 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
 
 
 @dataclass
-class Fetchlist:
+class Fetchlist(CachedFrames):
     """A segment's fetchlist rows (FETCHLIST_SCHEMA), and, when it was chosen in memory
     (local_fetchlist), its URL and host counts and its (host_bucket, url_hash) keys."""
     rows: DataFrame
     counts: tuple[int, int] | None = None
     lease_keys: list[tuple[int, int]] | None = None
     cached: list[DataFrame] = field(default_factory=list)
-
-    def release(self) -> None:
-        for df in self.cached:
-            df.unpersist()
 
 
 def spark_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
@@ -370,9 +367,9 @@ def fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segm
     return local_fetchlist(spark, cfg, root, segment_id, now) or spark_fetchlist(spark, cfg, root, segment_id, now)
 
 
-def _free(now: float) -> str:
-    """SQL: the row holds no lease in force at ``now``."""
-    return f"(lease_until IS NULL OR lease_until <= timestamp_micros({epoch_micros(now)}))"
+def _free(now: float, column: str = "lease_until") -> str:
+    """SQL: the row holds no lease in force at ``now`` (its lease_until is ``column``)."""
+    return f"({column} IS NULL OR {column} <= timestamp_micros({epoch_micros(now)}))"
 
 
 def _table_sql(path: str) -> str:
@@ -403,7 +400,7 @@ def lease_by_merge(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot,
     with merge_mode(spark, cfg, root.crawldb):
         return merge_counts(DeltaTable.forPath(spark, root.crawldb).alias("t")
                             .merge(keys.alias("s"), LEASE_KEY)
-                            .whenMatchedUpdate(condition=_free(now).replace("lease_until", "t.lease_until"),
+                            .whenMatchedUpdate(condition=_free(now, "t.lease_until"),
                                                set={"lease_until": from_epoch_col(F.lit(until)),
                                                     "segment_id": F.col("s.segment_id")})
                             .execute())["updated"]

@@ -454,6 +454,16 @@ def table_bytes(spark: SparkSession, path: str) -> int:
     return int(_snapshot(spark, path).sizeInBytes())
 
 
+class CachedFrames:
+    """Mixin of a step's computed inputs (a dataclass with a ``cached`` field): the DataFrames it
+    cached, unpersisted by release() once the step's writes are done."""
+    cached: list[DataFrame]
+
+    def release(self) -> None:
+        for df in self.cached:
+            df.unpersist()
+
+
 def fits_driver(spark: SparkSession, cfg: Mapping[str, Any], path: str) -> bool:
     """The table at ``path`` is small enough for a step's in-memory path to read it whole
     (crawldb.local_read_max_mb)."""

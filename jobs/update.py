@@ -48,7 +48,7 @@ from jobs.common import run_segment_step
 from jobs.errors import UserError
 from jobs.discover import HOST_TOTAL_CAP
 from jobs.generate import per_host_cap
-from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot,
+from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CachedFrames, CrawlRoot,
                          ensure_tables, epoch_schema, fits_driver, from_epoch, from_epoch_col, path_exists,
                          read_host_state, read_url_state, rows_where, to_epoch, url_counts, write_marker)
 from jobs.writes import (append_once, commit_once, local_merge_sources, merge_counts, merge_mode, run_concurrently,
@@ -284,7 +284,7 @@ def append_warc_index(root: CrawlRoot, outcomes: DataFrame, app_id: str) -> int:
 
 
 @dataclass
-class Sources:
+class Sources(CachedFrames):
     """What update writes, as DataFrames: the crawldb MERGE's three sources (updates of the
     leased URLs, new URL rows, due-now hints), per host the new URLs its budget let in and kept
     out (per_host_counts), and the segment's url and host rows."""
@@ -296,10 +296,6 @@ class Sources:
     hosts: DataFrame
     local: bool = False   # made only of rows the driver holds (local_sources)
     cached: list[DataFrame] = field(default_factory=list)
-
-    def release(self) -> None:
-        for df in self.cached:
-            df.unpersist()
 
 
 def spark_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
