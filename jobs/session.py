@@ -159,6 +159,7 @@ def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkS
         "spark.sql.shuffle.partitions": str(cfg["spark.shuffle_partitions"]),
         # Delta's log replay defaults to 50 partitions: far too many for small tables.
         "spark.databricks.delta.snapshotPartitions": str(cfg["spark.snapshot_partitions"]),
+        "spark.sql.codegen.cache.maxEntries": str(cfg["spark.codegen_cache_entries"]),
         "spark.sql.session.timeZone": "UTC",
         # tables are addressed by path; keep Spark from creating ./spark-warehouse in the cwd
         "spark.sql.warehouse.dir": os.path.join(tempfile.gettempdir(), "deltacrawl-spark-warehouse"),
