@@ -31,8 +31,9 @@ def make_config(**overrides):
 @pytest.fixture(scope="session")
 def spark():
     from jobs.session import build_spark
-    # it lives as long as the whole run, where the optimising compiler can pay for itself
-    session = build_spark(make_config(spark__jvm_options=""))
+    # it lives as long as the whole run, where the optimising compiler can pay for itself: the
+    # documented default JVM options, not FAST's
+    session = build_spark(make_config(spark__jvm_options=build_config()["spark.jvm_options"]))
     yield session
     session.stop()
 
