@@ -31,7 +31,7 @@ from jobs.commit_info import set_crawl_cycle
 from jobs.common import run_main
 from jobs.errors import EXIT_OK, UserError
 from jobs.logs import step_logger
-from jobs.tables import CrawlRoot
+from jobs.tables import CrawlRoot, snapshots_built_meanwhile
 from jobs.tracking import CrawlRecorder, CrawlTracker, OneLineWarnings, new_crawl_id
 
 
@@ -68,7 +68,12 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
                 step_logger("crawl").info("cycle %d: nothing due, stopping", cycle)
                 break
             segment = gen.segment_id
-            for name, module in (("fetch", fetch), ("dedup", dedup), ("update", update)):
+            # fetch mostly waits on hosts (politeness): meanwhile the driver builds the snapshots
+            # of the tables dedup and update read next (their versions do not change during it)
+            with snapshots_built_meanwhile(spark, (root.dedup_pages, root.dedup_bands, root.crawldb, root.hostdb,
+                                                   root.warc_index)):
+                recorder.run_step(cycle, "fetch", lambda: fetch.run(spark, cfg, root, segment), f"segment {segment}")
+            for name, module in (("dedup", dedup), ("update", update)):
                 recorder.run_step(cycle, name, lambda: module.run(spark, cfg, root, segment), f"segment {segment}")
             timings = {f.step: f.seconds for f in recorder.end_cycle()}
             result.cycles_run = cycle

@@ -14,14 +14,17 @@ Pure code (crawl/) works with epoch seconds; tables hold TIMESTAMP columns for S
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
-from typing import Any, Callable, Iterable, Mapping
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from delta.tables import DeltaTable
+from pyspark import InheritableThread
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DoubleType, IntegerType, LongType, StringType,
@@ -452,6 +455,36 @@ def table_version(spark: SparkSession, path: str) -> int:
 def table_bytes(spark: SparkSession, path: str) -> int:
     """The newest snapshot's data files, in bytes (what a query reads; DESCRIBE DETAIL's sizeInBytes)."""
     return int(_snapshot(spark, path).sizeInBytes())
+
+
+def build_snapshots(spark: SparkSession, paths: Iterable[str]) -> None:
+    """Have Delta build the newest snapshot of each table at ``paths``: its list of data files,
+    replayed from the log by a few Spark jobs the first time a version is read (0.3-1.2 s a table
+    on a small crawl, BENCHMARKS.md "Cycle cost, eighth round"). A later read of that version
+    finds it built. Best effort: a table that is missing or unreadable is left to the step that
+    reads it (and its clear message)."""
+    for path in paths:
+        try:
+            spark.read.format("delta").load(path).inputFiles()
+        except Exception as exc:  # noqa: BLE001 - the reading step reports it, if it matters
+            logging.getLogger("deltacrawl.tables").debug("snapshot of %s not built ahead: %s", path, exc)
+
+
+@contextmanager
+def snapshots_built_meanwhile(spark: SparkSession, paths: Iterable[str]) -> Iterator[None]:
+    """While the body runs (a fetch, which waits on hosts most of its span), build the newest
+    snapshots of the tables at ``paths`` on another thread, in a job group of their own; waits
+    for them when the body ends, unless it failed."""
+    sc = spark.sparkContext
+
+    def build() -> None:
+        sc.setJobGroup("deltacrawl-snapshots", "snapshots built ahead of the steps that read them")
+        build_snapshots(spark, list(paths))
+
+    thread = InheritableThread(target=build, name="deltacrawl-snapshots", daemon=True)
+    thread.start()
+    yield
+    thread.join()
 
 
 class CachedFrames:

@@ -32,6 +32,9 @@ def crawled(spark, tmp_path_factory):
     base = tmp_path_factory.mktemp("sql")
     web = DevWeb(hosts=10, pages_per_host=8, port=0, seed=7, crawl_delay_s=0.4)
     web.start()
+    built_ahead = lambda: max(spark.sparkContext.statusTracker().getJobIdsForGroup("deltacrawl-snapshots"),  # noqa: E731
+                              default=-1)
+    before = built_ahead()
     try:
         seeds = write_seeds(base / "seeds.txt", web.seed_urls())
         root = CrawlRoot(str(base / "crawl-data"))
@@ -39,6 +42,7 @@ def crawled(spark, tmp_path_factory):
     finally:
         web.stop()
     assert result.cycles_run == 2
+    assert built_ahead() > before  # the snapshots dedup and update read were built during fetch
     yield root, result
 
 
