@@ -2,7 +2,10 @@
 and update read next (jobs/tables.snapshots_built_meanwhile, used by jobs/crawl_cycles.py)."""
 from __future__ import annotations
 
+import threading
 import time
+
+import pytest
 
 from pyspark.sql import Row
 
@@ -52,12 +55,21 @@ def test_missing_and_foreign_tables_are_left_to_the_step_that_reads_them(spark, 
 
 
 def test_the_body_failing_does_not_wait_for_the_snapshots(spark, tmp_path):
-    table = str(tmp_path / "table")
-    _new_version(spark, table, 1)
+    """A fetch that fails (or is interrupted) ends the crawl at once, not after the snapshots."""
+    release = threading.Event()
+    safety = threading.Timer(120, release.set)  # so that a wrong implementation fails, not hangs
+    safety.start()
+
+    def paths():
+        release.wait()  # the building thread is held here until the body has failed
+        yield str(tmp_path / "missing")
+
     try:
-        with snapshots_built_meanwhile(spark, [table]):
-            raise KeyboardInterrupt
-    except KeyboardInterrupt:
-        pass
-    else:
-        raise AssertionError("the body's exception must propagate")
+        with pytest.raises(RuntimeError, match="fetch failed"):
+            with snapshots_built_meanwhile(spark, paths()):
+                raise RuntimeError("fetch failed")
+        assert not release.is_set()  # the failure came back while the building still waited
+        assert any(t.name == "deltacrawl-snapshots" and t.is_alive() for t in threading.enumerate())
+    finally:
+        release.set()
+        safety.cancel()
