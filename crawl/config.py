@@ -127,17 +127,30 @@ def build_config(conf_file: str | None = None, overrides: Mapping[str, Any] | No
     return MappingProxyType(merged)
 
 
+def with_values(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``cfg`` with some keys replaced by values the program computed (already valid), frozen."""
+    unknown = [k for k in values if k not in cfg]
+    if unknown:
+        raise ConfigError(f"unknown config key '{unknown[0]}'")
+    return MappingProxyType({**cfg, **values})
+
+
 # What SparkContext.setLogLevel accepts.
 SPARK_LOG_LEVELS = ("ALL", "DEBUG", "ERROR", "FATAL", "INFO", "OFF", "TRACE", "WARN")
 
 
 def _validate(cfg: dict[str, Any]) -> None:
+    from crawl.net.addresses import AddressPolicy
     from crawl.net.filters import LinkFilter
     from crawl.fetch.politeness import validate_overrides
     try:
         cfg["fetch.host_overrides"] = validate_overrides(cfg["fetch.host_overrides"])
     except ValueError as exc:
         raise ConfigError(f"config key 'fetch.host_overrides': {exc}") from None
+    try:
+        AddressPolicy.from_config(cfg)  # bad CIDRs or ports: one clear message now, not in a task
+    except ValueError as exc:
+        raise ConfigError(f"config key {exc}") from None
     try:
         LinkFilter.from_config(cfg)  # bad regexes or scope: one clear message now, not in a task
     except ValueError as exc:

@@ -14,6 +14,7 @@ Results go to stdout, progress and errors to stderr (jobs/logs.py). Every config
 """
 from __future__ import annotations
 
+import json
 import sys
 
 from jobs.common import run_main
@@ -35,9 +36,7 @@ def devweb_main(argv: list[str] | None) -> int:
 
     def body(args, cfg) -> int:
         from crawl.devweb.web import DevWeb
-        web = DevWeb(hosts=int(cfg["devweb.hosts"]), pages_per_host=int(cfg["devweb.pages_per_host"]),
-                     port=int(cfg["devweb.port"]), seed=int(cfg["devweb.seed"]),
-                     crawl_delay_s=float(cfg["devweb.crawl_delay_s"]), log_path=args.log)
+        web = DevWeb.from_config(cfg, log_path=args.log)
         try:
             web.start()
         except OSError as exc:
@@ -45,6 +44,9 @@ def devweb_main(argv: list[str] | None) -> int:
                             f"(try --conf devweb.port=0)") from None
         for url in web.seed_urls():
             print(url, flush=True)
+        # the address guard refuses loopback: a crawl of this web must allow its addresses
+        print("crawl it with: --conf 'fetch.allow_networks=" + json.dumps(web.networks()) + "'",
+              file=sys.stderr, flush=True)
         web.serve_forever()
         return EXIT_OK
     return run_main("deltacrawl devweb", argv, configure, body, needs_root=False)

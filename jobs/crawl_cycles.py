@@ -25,6 +25,7 @@ from typing import Any, Mapping
 
 from pyspark.sql import SparkSession
 
+from crawl.config import with_values
 from crawl.tracking import INJECT_CYCLE
 from jobs import dedup, fetch, generate, inject, stats, update
 from jobs.commit_info import set_crawl_cycle
@@ -101,12 +102,11 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
     return result
 
 
-def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> str:
-    """Start the bundled test web for this run and write its seeds file; return the file's path."""
+def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> tuple[str, list[str]]:
+    """Start the bundled test web for this run and write its seeds file; return the file's path and
+    the web's networks (the address guard refuses loopback: the crawl allows exactly these)."""
     from crawl.devweb.web import DevWeb
-    web = DevWeb(hosts=int(cfg["devweb.hosts"]), pages_per_host=int(cfg["devweb.pages_per_host"]),
-                 port=int(cfg["devweb.port"]), seed=int(cfg["devweb.seed"]),
-                 crawl_delay_s=float(cfg["devweb.crawl_delay_s"]))
+    web = DevWeb.from_config(cfg)
     try:
         web.start()
     except OSError as exc:
@@ -124,7 +124,7 @@ def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> s
         fh.writelines(url + "\n" for url in web.seed_urls())
     step_logger("crawl").info("test web serving %d hosts on loopback (%s ... %s)", len(web.seed_urls()),
                               web.seed_urls()[0], web.seed_urls()[-1])
-    return path
+    return path, web.networks()
 
 
 def configure(parser) -> None:
@@ -146,7 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.seeds and not args.with_devweb:
             raise UserError("give --seeds FILE (or --with-devweb to crawl the bundled test web)")
         with ExitStack() as stack:  # the test web (if any) lives as long as the crawl
-            seeds = args.seeds or start_devweb(cfg, args.crawl_root, stack)
+            seeds = args.seeds
+            if args.with_devweb and not seeds:
+                seeds, networks = start_devweb(cfg, args.crawl_root, stack)
+                cfg = with_values(cfg, {"fetch.allow_networks": [*cfg["fetch.allow_networks"], *networks]})
             inject.load_seeds(seeds, cfg)  # fail fast, before a JVM is started
             tracker = CrawlTracker.open(cfg, args.crawl_root, args.mlflow_uri, "deltacrawl crawl")
             run(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), seeds, args.cycles, tracker)

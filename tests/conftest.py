@@ -5,6 +5,13 @@ from __future__ import annotations
 import pytest
 
 from crawl.config import build_config
+from crawl.net.addresses import networks_of
+
+# The address guard (crawl/net/addresses.py) refuses loopback like every internal address. The test
+# webs live on 127.0.0.2 ... 127.0.0.254 (crawl.devweb.web.host_address), and the tests allow
+# exactly those: never 127.0.0.1 or ::1, which tests/test_address_guard.py uses as the "inside"
+# a crawl must not reach with these very settings.
+TEST_WEB_NETWORKS = networks_of(f"127.0.0.{i}" for i in range(2, 255))
 
 # Settings that keep tests fast on a 2-core machine; everything else is the documented default.
 FAST = {
@@ -15,6 +22,7 @@ FAST = {
     "fetch.connect_timeout_s": 2.0,
     "fetch.read_timeout_s": 3.0,
     "fetch.total_timeout_s": 5.0,
+    "fetch.allow_networks": TEST_WEB_NETWORKS,
     # The JVMs the tests start as subprocesses (the CLI's, a standalone cluster's, Airflow's tasks)
     # live for a step or a short crawl: the quick JIT compiler alone makes each ~13 % cheaper
     # (BENCHMARKS.md "JVM options"). The session's own JVM (the spark fixture) keeps the default.

@@ -10,14 +10,17 @@ from crawl.fetch.fetcher import fetch_partition
 from crawl.crawldb.status import FetchStatus as FS
 from crawl.net.urls import host_bucket, host_of, normalize_url, url_hash
 from tests.politeness import assert_polite
+from tests.conftest import TEST_WEB_NETWORKS
 
 DELAY = 0.2
+# a test-web address no test web uses (they start at 127.0.0.2): a closed port there is a dead host
+DEAD_ADDRESS = "127.0.0.254"
 
 
 def cfg(**kw):
     # sitemap reading adds requests per host; it has its own test below
     base = {"fetch.delay_s": DELAY, "fetch.connect_timeout_s": 2.0, "fetch.read_timeout_s": 2.0,
-            "fetch.total_timeout_s": 4.0, "sitemaps.enabled": False}
+            "fetch.total_timeout_s": 4.0, "sitemaps.enabled": False, "fetch.allow_networks": TEST_WEB_NETWORKS}
     base.update({k.replace("__", "."): v for k, v in kw.items()})
     return build_config(overrides=base)
 
@@ -91,14 +94,14 @@ def test_large_crawl_delay_defers_the_host(devweb):
 
 def _closed_port():
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    s.bind((DEAD_ADDRESS, 0))
     port = s.getsockname()[1]
     s.close()
     return port
 
 
 def test_dead_host_backs_off_instead_of_crashing(devweb):
-    dead = f"http://127.0.0.1:{_closed_port()}/"
+    dead = f"http://{DEAD_ADDRESS}:{_closed_port()}/"
     urls = [dead, dead + "a.html"] + host_urls(devweb, kind_index(devweb, "allow_all"), pages=1)
     out = fetch_partition(rows_for(urls), cfg())
     by_url = {r["url"]: r for r in out if r["kind"] == "url"}

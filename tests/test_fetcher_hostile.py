@@ -17,12 +17,14 @@ from crawl.fetch.fetcher import fetch_partition
 from crawl.parse.page import ParserPool
 from crawl.crawldb.status import FetchStatus as FS
 from crawl.fetch.warc import WarcWriter, read_record
-from tests.test_fetcher import _closed_port, rows_for
+from tests.test_fetcher import DEAD_ADDRESS, _closed_port, rows_for
+from tests.conftest import TEST_WEB_NETWORKS
 
 LIMIT = 1 << 20
 CFG = {"fetch.delay_s": 0.1, "fetch.delay_factor": 0.0, "fetch.connect_timeout_s": 2.0,
        "fetch.read_timeout_s": 2.0, "fetch.total_timeout_s": 3.0, "fetch.max_body_bytes": LIMIT,
-       "fetch.max_wait_in_cycle_s": 10.0, "fetch.max_consecutive_errors": 3, "parse.max_outlinks": 1000}
+       "fetch.max_wait_in_cycle_s": 10.0, "fetch.max_consecutive_errors": 3, "parse.max_outlinks": 1000,
+       "fetch.allow_networks": TEST_WEB_NETWORKS}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +36,7 @@ def run(tmp_path_factory):
         urls += [f"http://{web.hostile_hosts['messy']}/p/{k}.html" for k in range(2)]
         rows = rows_for(urls)
         cond = [r for r in rows if web.hostile_hosts["conditional"] in r["url"]]
-        dead = f"http://127.0.0.1:{_closed_port()}"
+        dead = f"http://{DEAD_ADDRESS}:{_closed_port()}"
         rows += rows_for([f"{dead}/{i}.html" for i in range(6)], robots_status=404, robots_txt="",
                          robots_fetched_at=time.time())
         cfg = build_config(overrides=CFG)

@@ -10,10 +10,12 @@ Like Nutch's CrawlDatum, every URL has exactly one status:
     retry          last fetch failed transiently (network error, 5xx, 429); retried later
     gone           404/410 or another permanent 4xx, or too many transient failures
     robots_denied  robots.txt forbids it for our agent
+    blocked_address  the address guard refused its host, address or port (crawl/net/addresses.py):
+                   nothing was sent; the reason is in ``error``
     duplicate      its content duplicates another URL's (dup_of); set by dedup
 
 Every status is eligible for generate once next_fetch_at has passed: gone pages are re-checked
-with growing intervals until schedule.gone_max_checks, robots_denied and duplicate ones at
+with growing intervals until schedule.gone_max_checks, robots_denied, blocked_address and duplicate ones at
 schedule.max_interval_s (sites, robots.txt and the canonical page change; update makes a
 duplicate due at once when its canonical page no longer holds the content: found gone or
 redirected, with changed text, or itself a duplicate). A duplicate that is
@@ -37,9 +39,10 @@ RETRY = "retry"
 GONE = "gone"
 ROBOTS_DENIED = "robots_denied"
 DUPLICATE = "duplicate"
+BLOCKED_ADDRESS = "blocked_address"
 
 ALL_STATUSES = (UNFETCHED, FETCHED, NOTMODIFIED, REDIRECT_TEMP, REDIRECT_PERM, RETRY, GONE,
-                ROBOTS_DENIED, DUPLICATE)
+                ROBOTS_DENIED, DUPLICATE, BLOCKED_ADDRESS)
 GENERATABLE_STATUSES = ALL_STATUSES
 
 
@@ -53,11 +56,12 @@ class FetchStatus:
     SERVER_ERROR = "server_error"     # 5xx, 429
     NETWORK_ERROR = "network_error"   # DNS, connect, timeout, reset, malformed response
     ROBOTS_DENIED = "robots_denied"   # robots.txt forbids it: no request was sent
+    BLOCKED_ADDRESS = "blocked_address"  # the address guard refused host, address or port: nothing sent
     DEFERRED = "deferred"             # the host was deferred (e.g. Crawl-delay too large): no request
     NOT_ATTEMPTED = "not_attempted"   # the task ran out of time, or the host was stopped for this cycle
 
     ALL = (OK, NOT_MODIFIED, REDIRECT, NOT_FOUND, CLIENT_ERROR, SERVER_ERROR, NETWORK_ERROR,
-           ROBOTS_DENIED, DEFERRED, NOT_ATTEMPTED)
+           ROBOTS_DENIED, BLOCKED_ADDRESS, DEFERRED, NOT_ATTEMPTED)
 
 
 PERMANENT_REDIRECT_CODES = (301, 308)
@@ -184,6 +188,7 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
                       the interval follows from the estimated change rate and importance;
       3xx, robots     schedule.max_interval_s (the target is crawled as a URL of its own;
                       robots.txt itself is re-read daily);
+      blocked_address schedule.max_interval_s (a config change or the name's DNS may allow it later);
       404/410, 4xx    gone, re-checked after schedule.gone_interval_s, doubling, until
                       schedule.gone_max_checks answers in a row: then never due again;
       5xx, network    retry after schedule.retry_interval_s, doubling; after
@@ -212,8 +217,8 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
     new["http_status"] = outcome.get("http_status")
     new["error"] = outcome.get("error")
 
-    if fs == FetchStatus.ROBOTS_DENIED:
-        new["status"] = ROBOTS_DENIED
+    if fs in (FetchStatus.ROBOTS_DENIED, FetchStatus.BLOCKED_ADDRESS):
+        new["status"] = fs  # the crawldb status has the outcome's name
         _fixed(new, at, longest)
         return new
 

@@ -40,7 +40,7 @@ import signal
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from aiohttp import web
 
@@ -219,6 +219,19 @@ class DevWeb(GeneratedSite, HostileHosts):
                     raise
         assert last_err is not None
         raise last_err
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any], log_path: str | None = None) -> "DevWeb":
+        """The bundled test web as the devweb.* options describe it (not started)."""
+        return cls(hosts=int(cfg["devweb.hosts"]), pages_per_host=int(cfg["devweb.pages_per_host"]),
+                   port=int(cfg["devweb.port"]), seed=int(cfg["devweb.seed"]),
+                   crawl_delay_s=float(cfg["devweb.crawl_delay_s"]), log_path=log_path)
+
+    def networks(self) -> list[str]:
+        """CIDR strings covering exactly this web's addresses (its hosts and hostile hosts): what a
+        crawl of it puts in fetch.allow_networks, since the address guard refuses loopback."""
+        from crawl.net.addresses import networks_of
+        return networks_of(self.addresses + self._hostile_addresses)
 
     def start(self) -> "DevWeb":
         """Serve in a background daemon thread; returns once every socket is listening."""

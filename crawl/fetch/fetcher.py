@@ -10,6 +10,9 @@ needs no coordination with other tasks. Inside the task, the Mercator design:
     contacted soonest, waits until then, and starts ONE request for it; the host goes back on
     the heap only when that request has ended — so there is never more than one request in
     flight per host, and at most ``fetch.max_concurrency`` in the task;
+  * the address guard (crawl/net/addresses.py, crawl/fetch/guard.py) judges the host before
+    anything is sent and every address the connector resolves or connects to; a refused host's
+    URLs end ``blocked_address`` with the reason, and nothing is requested from it;
   * robots.txt is fetched (or taken from the hostdb cache while fresh) before the host's first
     page, and every URL is checked against it (RFC 9309, crawl/fetch/robots.py);
   * the gap after each request is crawl.fetch.politeness.adaptive_gap: at least max(fetch.delay_s,
@@ -55,7 +58,9 @@ from crawl.fetch.requestlog import EarlierRequests, RequestLog
 from crawl.fetch.sitemap_reader import SitemapReader
 from crawl.fetch.robots import UNREACHABLE_STATUS, RobotsPolicy, effective_delay, policy_from_fetch
 from crawl.crawldb.status import FetchStatus, classify_http_status
-from crawl.net.urls import InvalidUrl, host_without_port, normalize_url
+from crawl.fetch.guard import GuardedResolver, RefusedAddressError, guarded_socket_factory, refusal_of
+from crawl.net.addresses import AddressPolicy, Refusal
+from crawl.net.urls import InvalidUrl, host_of, host_without_port, normalize_url
 
 # The typical request time of a task is the median of its last this many request durations.
 RECENT_REQUESTS = 1001
@@ -96,8 +101,9 @@ class TaskContext:
 
     def __init__(self, cfg: Mapping[str, Any], session: aiohttp.ClientSession,
                  archive: Archive | None, parser: Parser | None, links: TaskLinks | None = None,
-                 request_log: RequestLog | None = None):
+                 request_log: RequestLog | None = None, addresses: AddressPolicy | None = None):
         self.cfg = cfg
+        self.addresses = addresses if addresses is not None else AddressPolicy.from_config(cfg)
         self.request_log = request_log
         self.earlier = request_log.earlier if request_log is not None else EarlierRequests()
         self.session = session
@@ -184,6 +190,7 @@ class HostQueue:
         self.results: list[dict[str, Any]] = []
         self.links: HostLinks = ctx.links.for_host(host)
         self.sitemaps = SitemapReader(self)
+        self.blocked = False
         first = rows[0]
         self.host_row: dict[str, Any] = {
             "kind": "host", "host": host, "host_bucket": first["host_bucket"],
@@ -197,11 +204,14 @@ class HostQueue:
         self._durations: list[float] = []
         self._ended_for: float | None = None  # start time of the last request already accounted for
         ctx.hosts.append(self)
+        refusal = ctx.addresses.host_refusal(host, first["url"].split("://", 1)[0])
+        if refusal is not None:
+            self.block(refusal)
 
     # -- bookkeeping -------------------------------------------------------------------------
     @property
     def done(self) -> bool:
-        return not self.pending and self.policy is not None and not self.sitemaps.queue
+        return not self.pending and (self.policy is not None or self.blocked) and not self.sitemaps.queue
 
     @property
     def can_start_more(self) -> bool:
@@ -226,6 +236,16 @@ class HostQueue:
         self.sitemaps.queue.clear()
         while self.pending:
             self.results.append(self._outcome(self.pending.popleft(), fetch_status, error=reason))
+
+    def block(self, refusal: Refusal) -> None:
+        """The address guard refused this host (its name, address or port): none of its URLs is
+        requested, each records blocked_address and the reason, and the host row says so."""
+        self.blocked = True
+        self.host_row["stop_reason"] = f"{FetchStatus.BLOCKED_ADDRESS}: {refusal.reason}"
+        self.sitemaps.queue.clear()
+        while self.pending:
+            self.results.append(self._outcome(self.pending.popleft(), FetchStatus.BLOCKED_ADDRESS,
+                                              error=refusal.message()[:ERROR_TEXT_LIMIT]))
 
     def _stop_for_cycle(self, reason: str, backoff_s: float | None = None, detail: str | None = None) -> None:
         self.host_row["stop_reason"] = reason
@@ -361,6 +381,9 @@ class HostQueue:
             for hop in range(MAX_ROBOTS_REDIRECTS + 1):
                 if hop:  # each hop is a request too: keep the gap
                     await asyncio.sleep(self.min_gap)
+                    hop_refusal = self.ctx.addresses.host_refusal(host_of(url), url.split("://", 1)[0])
+                    if hop_refusal is not None:  # a redirect into a refused address or port
+                        raise RefusedAddressError(hop_refusal)
                 self.ctx.sent("robots", self, url)
                 async with self.ctx.session.get(url, allow_redirects=False) as resp:
                     location = resp.headers.get("Location")
@@ -373,10 +396,19 @@ class HostQueue:
             else:
                 self.host_row["robots_error"] = f"more than {MAX_ROBOTS_REDIRECTS} redirects"
         except (InvalidUrl, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            refusal = refusal_of(exc)
+            if refusal is not None and url == f"{scheme}://{self.host}/robots.txt":
+                # the host itself resolves only to refused addresses: no page of it is requested
+                self._request_ended(started)
+                self.policy = None
+                self.block(refusal)
+                return
+            # a redirect into a refused address is an unreachable robots.txt: complete disallow
             status, body = UNREACHABLE_STATUS, b""
-            self.host_row["robots_error"] = error_text(exc)
+            self.host_row["robots_error"] = refusal.message() if refusal is not None else error_text(exc)
         finally:
-            self._request_ended(started)
+            if self._ended_for != started:
+                self._request_ended(started)
         policy = policy_from_fetch(status, body, agent, max_bytes)
         self.host_row.update(robots_status=status, robots_fetched_at=time.time(),
                              robots_txt=body.decode("utf-8", "replace") if 200 <= status < 300 else None,
@@ -426,6 +458,11 @@ class HostQueue:
             # network trouble, or anything unforeseen (parser, archive): the URL still gets its row
             if self._ended_for != started:
                 self._request_ended(started)
+            refusal = refusal_of(exc)
+            if refusal is not None:  # the name now resolves to refused addresses (DNS rebinding)
+                self.pending.appendleft(row)
+                self.block(refusal)
+                return
             self.host_row["errors"] += 1
             if not isinstance(exc, (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, UnicodeError)):
                 self.results.append(self._outcome(row, FetchStatus.NETWORK_ERROR,
@@ -549,7 +586,7 @@ def group_by_host(rows: Iterable[Mapping[str, Any]]) -> "OrderedDict[str, list[M
 async def run_queues(queues: list[HostQueue], ctx: TaskContext) -> None:
     """The scheduler: a min-heap of hosts by next_allowed_at, at most max_concurrency in flight."""
     order = itertools.count()
-    heap = [(q.next_allowed, next(order), q) for q in queues]
+    heap = [(q.next_allowed, next(order), q) for q in queues if not q.done]
     heapq.heapify(heap)
     in_flight: dict[asyncio.Task, HostQueue] = {}
     slots = int(ctx.cfg["fetch.max_concurrency"])
@@ -606,12 +643,16 @@ async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
                                     connect=float(cfg["fetch.connect_timeout_s"]),
                                     sock_read=float(cfg["fetch.read_timeout_s"]))
     per_host = max([1] + [int(o.get("max_concurrency", 1)) for o in cfg["fetch.host_overrides"]])
+    addresses = AddressPolicy.from_config(cfg)
+    # the guard is enforced where connections are made: on every resolved and connected address
     connector = aiohttp.TCPConnector(limit=int(cfg["fetch.max_concurrency"]), limit_per_host=per_host,
-                                     ttl_dns_cache=300, enable_cleanup_closed=True)
+                                     ttl_dns_cache=300, enable_cleanup_closed=True,
+                                     resolver=GuardedResolver(addresses),
+                                     socket_factory=guarded_socket_factory(addresses))
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
                                      headers={"User-Agent": cfg["fetch.user_agent"]},
                                      cookie_jar=aiohttp.DummyCookieJar()) as session:
-        ctx = TaskContext(cfg, session, archive, parser, TaskLinks(cfg, bloom), request_log)
+        ctx = TaskContext(cfg, session, archive, parser, TaskLinks(cfg, bloom), request_log, addresses)
         queues = [HostQueue(host, host_rows, ctx) for host, host_rows in groups.items()]
         await run_queues(queues, ctx)
     out: list[dict[str, Any]] = []

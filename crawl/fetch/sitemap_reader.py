@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 
+from crawl.fetch.guard import refusal_of
 from crawl.fetch.http import error_text, read_body
 from crawl.parse.sitemaps import Sitemap, parse_sitemap
 from crawl.net.urls import check_url, host_of
@@ -91,7 +92,10 @@ class SitemapReader:
         except asyncio.CancelledError:
             raise
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
-            self.errors.append(f"{url}: {error_text(exc)}")
+            refusal = refusal_of(exc)
+            if refusal is not None:  # the host now resolves to refused addresses: stop it all
+                q.block(refusal)
+            self.errors.append(f"{url}: {refusal.message() if refusal is not None else error_text(exc)}")
         finally:
             q._request_ended(started)
         if not body:
