@@ -39,6 +39,9 @@ def format_stats(stats: Mapping[str, Any]) -> str:
     lines += _section("by status", stats["by_status"], total)
     lines += _section("by HTTP status", [(str(k) if k is not None else "(none)", v)
                                          for k, v in stats["by_http_status"]], total)
+    if stats.get("blocked"):
+        lines += _section("refused by the address guard, by reason (fetch.allow_networks, fetch.allow_ports)",
+                          stats["blocked"], total)
     lines += _section(f"top {len(stats['top_hosts'])} hosts by URLs", stats["top_hosts"], total)
     hostdb = stats.get("hostdb")
     if hostdb:

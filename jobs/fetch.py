@@ -46,7 +46,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawl.config import spark_settings
+from crawl.crawldb.status import FetchStatus
 from crawl.fetch.fetcher import FETCHLIST_FIELDS, fetch_partition
+from crawl.net.addresses import REASON_PATTERN
 from crawl.s3 import is_s3_uri
 from crawl.fetch.warc import WarcStore, sweep_unfinished, warc_store
 from jobs.common import run_segment_step
@@ -67,12 +69,16 @@ class FetchResult:
     by_fetch_status: dict[str, int] = field(default_factory=dict)
     # hosts stopped for this cycle (their URLs left due), by host_state.stop_reason
     stopped_hosts: dict[str, int] = field(default_factory=dict)
+    # URLs the address guard refused (fetch_status blocked_address), by reason (crawl/net/addresses.py)
+    blocked: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         outcomes = ", ".join(f"{k} {v}" for k, v in self.by_fetch_status.items()) or "none"
         text = f"segment {self.segment_id}: {self.urls} URLs attempted on {self.hosts} hosts ({outcomes})"
         if self.stopped_hosts:
             text += "; hosts stopped for the cycle: " + ", ".join(f"{k} {v}" for k, v in self.stopped_hosts.items())
+        if self.blocked:
+            text += "; refused by the address guard: " + ", ".join(f"{k} {v}" for k, v in self.blocked.items())
         return text
 
 
@@ -279,13 +285,22 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         # the attempts that succeeded closed their files: whatever is still open died (nothing
         # indexes it, so nothing is lost)
         sweep_unfinished(store, segment_id=segment_id)
-    counts = (spark.read.parquet(root.fetched(segment_id)).groupBy("kind", "fetch_status", "stop_reason")
+    blocked_reason = F.when(F.col("fetch_status") == FetchStatus.BLOCKED_ADDRESS,
+                            F.regexp_extract(F.col("error"), REASON_PATTERN, 1))
+    counts = (spark.read.parquet(root.fetched(segment_id))
+              .groupBy("kind", "fetch_status", "stop_reason", blocked_reason.alias("blocked_reason"))
               .agg(F.count("*").alias("n")).collect())
-    by_status = {r["fetch_status"]: r["n"] for r in counts if r["kind"] == "url"}
+    by_status: dict[str, int] = {}
+    blocked: dict[str, int] = {}
+    for r in counts:
+        if r["kind"] == "url":
+            by_status[r["fetch_status"]] = by_status.get(r["fetch_status"], 0) + r["n"]
+            if r["blocked_reason"]:
+                blocked[r["blocked_reason"]] = blocked.get(r["blocked_reason"], 0) + r["n"]
     hosts = sum(r["n"] for r in counts if r["kind"] == "host")
     stopped = {r["stop_reason"]: r["n"] for r in counts if r["kind"] == "host" and r["stop_reason"] is not None}
     result = FetchResult(segment_id, sum(by_status.values()), hosts, dict(sorted(by_status.items())),
-                         dict(sorted(stopped.items(), key=lambda kv: (-kv[1], kv[0]))))
+                         dict(sorted(stopped.items(), key=lambda kv: (-kv[1], kv[0]))), dict(sorted(blocked.items())))
     return result
 
 

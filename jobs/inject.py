@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from crawl.crawldb.seeds import SeedFileEncodingError, SeedParse, read_seed_file
 from crawl.crawldb.status import new_url_state
+from crawl.net.addresses import AddressPolicy
 from crawl.net.urls import host_bucket, host_of, url_hash
 from jobs.commit_info import writes_commits
 from jobs.common import add_run_options, run_spark_step
@@ -85,7 +86,25 @@ def load_seeds(path: str, cfg: Mapping[str, Any] | None = None) -> SeedParse:
         step_logger("inject").warning("... and %d more bad lines", len(parsed.rejected) - SHOWN_REJECTS)
     if not parsed.urls:
         raise UserError(f"no valid URL in seeds file {path} ({len(parsed.rejected)} bad lines)")
+    if cfg is not None:
+        warn_refused_seeds(parsed.urls, cfg)
     return parsed
+
+
+def warn_refused_seeds(urls: list[str], cfg: Mapping[str, Any]) -> None:
+    """Seeds whose host the address guard refuses as written (an internal IP literal, a metadata
+    name, a bad port) are injected all the same, and their fetch records blocked_address with the
+    reason, as for any URL (a name's addresses are only known when it is fetched); one line says so
+    now, with what would allow them."""
+    policy = AddressPolicy.from_config(cfg)
+    refused = [(url, r) for url in urls
+               if (r := policy.host_refusal(host_of(url), url.split("://", 1)[0])) is not None]
+    if refused:
+        url, refusal = refused[0]
+        step_logger("inject").warning(
+            "%d seed(s) point where the address guard refuses to go (first: %s, %s): they will be recorded as "
+            "blocked_address; to crawl an intranet on purpose, list its networks in fetch.allow_networks",
+            len(refused), url, refusal.message())
 
 
 def count_seed_hosts(spark: SparkSession, root: CrawlRoot, seeds: DataFrame) -> None:

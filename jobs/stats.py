@@ -19,7 +19,8 @@ from pyspark.sql import functions as F
 
 from crawl import native
 from crawl.report import format_stats
-from crawl.crawldb.status import GENERATABLE_STATUSES
+from crawl.crawldb.status import BLOCKED_ADDRESS, GENERATABLE_STATUSES
+from crawl.net.addresses import REASON_PATTERN
 from jobs.common import add_run_options, run_spark_step
 from jobs.errors import EXIT_OK, UserError
 from jobs.logs import log_step
@@ -65,11 +66,17 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
               for r in urls.filter(leased).groupBy("segment_id")
               .agg(F.count("*").alias("n"), F.max("lease_until").alias("until"))
               .orderBy(F.desc("n"), "segment_id").limit(5).collect()] if totals["leased"] else []
+    # URLs the address guard refused, by reason: read only when there are some
+    blocked = ([(r["reason"], r["n"]) for r in
+                read_url_state(spark, root).filter(F.col("status") == BLOCKED_ADDRESS)
+                .groupBy(F.regexp_extract("error", REASON_PATTERN, 1).alias("reason"))
+                .agg(F.count("*").alias("n")).orderBy(F.desc("n"), "reason").collect()]
+               if any(status == BLOCKED_ADDRESS for status, _ in by_status) else [])
     hosts = host_stats(spark, root, now_ts)
     return {"hostdb": hosts, "crawl_root": root.root, "version": version, "total_urls": totals["total"] or 0,
             "hosts": totals["hosts"], "due_now": totals["due"] or 0, "leased": totals["leased"] or 0,
             "max_depth": totals["max_depth"], "by_status": by_status, "by_http_status": by_http,
-            "top_hosts": top_hosts, "leases": leases, "native_code": native.status()}
+            "top_hosts": top_hosts, "leases": leases, "native_code": native.status(), "blocked": blocked}
 
 
 def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:

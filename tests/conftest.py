@@ -2,6 +2,8 @@
 UI off, Delta on), fast crawl configs, and the bundled test web on loopback."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from crawl.config import build_config
@@ -22,7 +24,7 @@ FAST = {
     "fetch.connect_timeout_s": 2.0,
     "fetch.read_timeout_s": 3.0,
     "fetch.total_timeout_s": 5.0,
-    "fetch.allow_networks": TEST_WEB_NETWORKS,
+    "fetch.allow_networks": json.dumps(TEST_WEB_NETWORKS),  # JSON: FAST also becomes --conf key=value
     # The JVMs the tests start as subprocesses (the CLI's, a standalone cluster's, Airflow's tasks)
     # live for a step or a short crawl: the quick JIT compiler alone makes each ~13 % cheaper
     # (BENCHMARKS.md "JVM options"). The session's own JVM (the spark fixture) keeps the default.

@@ -155,6 +155,10 @@ class Refusal:
         return f"{MESSAGE_PREFIX} {self.reason}: {self.detail}"
 
 
+# A SQL regular expression (Spark's regexp_extract, group 1) for the reason of a stored message.
+REASON_PATTERN = r"^refused address: ([a-z_]+):"
+
+
 def reason_of_message(error: str | None) -> str | None:
     """The reason code of a stored refusal message, or None for any other text."""
     if not error or not error.startswith(MESSAGE_PREFIX):
