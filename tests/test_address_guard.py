@@ -59,14 +59,25 @@ class Listener:
             s.close()
 
 
+def has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
 def inside_listener() -> Listener:
+    """127.0.0.1 and ::1 on one port (127.0.0.1 alone on a machine without IPv6)."""
+    addresses = [(socket.AF_INET, "127.0.0.1")] + ([(socket.AF_INET6, "::1")] if has_ipv6_loopback() else [])
     for _ in range(20):  # ::1 may be taken on the port 127.0.0.1 got
         probe = socket.socket()
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
         probe.close()
         try:
-            return Listener([(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")], port)
+            return Listener(addresses, port)
         except OSError:
             continue
     raise RuntimeError("no port free on both 127.0.0.1 and ::1")
