@@ -7,6 +7,9 @@
   crawl.parse.links.extract_outlinks). Top-level, so a spawned child process can run it.
 * ``start_devweb_process()``: the bundled test web as a ``deltacrawl devweb`` subprocess, so
   its server does not share a GIL with what is being measured.
+* ``devweb_networks()``: the CIDRs of exactly a test web's addresses, for ``fetch.allow_networks``
+  (the address guard refuses loopback, so a benchmark crawling the test web allows that web and
+  nothing else).
 * small formatting helpers (``rate``, ``fmt``, ``http_span``, ``median_run``).
 
 Everything stays on loopback: the test web binds 127.0.x.y addresses only.
@@ -87,18 +90,33 @@ def raw_fetch(urls: list[str], concurrency: int, user_agent: str,
     return asyncio.run(_raw_fetch_async(urls, concurrency, user_agent, timeouts, max_outlinks))
 
 
+# --------------------------------------------------------------------------- the test web's networks
+
+def devweb_networks(hosts: int, hostile: bool = False) -> list[str]:
+    """CIDR strings covering exactly the addresses of a ``DevWeb(hosts=hosts, hostile=hostile)``
+    (``DevWeb.networks()``, computed from the host count, so it also serves a ``deltacrawl devweb``
+    subprocess): what a benchmark that crawls that web puts in ``fetch.allow_networks``, since the
+    address guard (crawl/net/addresses.py) refuses loopback. For a CLI child pass
+    ``--conf fetch.allow_networks=`` + ``json.dumps(devweb_networks(...))``."""
+    from crawl.devweb.web import HOSTILE, host_address
+    from crawl.net.addresses import networks_of
+    return networks_of(host_address(i) for i in range(hosts + (len(HOSTILE) if hostile else 0)))
+
+
 # --------------------------------------------------------------------------- the test web in a subprocess
 
 class DevWebProcess:
     """``deltacrawl devweb`` in a child process (its own interpreter, its own GIL).
 
     ``seeds`` are the host root URLs it printed, ``port`` their common port, ``log_path`` the
-    JSON-lines request log (one line per completed request, see crawl/devweb/web.py).
+    JSON-lines request log (one line per completed request, see crawl/devweb/web.py), ``networks``
+    the CIDRs of exactly its addresses (``devweb_networks``: what fetch.allow_networks must allow).
     """
 
     def __init__(self, hosts: int, pages_per_host: int, log_path: str, crawl_delay_s: float = 0.0,
                  start_timeout_s: float = 120.0):
         self.log_path = log_path
+        self.networks = devweb_networks(hosts)
         exe = os.path.join(os.path.dirname(sys.executable), "deltacrawl")
         cmd = [exe if os.path.exists(exe) else "deltacrawl", "devweb", "--log", log_path,
                "--conf", f"devweb.hosts={hosts}", "--conf", f"devweb.pages_per_host={pages_per_host}",

@@ -57,7 +57,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py
-from _common import Checker, finish, fmt, machine_facts, release  # noqa: E402
+from _common import Checker, devweb_networks, finish, fmt, machine_facts, release  # noqa: E402
 
 PARTS = ("fpr", "spark", "crawl")
 SIGMAS = 5.0
@@ -356,7 +356,8 @@ def run_crawl(args: argparse.Namespace, spark: Any, workdir: str, check) -> dict
         seeds_path = os.path.join(workdir, "seeds.txt")
         with open(seeds_path, "w", encoding="utf-8") as fh:
             fh.writelines(u + "\n" for u in web.seed_urls())
-        base = {"fetch.delay_s": 0.0, "generate.max_urls_per_host": args.pages}
+        base = {"fetch.delay_s": 0.0, "generate.max_urls_per_host": args.pages,
+                "fetch.allow_networks": devweb_networks(args.hosts)}  # the guard refuses loopback
         runs = {"on": {"cfg": build_config(overrides=base)},
                 "off": {"cfg": build_config(overrides={**base, "discovery.bloom_fpr": 0.0})}}
         for name, run in runs.items():

@@ -38,7 +38,8 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, also in spawned children
-from _common import Checker, finish, fmt, http_span, machine_facts, rate, raw_fetch  # noqa: E402  (shared with bench/fetch.py)
+from _common import (Checker, devweb_networks, finish, fmt, http_span, machine_facts, rate,  # noqa: E402
+                     raw_fetch)  # (shared with bench/fetch.py)
 
 
 # --------------------------------------------------------------------------- the benchmark
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             "fetch.delay_s": 0.0,
             "generate.max_urls_per_host": args.pages,
             "generate.top_n": 10_000_000,
+            "fetch.allow_networks": devweb_networks(args.hosts),  # the guard refuses loopback
         })
         concurrency = int(cfg["fetch.max_concurrency"])
         result["config"] = {k: cfg[k] for k in ("fetch.delay_s", "fetch.max_concurrency", "fetch.tasks",

@@ -60,8 +60,8 @@ import time
 from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, also in spawned children
-from _common import (REPO, Checker, DevWebProcess, cpu_snapshot, cpu_used, finish, fmt, http_span,  # noqa: E402
-                     machine_facts, median_run, rate, raw_fetch)
+from _common import (REPO, Checker, DevWebProcess, cpu_snapshot, cpu_used, devweb_networks, finish, fmt,  # noqa: E402
+                     http_span, machine_facts, median_run, rate, raw_fetch)
 
 BENCHMARKS = ("throughput", "politeness", "memory")
 MB = 1024 * 1024
@@ -270,7 +270,8 @@ def bench_throughput(args, spark_box: dict, workdir: str, check: Checker) -> dic
         seeds_path = os.path.join(wd, "seeds.txt")
         write_seeds(seeds_path, urls)
         cfg = build_config(overrides={"fetch.delay_s": 0.0, "fetch.delay_factor": 0.0,
-                                      "generate.max_urls_per_host": pages, "generate.top_n": 10_000_000})
+                                      "generate.max_urls_per_host": pages, "generate.top_n": 10_000_000,
+                                      "fetch.allow_networks": web.networks})  # the guard refuses loopback
         res["config"] = {k: cfg[k] for k in ("fetch.delay_s", "fetch.delay_factor", "fetch.max_concurrency",
                                              "fetch.tasks", "warc.enabled", "parse.isolate", "parse.workers",
                                              "spark.master")}
@@ -467,7 +468,8 @@ def bench_politeness(args, spark_box: dict, workdir: str, check: Checker) -> dic
         urls = [f"{base}p/{k}.html" for base, n in counts.items() for k in range(n)]
         seeds_path = os.path.join(wd, "seeds.txt")
         write_seeds(seeds_path, urls)
-        base_over = {"fetch.delay_s": delay, "generate.max_urls_per_host": hi, "generate.top_n": 10_000_000}
+        base_over = {"fetch.delay_s": delay, "generate.max_urls_per_host": hi, "generate.top_n": 10_000_000,
+                     "fetch.allow_networks": web.networks}  # the guard refuses loopback
         cfg = build_config(overrides=base_over)
         # robots.txt first, then `pages` requests, each after a gap of at least max(delay, Crawl-delay = 0)
         lower_bound = max(counts.values()) * delay
@@ -526,7 +528,9 @@ def bench_memory(args, workdir: str, check: Checker) -> dict[str, Any]:
     os.makedirs(wd)
     t = args.mem_timeout_s
     cfg = build_config(overrides={"fetch.total_timeout_s": t, "fetch.read_timeout_s": t,
-                                  "fetch.connect_timeout_s": t})
+                                  "fetch.connect_timeout_s": t,
+                                  # the guard refuses loopback: allow exactly DevWeb(hosts=1, hostile=True)
+                                  "fetch.allow_networks": devweb_networks(1, hostile=True)})
     res: dict[str, Any] = {"config": {k: cfg[k] for k in (
         "fetch.max_body_bytes", "fetch.total_timeout_s", "fetch.read_timeout_s", "fetch.connect_timeout_s",
         "fetch.delay_s", "fetch.delay_factor", "fetch.max_concurrency", "parse.isolate", "parse.workers",

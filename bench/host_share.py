@@ -38,7 +38,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, also in spawned children
-from _common import finish, fmt, machine_facts  # noqa: E402
+from _common import devweb_networks, finish, fmt, machine_facts  # noqa: E402
 
 
 class _Row(dict):
@@ -143,7 +143,10 @@ def main(argv: list[str] | None = None) -> int:
                                                 for f in factors]
         for label, factor in plan:
             urls = quick_urls + ([] if factor is None else drip_urls)
-            overrides: dict[str, Any] = {} if factor is None else {"fetch.host_time_factor": factor}
+            # the guard refuses loopback: allow exactly this web (its hosts and hostile hosts)
+            overrides: dict[str, Any] = {"fetch.allow_networks": devweb_networks(args.hosts, hostile=True)}
+            if factor is not None:
+                overrides["fetch.host_time_factor"] = factor
             if args.floor_s is not None:
                 overrides["fetch.host_time_floor_s"] = args.floor_s
             cfg = dict(build_config(overrides=overrides))

@@ -19,6 +19,7 @@ Everything stays on loopback: the test web binds 127.0.x.y addresses only.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -41,7 +42,9 @@ def steps_once(options: str, web: DevWebProcess, workdir: str) -> dict[str, floa
     with open(seeds, "w") as fh:
         fh.write("\n".join(web.seeds) + "\n")
     common = ["--crawl-root", os.path.join(root, "crawl"), "--conf", f"spark.jvm_options={options}",
-              "--conf", "spark.master=local[2]", "--conf", "fetch.delay_s=0.2", "--mlflow-uri", "off"]
+              "--conf", "spark.master=local[2]", "--conf", "fetch.delay_s=0.2", "--mlflow-uri", "off",
+              # the guard refuses loopback: allow exactly the devweb subprocess's addresses
+              "--conf", "fetch.allow_networks=" + json.dumps(web.networks)]
     out: dict[str, float] = {}
     segment = None
     try:

@@ -44,6 +44,7 @@ def crawl_once(tree: str, cycles: int, hosts: int, workdir: str,
     (KEY=VALUE); {cycle: {step: seconds}}."""
     root = tempfile.mkdtemp(prefix="crawl-", dir=workdir)
     env = dict(os.environ, PYTHONPATH=tree)
+    # --with-devweb allows exactly the test web it starts (the address guard refuses loopback)
     argv = [sys.executable, "-m", "jobs.cli", "crawl", "--with-devweb", "--cycles", str(cycles),
             "--crawl-root", root, "--mlflow-uri", "off", "--conf", "devweb.port=0",
             "--conf", f"devweb.hosts={hosts}", *(arg for pair in conf for arg in ("--conf", pair))]

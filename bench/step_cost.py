@@ -34,7 +34,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import REPO, machine_facts  # noqa: E402
+from _common import REPO, devweb_networks, machine_facts  # noqa: E402
 from small_cycle import checkout  # noqa: E402
 
 if os.environ.get("STEP_COST_TREE"):  # a child measures that tree's code (the baseline's, say)
@@ -66,7 +66,9 @@ def child_build(base: str, hosts: int, overrides: dict[str, str]) -> None:
     from jobs import dedup, fetch, generate, inject, update
     from jobs.session import build_spark
     from jobs.tables import CrawlRoot
-    cfg = build_config(None, overrides)
+    # the guard refuses loopback: allow exactly this web (only this child fetches, always with this
+    # tree's code, so a --baseline from before fetch.allow_networks existed still runs)
+    cfg = build_config(None, {"fetch.allow_networks": devweb_networks(hosts), **overrides})
     web = DevWeb(hosts=hosts, pages_per_host=int(cfg["devweb.pages_per_host"]), port=0,
                  seed=int(cfg["devweb.seed"]), crawl_delay_s=float(cfg["devweb.crawl_delay_s"]))
     web.start()
