@@ -65,14 +65,26 @@ config as params. `stats` ends it: the stats report, every step's figures and th
 artifacts, status FINISHED. A failed task marks the MLflow run FAILED; its retry marks it RUNNING
 again. Tracking store: the `mlflow_uri` param, else the crawl's default (README, "MLflow").
 
-## Retries
+## Retries, and what is not retried
 
 Each task is retried (2 times unless the DAG was built otherwise) with exponential backoff:
 1 min, then 2, 4, ... at most 30 min. Retrying is safe for every step: a generate that died
-leaves leases that simply expire, fetch rewrites its segment's results, dedup and update change
-nothing when run again (README, "Command line"). A bad-input exit (2) is retried too and fails
-the same way again (BashOperator cannot tell exit codes apart, only skip one); most such checks
-run before a JVM starts, so that costs seconds.
+leaves leases that simply expire, dedup and update change nothing when run again, and fetch
+never requests a URL twice under one lease (README, "Command line" and "Crash safety"). A task
+that exits **2** (bad input: an unknown config key, a missing seeds file, a segment already
+updated) or **127** (`deltacrawl` not found) fails at once, without retries: the same input would
+fail the same way after every backoff (`StepOperator`).
+
+## Limits: XCom, pool, timeouts
+
+Only generate pushes an XCom (the segment id); the other tasks push nothing (a step's last line
+of output is a log line, not a value). Every task runs in the Airflow pool `pool` (argument of
+`crawl_cycle_dag`, or `DELTACRAWL_DAG_POOL`; default `default_pool`): each task is one Spark
+driver, so a pool of N slots shared by all crawl DAGs (`airflow pools set deltacrawl 2 "Spark
+drivers of deltacrawl"`) keeps at most N drivers on the workers at once. A task is stopped after
+`step_timeout` (default 3 h: longer than `fetch.time_limit_s`, 1 h, plus the step's own work;
+`DELTACRAWL_DAG_STEP_TIMEOUT_S`), and a whole run after `run_timeout` (default 24 h,
+`DELTACRAWL_DAG_RUN_TIMEOUT_S`), so a hung driver cannot hold the crawl root's only active run.
 
 ## One DAG per crawl root
 
@@ -88,7 +100,8 @@ a run of one DAG at another DAG's crawl root.
 
 `DELTACRAWL_CRAWL_ROOT` (default of `crawl_root`), `DELTACRAWL_DAG_SCHEDULE` (a cron
 expression or preset such as `@hourly`; unset: manual runs only), `DELTACRAWL_DAG_RETRIES`
-(retries per task, default 2). `DELTACRAWL_BIN` is read by the workers when a task runs.
+(retries per task, default 2), `DELTACRAWL_DAG_POOL`, `DELTACRAWL_DAG_STEP_TIMEOUT_S`,
+`DELTACRAWL_DAG_RUN_TIMEOUT_S` (above). `DELTACRAWL_BIN` is read by the workers when a task runs.
 """
 from __future__ import annotations
 
@@ -97,13 +110,35 @@ import shlex
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
+from airflow.providers.common.compat.sdk import AirflowException
+from airflow.sdk.exceptions import AirflowFailException
 from airflow.providers.standard.operators.bash import BashOperator
 from airflow.sdk import DAG, Param, TaskGroup
 
 # BashOperator's skip code, and deltacrawl generate's exit code for "nothing due" (jobs/errors.py);
 # the inject and generate scripts below also exit with it to skip (no seeds, cycle not requested)
 SKIP = 99
+# deltacrawl's exit code for bad input (jobs/errors.py), and the shell's for a command not found:
+# running again cannot help, so these fail the task without its retries
+NOT_RETRIED = (2, 127)
 STEPS_AFTER_GENERATE = ("fetch", "dedup", "update")
+DEFAULT_STEP_TIMEOUT_S = 3 * 3600
+DEFAULT_RUN_TIMEOUT_S = 24 * 3600
+
+
+class StepOperator(BashOperator):
+    """A BashOperator that fails for good (no retries) when the step says its input is bad."""
+
+    def execute(self, context):
+        try:
+            return super().execute(context)
+        except AirflowException as exc:
+            process = getattr(self.subprocess_hook, "sub_process", None)
+            code = getattr(process, "returncode", None)
+            if code in NOT_RETRIED:
+                raise AirflowFailException(f"deltacrawl exited {code} ({'bad input' if code == 2 else 'not found'}): "
+                                           "not retried, the same input fails the same way") from exc
+            raise
 
 
 def crawl_id(dag_id: str, run_id: str) -> str:
@@ -173,9 +208,12 @@ def stats_script(params: Mapping[str, Any]) -> str:
 
 def crawl_cycle_dag(dag_id: str, *, crawl_root: str | None = None, schedule: str | None = None,
                     max_cycles: int = 3, retries: int = 2, spark_master: str = "",
-                    conf: list[str] | None = None) -> DAG:
+                    conf: list[str] | None = None, pool: str = "default_pool",
+                    step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S,
+                    run_timeout_s: float = DEFAULT_RUN_TIMEOUT_S) -> DAG:
     """The DAG of one crawl: inject, ``max_cycles`` cycle groups (the ``cycles`` param says how many
-    run), stats. ``crawl_root`` is the default of the param of that name (None: given per run)."""
+    run), stats. ``crawl_root`` is the default of the param of that name (None: given per run);
+    ``pool``, ``step_timeout_s`` and ``run_timeout_s``: see "Limits" in the module docstring."""
     root_schema: dict[str, Any] = {"type": "string", "pattern": r"^(/|[A-Za-z][A-Za-z0-9+.-]*://)",
                                    "description": "absolute path or URI of the crawl root"}
     params = {
@@ -198,33 +236,36 @@ def crawl_cycle_dag(dag_id: str, *, crawl_root: str | None = None, schedule: str
         "retry_delay": timedelta(minutes=1),
         "retry_exponential_backoff": 2.0,
         "max_retry_delay": timedelta(minutes=30),
+        "pool": pool,
+        "execution_timeout": timedelta(seconds=step_timeout_s),
+        "do_xcom_push": False,  # generate alone hands on a value (the segment id)
     }
     macros = {"inject_script": inject_script, "generate_script": generate_script, "run_params": run_params,
               "segment_step_script": segment_step_script, "stats_script": stats_script}
     # auto_register=False: a file that imports this module to build its own crawl's DAG must not
     # pick up the default DAG as well (it is found through this file's module globals instead)
     with DAG(dag_id, schedule=schedule, start_date=datetime(2025, 1, 1, tzinfo=timezone.utc), catchup=False,
-             max_active_runs=1, params=params, default_args=default_args, user_defined_macros=macros,
+             max_active_runs=1, dagrun_timeout=timedelta(seconds=run_timeout_s), params=params, default_args=default_args, user_defined_macros=macros,
              doc_md=__doc__, tags=["deltacrawl"], auto_register=False) as dag:
-        inject = BashOperator(task_id="inject", bash_command=f"{{{{ inject_script({RUN}) }}}}",
+        inject = StepOperator(task_id="inject", bash_command=f"{{{{ inject_script({RUN}) }}}}",
                               skip_on_exit_code=SKIP)
         previous = inject
         updates = []
         for cycle in range(1, max_cycles + 1):
             with TaskGroup(f"cycle_{cycle}", tooltip=f"crawl cycle {cycle}: generate, fetch, dedup, update"):
-                generate = BashOperator(
+                generate = StepOperator(
                     task_id="generate", bash_command=f"{{{{ generate_script({RUN}, {cycle}) }}}}",
-                    skip_on_exit_code=SKIP,
+                    skip_on_exit_code=SKIP, do_xcom_push=True,
                     # the first generate runs whether inject ran or was skipped (no seeds given)
                     trigger_rule="none_failed" if cycle == 1 else "all_success")
                 segment = f"ti.xcom_pull(task_ids='cycle_{cycle}.generate')"
-                steps = [BashOperator(task_id=step, skip_on_exit_code=None,
+                steps = [StepOperator(task_id=step, skip_on_exit_code=None,
                                       bash_command=f"{{{{ segment_step_script({RUN}, '{step}', {segment}, {cycle}) }}}}")
                          for step in STEPS_AFTER_GENERATE]
                 previous >> generate >> steps[0] >> steps[1] >> steps[2]
             previous = steps[-1]
             updates.append(steps[-1])
-        stats = BashOperator(task_id="stats", bash_command=f"{{{{ stats_script({RUN}) }}}}", skip_on_exit_code=None,
+        stats = StepOperator(task_id="stats", bash_command=f"{{{{ stats_script({RUN}) }}}}", skip_on_exit_code=None,
                              trigger_rule="none_failed")
         updates >> stats
     return dag
@@ -235,4 +276,7 @@ dag = crawl_cycle_dag(
     crawl_root=os.environ.get("DELTACRAWL_CRAWL_ROOT") or None,
     schedule=os.environ.get("DELTACRAWL_DAG_SCHEDULE") or None,
     retries=int(os.environ.get("DELTACRAWL_DAG_RETRIES", "2")),
+    pool=os.environ.get("DELTACRAWL_DAG_POOL") or "default_pool",
+    step_timeout_s=float(os.environ.get("DELTACRAWL_DAG_STEP_TIMEOUT_S") or DEFAULT_STEP_TIMEOUT_S),
+    run_timeout_s=float(os.environ.get("DELTACRAWL_DAG_RUN_TIMEOUT_S") or DEFAULT_RUN_TIMEOUT_S),
 )

@@ -48,7 +48,9 @@ HARNESS = textwrap.dedent(r'''
             return {"upstream": sorted(t.upstream_task_ids), "trigger_rule": str(t.trigger_rule.value),
                     "retries": t.retries, "retry_delay_s": t.retry_delay.total_seconds(),
                     "backoff": t.retry_exponential_backoff, "max_retry_delay_s": t.max_retry_delay.total_seconds(),
-                    "skip_on_exit_code": sorted(t.skip_on_exit_code), "operator": type(t).__name__}
+                    "skip_on_exit_code": sorted(t.skip_on_exit_code), "operator": type(t).__name__,
+                    "pool": t.pool, "execution_timeout_s": t.execution_timeout.total_seconds(),
+                    "do_xcom_push": t.do_xcom_push}
         def accepts(dag, name, value):
             try:
                 copy.deepcopy(dag.params.get_param(name)).resolve(value)
@@ -59,6 +61,7 @@ HARNESS = textwrap.dedent(r'''
         print(json.dumps({
             "import_errors": {str(k): str(v) for k, v in bag.import_errors.items()},
             "dags": {d.dag_id: {"max_active_runs": d.max_active_runs, "schedule": str(d.schedule),
+                                "dagrun_timeout_s": d.dagrun_timeout.total_seconds(),
                                 "doc_md": d.doc_md or "", "params": d.params.dump(),
                                 "param_schemas": {k: d.params.get_param(k).schema for k in d.params},
                                 "accepts_root": {r: accepts(d, "crawl_root", r) for r in roots},
@@ -146,7 +149,7 @@ def airflow_home(tmp_path_factory):
 def dag_run(home: Path, conf: dict, log: Path, timeout: float, **env: str) -> dict:
     """One run of the DAG with ``conf``; its final state, task states and XComs."""
     text = airflow_python(["-c", HARNESS, "run", str(DAGS), DAG_ID, json.dumps(conf)],
-                          clean_env(home, DELTACRAWL_DAG_RETRIES="0", **env), log, timeout)
+                          clean_env(home, **{"DELTACRAWL_DAG_RETRIES": "0", **env}), log, timeout)
     lines = [line for line in text.splitlines() if line.startswith("RESULT ")]
     assert lines, f"no result in {log}:\n{text[-6000:]}"
     return json.loads(lines[-1][len("RESULT "):])
@@ -180,10 +183,12 @@ def test_dagbag_loads_and_the_graph_is_as_designed(tmp_path):
     assert {(up, t) for t, spec in tasks.items() for up in spec["upstream"]} == expected
     assert set(tasks) == {"inject", "stats"} | {t for c in range(1, MAX_CYCLES + 1) for t in cycle_tasks(c)}
 
-    assert dag["max_active_runs"] == 1 and dag["schedule"] == "None"
+    assert dag["max_active_runs"] == 1 and dag["schedule"] == "None" and dag["dagrun_timeout_s"] == 24 * 3600
     for task_id, spec in tasks.items():
-        assert spec["operator"] == "BashOperator"
+        assert spec["operator"] == "StepOperator"
         assert (spec["retries"], spec["retry_delay_s"], spec["backoff"], spec["max_retry_delay_s"]) == (2, 60, 2.0, 1800)
+        assert (spec["pool"], spec["execution_timeout_s"]) == ("default_pool", 3 * 3600)
+        assert spec["do_xcom_push"] == task_id.endswith(".generate"), task_id  # only the segment id is a value
         skips = task_id == "inject" or task_id.endswith(".generate")
         assert spec["skip_on_exit_code"] == ([99] if skips else []), task_id
     assert tasks["cycle_1.generate"]["trigger_rule"] == "none_failed"  # runs after a skipped inject
@@ -197,6 +202,7 @@ def test_dagbag_loads_and_the_graph_is_as_designed(tmp_path):
     assert dag["accepts_root"] == {"/data/crawl": True, "s3a://bucket/crawl": True, "relative/crawl": False, "": False}
     assert dag["accepts_conf"] == {"a.b=1": True, "no-equals": False}
     for words in ("exits **99**", "skip_on_exit_code", "max_active_runs=1", "XCom", "exponential backoff",
+                  "exits **2**", "DELTACRAWL_DAG_POOL", "step_timeout",
                   "DELTACRAWL_BIN", "--crawl-id", "MLflow run"):
         assert words in dag["doc_md"], words
 
@@ -239,7 +245,7 @@ def test_dag_run_passes_arguments_and_segment_and_skips_when_nothing_due(airflow
     assert all(tasks[t] == "success" for t in cycle_tasks(1))
     assert all(tasks[t] == "skipped" for t in cycle_tasks(2) + cycle_tasks(3))  # nothing due in cycle 2
     assert tasks["stats"] == "success"                         # cycle 1 did update the crawldb
-    assert run["xcom"]["cycle_1.generate"] == "20260101000000-abcdef"
+    assert run["xcom"] == {"cycle_1.generate": "20260101000000-abcdef"}  # no other task pushes its last line
 
     calls = [json.loads(line) for line in (bin_dir / "calls.jsonl").read_text().splitlines()]
     # every step of the DAG run names it: one crawl id, "<dag_id>/<run_id>"
@@ -326,3 +332,30 @@ def test_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
 
     finally:
         web.stop()
+
+
+BAD_INPUT = '''#!{python}
+"""A stand-in for deltacrawl whose generate finds its input bad (exit 2), as an unknown config key does."""
+import json, os, sys
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.jsonl"), "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1] == "generate":
+    print("deltacrawl generate: unknown config key 'fetch.dealy_s' (every key is listed in conf/defaults.toml)",
+          file=sys.stderr)
+    sys.exit(2)
+'''
+
+
+def test_bad_input_fails_at_once_without_retries(airflow_home, tmp_path):
+    bin_dir = tmp_path / "stand in"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "deltacrawl"
+    stand_in.write_text(BAD_INPUT.format(python=sys.executable))
+    stand_in.chmod(0o755)
+    # with retries on (1 min, then 2 min of backoff), a retried exit 2 would outlast the timeout
+    run = dag_run(airflow_home, {"crawl_root": "/crawls/typo", "cycles": 1}, tmp_path / "run.log", 150,
+                  DELTACRAWL_BIN=str(stand_in), DELTACRAWL_DAG_RETRIES="2")
+    assert run["state"] == "failed", run
+    assert run["tasks"]["cycle_1.generate"] == "failed", run["tasks"]
+    calls = [json.loads(line)[0] for line in (bin_dir / "calls.jsonl").read_text().splitlines()]
+    assert calls == ["generate"]  # once: not retried
