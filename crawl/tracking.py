@@ -52,6 +52,7 @@ class StepFigures:
     # fetch only; in MLflow, not in the table (derived, or too detailed for it)
     politeness_bound_s: float | None = None   # max over hosts of (requests - 1) x its minimum gap
     latency_ms: dict[int, int] = field(default_factory=dict)  # log2 bucket of elapsed_ms -> URLs
+    robots_errors: int | None = None          # hosts not crawled: robots.txt unreachable or unparsable
 
 
 def cycle_row(fig: StepFigures, crawl_id: str | None, mlflow_run_id: str | None, cycle: int | None) -> dict[str, Any]:
@@ -99,6 +100,7 @@ def cycle_metrics(steps: Sequence[StepFigures], cycle_total: bool = True) -> dic
             for status in FetchStatus.ALL:
                 out[f"fetch/outcome/{status}"] = outcomes.get(status, 0)
             out["fetch/robots_denied"] = outcomes.get(FetchStatus.ROBOTS_DENIED, 0)
+            out["fetch/robots_errors"] = fig.robots_errors or 0
             out["fetch/bytes"] = fig.bytes or 0
             rate = pages_per_s(fig)
             if rate is not None:

@@ -48,6 +48,7 @@ from pyspark.sql import functions as F
 from crawl.config import spark_settings
 from crawl.fetch.fetcher import FETCHLIST_FIELDS, fetch_partition
 from crawl.s3 import is_s3_uri
+from crawl.tracking import merge_counts
 from crawl.fetch.warc import WarcStore, sweep_unfinished, warc_store
 from jobs.common import run_segment_step
 from jobs.errors import UserError
@@ -67,6 +68,8 @@ class FetchResult:
     by_fetch_status: dict[str, int] = field(default_factory=dict)
     # hosts stopped for this cycle (their URLs left due), by host_state.stop_reason
     stopped_hosts: dict[str, int] = field(default_factory=dict)
+    # hosts whose robots.txt could not be read or parsed (host_state.robots_error): not crawled
+    robots_errors: int = 0
 
     def summary(self) -> str:
         outcomes = ", ".join(f"{k} {v}" for k, v in self.by_fetch_status.items()) or "none"
@@ -279,13 +282,16 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         # the attempts that succeeded closed their files: whatever is still open died (nothing
         # indexes it, so nothing is lost)
         sweep_unfinished(store, segment_id=segment_id)
-    counts = (spark.read.parquet(root.fetched(segment_id)).groupBy("kind", "fetch_status", "stop_reason")
+    counts = (spark.read.parquet(root.fetched(segment_id))
+              .groupBy("kind", "fetch_status", "stop_reason", F.col("robots_error").isNotNull().alias("robots_failed"))
               .agg(F.count("*").alias("n")).collect())
-    by_status = {r["fetch_status"]: r["n"] for r in counts if r["kind"] == "url"}
     hosts = sum(r["n"] for r in counts if r["kind"] == "host")
-    stopped = {r["stop_reason"]: r["n"] for r in counts if r["kind"] == "host" and r["stop_reason"] is not None}
+    stopped = merge_counts({r["stop_reason"]: r["n"]} for r in counts
+                           if r["kind"] == "host" and r["stop_reason"] is not None)
+    by_status = merge_counts({r["fetch_status"]: r["n"]} for r in counts if r["kind"] == "url")
+    robots_errors = sum(r["n"] for r in counts if r["kind"] == "host" and r["robots_failed"])
     result = FetchResult(segment_id, sum(by_status.values()), hosts, dict(sorted(by_status.items())),
-                         dict(sorted(stopped.items(), key=lambda kv: (-kv[1], kv[0]))))
+                         dict(sorted(stopped.items(), key=lambda kv: (-kv[1], kv[0]))), robots_errors)
     return result
 
 

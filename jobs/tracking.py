@@ -114,6 +114,7 @@ def result_figures(step: str, result: Any, started_at: float, seconds: float) ->
         fig.urls, fig.hosts = result.urls, result.hosts
     elif step == "fetch":
         fig.urls, fig.hosts, fig.by_outcome = result.urls, result.hosts, dict(result.by_fetch_status)
+        fig.robots_errors = result.robots_errors
     elif step == "dedup":
         fig.urls, fig.duplicates = result.pages, result.exact + result.near
     elif step == "update":
