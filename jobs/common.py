@@ -127,7 +127,7 @@ def describe_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"
 
 
-CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+@/-]{0,199}$")
+CRAWL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+@/-]{0,199}")  # fullmatch (a "$" passes a trailing newline)
 
 
 def add_run_options(parser: argparse.ArgumentParser, cycle: bool = True) -> None:
@@ -151,7 +151,7 @@ def run_context(args: argparse.Namespace, step: str) -> tuple[str | None, int | 
         if cycle is not None:
             raise UserError("--cycle needs --crawl-id")
         return None, None
-    if not CRAWL_ID.match(crawl_id):
+    if not CRAWL_ID.fullmatch(crawl_id):
         raise UserError(f"invalid --crawl-id {crawl_id!r} (letters, digits and _.:+@/- only, at most 200)")
     if cycle is None and step == "inject":
         cycle = 0  # crawl.tracking.INJECT_CYCLE

@@ -109,6 +109,16 @@ def test_unknown_segment_and_command(spark, seeded_root, capsys):
     assert "unknown command" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, error", [
+    (["update", "20261129120000-a1b2c3\n"], "invalid segment id '20261129120000-a1b2c3\\n'"),
+    (["dedup", "20261129120000-a1b2c3", "--crawl-id", "run-1\n", "--cycle", "1"], "invalid --crawl-id 'run-1\\n'"),
+])
+def test_an_id_with_a_trailing_newline_is_refused_before_spark_starts(tmp_path, capsys, argv, error):
+    # "$" matches before a trailing newline: the ids are checked with fullmatch (no JVM is started)
+    assert cli.main([*argv, "--crawl-root", str(tmp_path)]) == 2
+    assert error in one_error_line(capsys.readouterr().err, f"deltacrawl {argv[0]}")
+
+
 def test_global_options_before_the_command(spark, seeded_root, capsys):
     assert cli.main(["--crawl-root", seeded_root, "stats", *CONF]) == 0
     assert "total URLs" in capsys.readouterr().out
