@@ -43,7 +43,7 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from crawl.sqltext import FORMATS, format_rows, split_statements
 from crawl.net.urls import InvalidUrl, normalize_url, url_hash
-from jobs.common import run_main
+from jobs.common import no_crawl_root, run_main
 from jobs.errors import EXIT_NOTHING_TO_DO, EXIT_OK, UserError
 from jobs.tables import CrawlRoot, list_segments, path_exists, table_exists
 
@@ -259,7 +259,7 @@ def _session(cfg: Mapping[str, Any], crawl_root: str) -> tuple[SparkSession, Cra
     from jobs.session import build_spark
     root = CrawlRoot(crawl_root)
     if root.is_local and not path_exists_local(root):
-        raise UserError(f"no crawl root at {root.root}")
+        raise no_crawl_root(root.root)
     return build_spark(cfg, crawl_root), root
 
 

@@ -119,6 +119,33 @@ def test_an_id_with_a_trailing_newline_is_refused_before_spark_starts(tmp_path, 
     assert error in one_error_line(capsys.readouterr().err, f"deltacrawl {argv[0]}")
 
 
+@pytest.mark.parametrize("argv", [["stats"], ["generate"], ["fetch", "20261129120000-a1b2c3"], ["maintain", "--dry-run"],
+                                  ["warc-get", "http://a.example/"], ["sql", "SELECT 1"]])
+def test_a_missing_crawl_root_is_refused_and_left_missing(tmp_path, capsys, argv):
+    root = tmp_path / "typo"
+    assert cli.main([*argv, "--crawl-root", str(root)]) == 2  # before a JVM starts
+    assert "no crawl root at" in one_error_line(capsys.readouterr().err, f"deltacrawl {argv[0]}")
+    assert not root.exists()
+
+
+def test_inject_refuses_bad_seeds_before_making_the_crawl_root(tmp_path, capsys):
+    root = tmp_path / "new"
+    assert cli.main(["inject", str(tmp_path / "no-seeds.txt"), "--crawl-root", str(root)]) == 2
+    assert not root.exists()
+
+
+def test_a_missing_object_store_crawl_root_is_refused_and_left_missing(moto_s3, monkeypatch, capsys):
+    from tests.s3server import aws_environ, new_bucket
+    for key, value in aws_environ(moto_s3).items():
+        monkeypatch.setenv(key, value)
+    bucket = new_bucket(moto_s3)
+    assert cli.main(["stats", "--crawl-root", f"s3a://{bucket}/typo"]) == 2  # one ListObjectsV2, no JVM
+    assert "no crawl root at s3a://" in one_error_line(capsys.readouterr().err, "deltacrawl stats")
+    import boto3
+    listing = boto3.client("s3", endpoint_url=moto_s3).list_objects_v2(Bucket=bucket)
+    assert listing["KeyCount"] == 0
+
+
 def test_global_options_before_the_command(spark, seeded_root, capsys):
     assert cli.main(["--crawl-root", seeded_root, "stats", *CONF]) == 0
     assert "total URLs" in capsys.readouterr().out
