@@ -146,6 +146,16 @@ def test_a_missing_object_store_crawl_root_is_refused_and_left_missing(moto_s3, 
     assert listing["KeyCount"] == 0
 
 
+@pytest.mark.parametrize("statements", ["UPDATE hostdb SET url_count = 999", "SELECT 1; DELETE FROM crawldb"])
+def test_sql_refuses_a_writing_statement_without_write(tmp_path, capsys, statements):
+    # refused before a JVM starts (nothing runs, not even the SELECT before it); --write is the way
+    assert cli.main(["sql", statements, "--crawl-root", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    line = one_error_line(captured.err, "deltacrawl sql")
+    assert "may change the crawl root's tables" in line and "--write" in line
+
+
 def test_global_options_before_the_command(spark, seeded_root, capsys):
     assert cli.main(["--crawl-root", seeded_root, "stats", *CONF]) == 0
     assert "total URLs" in capsys.readouterr().out
