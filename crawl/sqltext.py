@@ -1,5 +1,6 @@
-"""SQL text in, query results out as text: splitting a script into statements, and rendering
-rows as an aligned table, CSV or JSON lines (``deltacrawl sql``, ``deltacrawl history``).
+"""SQL text in, query results out as text: splitting a script into statements, telling the
+statements that only read from those that may write, and rendering rows as an aligned table,
+CSV or JSON lines (``deltacrawl sql``, ``deltacrawl history``).
 
 Plain values only: rows are sequences of Python values (None, numbers, strings, datetimes,
 bytes, lists, dicts) as Spark's ``Row.asDict(recursive=True)`` gives them.
@@ -10,11 +11,13 @@ import base64
 import csv
 import io
 import json
+import re
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
 
 import sqlparse
+from sqlparse import tokens as T
 
 
 def split_statements(text: str) -> list[str]:
@@ -24,6 +27,47 @@ def split_statements(text: str) -> list[str]:
     statements = (sqlparse.format(part, strip_comments=True).strip().rstrip(";").rstrip()
                   for part in sqlparse.split(text))
     return [statement for statement in statements if statement]
+
+
+# What a statement of ``deltacrawl sql`` may begin with when it runs without --write: queries,
+# and statements that change only the session (settings, variables, cache, current database).
+READ_ONLY_VERBS = frozenset({"SELECT", "WITH", "VALUES", "TABLE", "FROM", "SET", "RESET", "USE", "DECLARE",
+                             "CACHE", "UNCACHE", "CLEAR", "REFRESH"})
+# ... and statements that describe another without running it (EXPLAIN INSERT ... inserts nothing).
+DESCRIBING_VERBS = frozenset({"SHOW", "DESCRIBE", "DESC", "EXPLAIN"})
+# Data-changing verbs found anywhere in a statement (REPLACE is left out: inside a statement it is
+# "OR REPLACE", of a DECLARE or of a CREATE, the latter DDL anyway; a leading REPLACE TABLE is not
+# in READ_ONLY_VERBS).
+WRITING_DML = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE", "UPSERT"})
+# A temporary view lives in the session only: CREATE [OR REPLACE] [GLOBAL] TEMP[ORARY] VIEW.
+_TEMP_VIEW = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:GLOBAL\s+)?TEMP(?:ORARY)?\s+VIEW\s", re.I)
+
+
+def write_verb(statement: str) -> str | None:
+    """The word that makes one statement a possible write to a table (``UPDATE``, ``MERGE``,
+    ``VACUUM``, ``CREATE``, ...), or None when it only reads. An allow-list of leading verbs
+    (READ_ONLY_VERBS, DESCRIBING_VERBS), then no WRITING_DML and no DDL anywhere (which
+    refuses ``WITH ... INSERT`` and Spark's ``FROM t INSERT INTO ...``). Tokens are sqlparse's,
+    so quoted text and comments never count. A guard against mistakes, not a sandbox: Spark's
+    ``reflect``/``java_method`` can still call Java from a SELECT."""
+    parsed = sqlparse.parse(statement)
+    tokens = [t for t in parsed[0].flatten() if not t.is_whitespace and t.ttype not in T.Comment] if parsed else []
+    first = next((t for t in tokens if t.ttype not in T.Punctuation), None)
+    if first is None:
+        return None
+    verb = first.normalized.upper().split()[0]
+    if verb in DESCRIBING_VERBS:
+        return None
+    temp_view = _TEMP_VIEW.match(statement.lstrip("( \t\r\n")) is not None and first.ttype in T.Keyword.DDL
+    if verb not in READ_ONLY_VERBS and not temp_view:
+        return verb
+    for token in tokens:
+        if token is first and temp_view:
+            continue
+        word = token.normalized.upper().split()[0]
+        if token.ttype in T.Keyword.DDL or (token.ttype in T.Keyword.DML and word in WRITING_DML):
+            return word
+    return None
 
 
 def plain_value(value: Any) -> Any:

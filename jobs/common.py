@@ -31,15 +31,25 @@ def config_from_args(args: argparse.Namespace) -> Mapping[str, Any]:
     return build_config(args.conf_file, parse_pairs(args.conf))
 
 
-def check_object_store_root(root: str, cfg: Mapping[str, Any]) -> None:
+def no_crawl_root(root: str) -> UserError:
+    return UserError(f"no crawl root at {root} (wrong --crawl-root? 'deltacrawl inject' or 'deltacrawl crawl' "
+                     f"makes one)")
+
+
+def check_object_store_root(root: str, cfg: Mapping[str, Any], create: bool = False) -> None:
     """Before a JVM starts: the bucket of an s3a:// crawl root exists and our credentials may
-    use it (one HeadBucket request), so a typo or a bad key is one clear line, not a Java trace."""
+    use it (one HeadBucket request), so a typo or a bad key is one clear line, not a Java trace;
+    unless ``create``, an object under the prefix too (one ListObjectsV2 of one key)."""
     from crawl.s3 import make_client, s3_errors, s3_settings, split_s3_uri
-    bucket, _key = split_s3_uri(root)
+    bucket, key = split_s3_uri(root)
     settings = s3_settings(cfg)
     try:
         with s3_errors(f"crawl root {root}", settings.endpoint_url):
-            make_client(settings, max_attempts=2).head_bucket(Bucket=bucket)
+            client = make_client(settings, max_attempts=2)
+            client.head_bucket(Bucket=bucket)
+            prefix = key.rstrip("/") + "/" if key.strip("/") else ""
+            if not create and not client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount"):
+                raise no_crawl_root(root)
     except FileNotFoundError:
         raise UserError(f"crawl root {root}: no such bucket '{bucket}' at "
                         f"{settings.endpoint_url or 'AWS S3'} (create it first)") from None
@@ -47,19 +57,23 @@ def check_object_store_root(root: str, cfg: Mapping[str, Any]) -> None:
         raise UserError(str(exc)) from None
 
 
-def check_crawl_root(root: str, cfg: Mapping[str, Any] | None = None) -> str:
+def check_crawl_root(root: str, cfg: Mapping[str, Any] | None = None, create: bool = False) -> str:
     """Make sure a local crawl root exists and is writable, or an object store's bucket is
-    there for us; return the root as given."""
+    there for us; return the root as given. Only a command that fills a new crawl root (inject,
+    crawl: ``create``) makes a missing one: for every other command it is bad input, and nothing
+    is left behind (a typo in --crawl-root must not leave a folder)."""
     from crawl.s3 import is_s3_uri
     if is_s3_uri(root):
         if cfg is not None:
-            check_object_store_root(root, cfg)
+            check_object_store_root(root, cfg, create)
         return root
     if "://" in root and not root.startswith("file://"):
         return root  # HDFS and other Hadoop file systems are checked by Spark itself on first write
     path = root[len("file://"):] if root.startswith("file://") else root
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError(f"crawl root {root} exists and is not a directory")
+    if not create and not os.path.isdir(path):
+        raise no_crawl_root(root)
     try:
         os.makedirs(path, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-"):
@@ -127,7 +141,7 @@ def describe_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"
 
 
-CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+@/-]{0,199}$")
+CRAWL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+@/-]{0,199}")  # fullmatch (a "$" passes a trailing newline)
 
 
 def add_run_options(parser: argparse.ArgumentParser, cycle: bool = True) -> None:
@@ -151,7 +165,7 @@ def run_context(args: argparse.Namespace, step: str) -> tuple[str | None, int | 
         if cycle is not None:
             raise UserError("--cycle needs --crawl-id")
         return None, None
-    if not CRAWL_ID.match(crawl_id):
+    if not CRAWL_ID.fullmatch(crawl_id):
         raise UserError(f"invalid --crawl-id {crawl_id!r} (letters, digits and _.:+@/- only, at most 200)")
     if cycle is None and step == "inject":
         cycle = 0  # crawl.tracking.INJECT_CYCLE
@@ -165,8 +179,12 @@ def run_context(args: argparse.Namespace, step: str) -> tuple[str | None, int | 
 
 
 def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.ArgumentParser], None],
-             body: Callable[[argparse.Namespace, Mapping[str, Any]], int], needs_root: bool = True) -> int:
-    """Parse arguments, load config, check the crawl root and run ``body``; map errors to exit codes."""
+             body: Callable[[argparse.Namespace, Mapping[str, Any]], int], needs_root: bool = True,
+             creates_root: bool = False,
+             precheck: Callable[[argparse.Namespace, Mapping[str, Any]], Any] | None = None) -> int:
+    """Parse arguments, load config, run ``precheck(args, cfg)`` (the command's own input checks:
+    bad input is refused before anything is created), check the crawl root (``creates_root``: make
+    it if missing) and run ``body``; map errors to exit codes."""
     parser = argparse.ArgumentParser(prog=prog)
     configure(parser)
     add_global_options(parser)
@@ -175,8 +193,10 @@ def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.Ar
     logs.setup(prog, args.verbose)
     try:
         cfg = config_from_args(args)
+        if precheck is not None:
+            precheck(args, cfg)
         if needs_root:
-            args.crawl_root = check_crawl_root(args.crawl_root, cfg)
+            args.crawl_root = check_crawl_root(args.crawl_root, cfg, create=creates_root)
         return body(args, cfg)
     except (UserError, ConfigError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr, flush=True)
@@ -202,13 +222,16 @@ def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.Ar
 
 def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argparse.ArgumentParser], None],
                    step: Callable[..., int],
-                   precheck: Callable[[argparse.Namespace, Mapping[str, Any]], Any] | None = None) -> int:
+                   precheck: Callable[[argparse.Namespace, Mapping[str, Any]], Any] | None = None,
+                   creates_root: bool = False) -> int:
     """run_main for a Spark step: ``precheck(args, cfg)`` validates input before a JVM is started, then
     ``step(spark, cfg, root, args)`` runs with the one SparkSession and the crawl root."""
-    def body(args: argparse.Namespace, cfg: Mapping[str, Any]) -> int:
+    def checks(args: argparse.Namespace, cfg: Mapping[str, Any]) -> None:
         run_context(args, prog.split()[-1])  # --crawl-id / --cycle checked before a JVM starts
         if precheck is not None:
             precheck(args, cfg)
+
+    def body(args: argparse.Namespace, cfg: Mapping[str, Any]) -> int:
         from crawl import native
         from jobs.logs import step_logger
         warning = native.missing_warning()
@@ -217,7 +240,7 @@ def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argpa
         from jobs.session import build_spark
         from jobs.tables import CrawlRoot
         return step(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), args)
-    return run_main(prog, argv, configure, body)
+    return run_main(prog, argv, configure, body, creates_root=creates_root, precheck=checks)
 
 
 def run_segment_step(prog: str, argv: list[str] | None, description: str,

@@ -139,22 +139,26 @@ def configure(parser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def body(args, cfg) -> int:
-        from jobs.session import build_spark
+    def checks(args, cfg) -> None:
+        """Bad input is refused before a crawl root is made or a JVM started."""
         if args.cycles < 1:
             raise UserError("--cycles must be at least 1")
         if not args.seeds and not args.with_devweb:
             raise UserError("give --seeds FILE (or --with-devweb to crawl the bundled test web)")
+        if args.seeds:
+            inject.load_seeds(args.seeds, cfg)
+
+    def body(args, cfg) -> int:
+        from jobs.session import build_spark
         with ExitStack() as stack:  # the test web (if any) lives as long as the crawl
             seeds = args.seeds
-            if args.with_devweb and not seeds:
+            if not seeds:  # --with-devweb (checks() refused a run with neither)
                 seeds, networks = start_devweb(cfg, args.crawl_root, stack)
                 cfg = with_values(cfg, {"fetch.allow_networks": [*cfg["fetch.allow_networks"], *networks]})
-            inject.load_seeds(seeds, cfg)  # fail fast, before a JVM is started
             tracker = CrawlTracker.open(cfg, args.crawl_root, args.mlflow_uri, "deltacrawl crawl")
             run(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), seeds, args.cycles, tracker)
         return EXIT_OK
-    return run_main("deltacrawl crawl", argv, configure, body)
+    return run_main("deltacrawl crawl", argv, configure, body, creates_root=True, precheck=checks)
 
 
 if __name__ == "__main__":

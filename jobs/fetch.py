@@ -50,6 +50,7 @@ from crawl.crawldb.status import FetchStatus
 from crawl.fetch.fetcher import FETCHLIST_FIELDS, fetch_partition
 from crawl.net.addresses import REASON_PATTERN
 from crawl.s3 import is_s3_uri
+from crawl.tracking import merge_counts
 from crawl.fetch.warc import WarcStore, sweep_unfinished, warc_store
 from jobs.common import run_segment_step
 from jobs.errors import UserError
@@ -71,6 +72,8 @@ class FetchResult:
     stopped_hosts: dict[str, int] = field(default_factory=dict)
     # URLs the address guard refused (fetch_status blocked_address), by reason (crawl/net/addresses.py)
     blocked: dict[str, int] = field(default_factory=dict)
+    # hosts whose robots.txt could not be read or parsed (host_state.robots_error): not crawled
+    robots_errors: int = 0
 
     def summary(self) -> str:
         outcomes = ", ".join(f"{k} {v}" for k, v in self.by_fetch_status.items()) or "none"
@@ -288,19 +291,18 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     blocked_reason = F.when(F.col("fetch_status") == FetchStatus.BLOCKED_ADDRESS,
                             F.regexp_extract(F.col("error"), REASON_PATTERN, 1))
     counts = (spark.read.parquet(root.fetched(segment_id))
-              .groupBy("kind", "fetch_status", "stop_reason", blocked_reason.alias("blocked_reason"))
+              .groupBy("kind", "fetch_status", "stop_reason", F.col("robots_error").isNotNull().alias("robots_failed"),
+                       blocked_reason.alias("blocked_reason"))
               .agg(F.count("*").alias("n")).collect())
-    by_status: dict[str, int] = {}
-    blocked: dict[str, int] = {}
-    for r in counts:
-        if r["kind"] == "url":
-            by_status[r["fetch_status"]] = by_status.get(r["fetch_status"], 0) + r["n"]
-            if r["blocked_reason"]:
-                blocked[r["blocked_reason"]] = blocked.get(r["blocked_reason"], 0) + r["n"]
     hosts = sum(r["n"] for r in counts if r["kind"] == "host")
-    stopped = {r["stop_reason"]: r["n"] for r in counts if r["kind"] == "host" and r["stop_reason"] is not None}
+    stopped = merge_counts({r["stop_reason"]: r["n"]} for r in counts
+                           if r["kind"] == "host" and r["stop_reason"] is not None)
+    by_status = merge_counts({r["fetch_status"]: r["n"]} for r in counts if r["kind"] == "url")
+    robots_errors = sum(r["n"] for r in counts if r["kind"] == "host" and r["robots_failed"])
+    blocked = merge_counts({r["blocked_reason"]: r["n"]} for r in counts if r["kind"] == "url" and r["blocked_reason"])
     result = FetchResult(segment_id, sum(by_status.values()), hosts, dict(sorted(by_status.items())),
-                         dict(sorted(stopped.items(), key=lambda kv: (-kv[1], kv[0]))), dict(sorted(blocked.items())))
+                         dict(sorted(stopped.items(), key=lambda kv: (-kv[1], kv[0]))), dict(sorted(blocked.items())),
+                         robots_errors)
     return result
 
 

@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                     args, f"seeds {args.seeds}")
         return EXIT_OK
     # the seeds are read and checked before a JVM is started
-    return run_spark_step("deltacrawl inject", argv, configure, step, lambda args, cfg: parsed.append(load_seeds(args.seeds, cfg)))
+    return run_spark_step("deltacrawl inject", argv, configure, step,
+                          lambda args, cfg: parsed.append(load_seeds(args.seeds, cfg)), creates_root=True)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ MAX_FPR_FACTOR = 2.0
 MAX_USABLE_FACTOR = 10.0
 # Stored filters kept: the newest, and the one before it (a concurrent fetch may be reading it).
 KEEP = 2
-_NAME = re.compile(r"^(?P<table>[0-9A-Za-z-]+)-(?P<version>\d{20})\.bloom$")
+_NAME = re.compile(r"(?P<table>[0-9A-Za-z-]+)-(?P<version>\d{20})\.bloom")  # fullmatch
 
 
 @dataclass
@@ -225,7 +225,7 @@ class _FilterStore:
     def _stored(self, names: list[str] | None = None) -> list[tuple[str, int, str]]:
         """(table id, version, name) of every stored filter (of ``names``, else a new listing), oldest first."""
         names = self._names() if names is None else names
-        found = [(m["table"], int(m["version"]), name) for name in names if (m := _NAME.match(name))]
+        found = [(m["table"], int(m["version"]), name) for name in names if (m := _NAME.fullmatch(name))]
         return sorted(found, key=lambda t: (t[1], t[2]))
 
     def newest(self, table: str, version: int) -> tuple[int, str] | None:

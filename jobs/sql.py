@@ -1,6 +1,6 @@
 """sql, shell, history — ask the crawl root's tables questions by name, with Spark SQL.
 
-    deltacrawl sql "SELECT status, count(*) FROM crawldb GROUP BY status" [--format table|csv|json]
+    deltacrawl sql "SELECT status, count(*) FROM crawldb GROUP BY status" [--format table|csv|json] [--write]
     deltacrawl shell [--plain]
     deltacrawl history URL [--format table|csv|json]
 
@@ -22,9 +22,12 @@ Outputs:  sql: the result of the last statement (several, separated by ';', run 
           forces the latter) with ``spark`` ready and the same names registered. history: the
           URL's states across crawldb versions, newest first, one line per version in which its
           row changed (from the Change Data Feed where it is on, else by time travel).
-Re-run:   always safe: these commands write nothing (the SQL you type may; Delta commits it as usual).
+Re-run:   always safe: these commands write nothing. sql runs only statements that read
+          (crawl.sqltext.write_verb) unless given --write: then UPDATE, DELETE, MERGE, DDL, VACUUM...
+          change the live tables, in Delta commits labelled step "sql" (DESCRIBE HISTORY's
+          userMetadata). shell is Python with a SparkSession: nothing stops it writing.
 Exit:     0 done · 1 history: URL not in the crawldb · 2 bad SQL or input (one line on stderr),
-          no crawldb · 3 failure.
+          a statement that may write without --write, no crawldb · 3 failure.
 Example:  deltacrawl sql --crawl-root /data/crawl --format csv "SELECT host, count(*) FROM crawldb GROUP BY host"
           spark-submit --jars "$(deltacrawl jars)" jobs/sql.py "SELECT ..." --crawl-root /data/crawl
 """
@@ -41,9 +44,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from crawl.sqltext import FORMATS, format_rows, split_statements
+from crawl.sqltext import FORMATS, format_rows, split_statements, write_verb
 from crawl.net.urls import InvalidUrl, normalize_url, url_hash
-from jobs.common import run_main
+from jobs.commit_info import writes_commits
+from jobs.common import no_crawl_root, run_main
 from jobs.errors import EXIT_NOTHING_TO_DO, EXIT_OK, UserError
 from jobs.tables import CrawlRoot, list_segments, path_exists, table_exists
 
@@ -158,6 +162,21 @@ def run_statements(spark: SparkSession, text: str) -> tuple[list[str], list[list
     return list(frame.columns), [list(r.asDict(recursive=True).values()) if frame.columns else [] for r in rows]
 
 
+@writes_commits("sql")
+def run_writing_statements(spark: SparkSession, text: str) -> tuple[list[str], list[list[Any]]]:
+    """run_statements for ``sql --write``: whatever Delta commits they make says step "sql"."""
+    return run_statements(spark, text)
+
+
+def check_read_only(statements: list[str]) -> None:
+    """Refuse (one line, exit 2) a script with a statement that may write, before a JVM starts."""
+    for statement in statements:
+        verb = write_verb(statement)
+        if verb is not None:
+            raise UserError(f"{verb} may change the crawl root's tables, and deltacrawl sql only reads unless "
+                            f"given --write")
+
+
 def _one_line(exc: Exception) -> str:
     lines = [line for line in str(exc).splitlines() if line.strip()]
     text = " ".join(lines[0].split()) if lines else ""
@@ -259,7 +278,7 @@ def _session(cfg: Mapping[str, Any], crawl_root: str) -> tuple[SparkSession, Cra
     from jobs.session import build_spark
     root = CrawlRoot(crawl_root)
     if root.is_local and not path_exists_local(root):
-        raise UserError(f"no crawl root at {root.root}")
+        raise no_crawl_root(root.root)
     return build_spark(cfg, crawl_root), root
 
 
@@ -276,15 +295,21 @@ def sql_main(argv: list[str] | None = None) -> int:
         parser.add_argument("statements", metavar="SQL", help="one or more statements separated by ';' "
                                                                 "('-' reads them from stdin)")
         _add_format(parser)
+        parser.add_argument("--write", action="store_true",
+                            help="also run statements that change tables (UPDATE, DELETE, MERGE, INSERT, DDL, "
+                                 "VACUUM, ...) on the live crawl root; without it they are refused")
 
     def body(args, cfg) -> int:
         text = sys.stdin.read() if args.statements == "-" else args.statements
-        if not split_statements(text):
+        statements = split_statements(text)
+        if not statements:
             raise UserError("no SQL statement given")
+        if not args.write:
+            check_read_only(statements)
         spark, root = _session(cfg, args.crawl_root)
         _quiet_sql_errors()
         register_tables(spark, root)
-        columns, rows = run_statements(spark, text)
+        columns, rows = (run_writing_statements if args.write else run_statements)(spark, text)
         if columns:
             sys.stdout.write(format_rows(args.format, columns, rows))
         sys.stdout.flush()

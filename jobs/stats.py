@@ -80,14 +80,16 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
 
 
 def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:
-    """What the hostdb says: deferred and backing-off hosts, overrides, and discovery: links found
+    """What the hostdb says: deferred and backing-off hosts, hosts whose last robots.txt reading
+    failed (robots_error: not crawled, RFC 9309's complete disallow), overrides, and discovery: links found
     and kept, rejections by reason, hosts whose budget a trap signal lowered."""
     if not table_exists(spark, root.hostdb):
-        return {"deferred": 0, "backing_off": 0, "overrides": [], "stopped": [], "links": {}, "link_rejects": [],
+        return {"deferred": 0, "backing_off": 0, "robots_errors": 0, "overrides": [], "stopped": [], "links": {}, "link_rejects": [],
                 "traps": []}
     hosts = spark.read.format("delta").load(root.hostdb)
     counts = hosts.agg(F.sum((F.col("deferred_until") > now_ts).cast("int")).alias("deferred"),
-                       F.sum((F.col("backoff_until") > now_ts).cast("int")).alias("backing_off")).collect()[0]
+                       F.sum((F.col("backoff_until") > now_ts).cast("int")).alias("backing_off"),
+                       F.count("robots_error").alias("robots_errors")).collect()[0]
     overrides = [(r["host"], f"{r['override_pattern']} (gap {r['min_delay_s']}s)") for r in
                  hosts.filter(F.col("override_pattern").isNotNull()).orderBy("host").limit(20).collect()]
     stopped = [(r["stop_reason"], r["n"]) for r in
@@ -102,6 +104,7 @@ def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:
                          f"{r['url_count'] or 0} URLs") for r in
              hosts.filter(F.col("url_budget").isNotNull()).orderBy("url_budget", "host").limit(20).collect()]
     return {"deferred": counts["deferred"] or 0, "backing_off": counts["backing_off"] or 0,
+            "robots_errors": counts["robots_errors"] or 0,
             "overrides": overrides, "stopped": stopped, "traps": traps, "link_rejects": rejects,
             "links": {"found": links["found"] or 0, "kept": links["kept"] or 0,
                       "sitemap_urls": links["sitemap_urls"] or 0}}

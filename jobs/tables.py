@@ -201,13 +201,15 @@ FETCHED_SCHEMA = StructType([
 ])
 
 
-_SEGMENT_ID = re.compile(r"^\d{14}-[0-9a-f]{6}$")
+# fullmatch, never match with "$": "$" also matches before a trailing newline, and an id with one
+# would name a different folder
+_SEGMENT_ID = re.compile(r"\d{14}-[0-9a-f]{6}")
 
 
 def check_segment_id(segment_id: str) -> str:
     """Segment ids come from generate (time + random hex); anything else is a user error."""
-    if not _SEGMENT_ID.match(segment_id or ""):
-        raise UserError(f"invalid segment id '{segment_id}' (expected the id printed by generate, "
+    if not _SEGMENT_ID.fullmatch(segment_id or ""):
+        raise UserError(f"invalid segment id {segment_id!r} (expected the id printed by generate, "
                         f"like 20261129120000-a1b2c3)")
     return segment_id
 

@@ -115,6 +115,7 @@ def result_figures(step: str, result: Any, started_at: float, seconds: float) ->
     elif step == "fetch":
         fig.urls, fig.hosts, fig.by_outcome = result.urls, result.hosts, dict(result.by_fetch_status)
         fig.blocked = dict(result.blocked)
+        fig.robots_errors = result.robots_errors
     elif step == "dedup":
         fig.urls, fig.duplicates = result.pages, result.exact + result.near
     elif step == "update":

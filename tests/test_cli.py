@@ -109,6 +109,53 @@ def test_unknown_segment_and_command(spark, seeded_root, capsys):
     assert "unknown command" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, error", [
+    (["update", "20261129120000-a1b2c3\n"], "invalid segment id '20261129120000-a1b2c3\\n'"),
+    (["dedup", "20261129120000-a1b2c3", "--crawl-id", "run-1\n", "--cycle", "1"], "invalid --crawl-id 'run-1\\n'"),
+])
+def test_an_id_with_a_trailing_newline_is_refused_before_spark_starts(tmp_path, capsys, argv, error):
+    # "$" matches before a trailing newline: the ids are checked with fullmatch (no JVM is started)
+    assert cli.main([*argv, "--crawl-root", str(tmp_path)]) == 2
+    assert error in one_error_line(capsys.readouterr().err, f"deltacrawl {argv[0]}")
+
+
+@pytest.mark.parametrize("argv", [["stats"], ["generate"], ["fetch", "20261129120000-a1b2c3"], ["maintain", "--dry-run"],
+                                  ["warc-get", "http://a.example/"], ["sql", "SELECT 1"]])
+def test_a_missing_crawl_root_is_refused_and_left_missing(tmp_path, capsys, argv):
+    root = tmp_path / "typo"
+    assert cli.main([*argv, "--crawl-root", str(root)]) == 2  # before a JVM starts
+    assert "no crawl root at" in one_error_line(capsys.readouterr().err, f"deltacrawl {argv[0]}")
+    assert not root.exists()
+
+
+def test_inject_refuses_bad_seeds_before_making_the_crawl_root(tmp_path, capsys):
+    root = tmp_path / "new"
+    assert cli.main(["inject", str(tmp_path / "no-seeds.txt"), "--crawl-root", str(root)]) == 2
+    assert not root.exists()
+
+
+def test_a_missing_object_store_crawl_root_is_refused_and_left_missing(moto_s3, monkeypatch, capsys):
+    from tests.s3server import aws_environ, new_bucket
+    for key, value in aws_environ(moto_s3).items():
+        monkeypatch.setenv(key, value)
+    bucket = new_bucket(moto_s3)
+    assert cli.main(["stats", "--crawl-root", f"s3a://{bucket}/typo"]) == 2  # one ListObjectsV2, no JVM
+    assert "no crawl root at s3a://" in one_error_line(capsys.readouterr().err, "deltacrawl stats")
+    import boto3
+    listing = boto3.client("s3", endpoint_url=moto_s3).list_objects_v2(Bucket=bucket)
+    assert listing["KeyCount"] == 0
+
+
+@pytest.mark.parametrize("statements", ["UPDATE hostdb SET url_count = 999", "SELECT 1; DELETE FROM crawldb"])
+def test_sql_refuses_a_writing_statement_without_write(tmp_path, capsys, statements):
+    # refused before a JVM starts (nothing runs, not even the SELECT before it); --write is the way
+    assert cli.main(["sql", statements, "--crawl-root", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    line = one_error_line(captured.err, "deltacrawl sql")
+    assert "may change the crawl root's tables" in line and "--write" in line
+
+
 def test_global_options_before_the_command(spark, seeded_root, capsys):
     assert cli.main(["--crawl-root", seeded_root, "stats", *CONF]) == 0
     assert "total URLs" in capsys.readouterr().out

@@ -89,4 +89,5 @@ def test_one_cycle_over_the_hostile_web(spark, tmp_path, capsys):
         assert web.hostile_hosts["robots_500"] not in hosts2 and web.hostile_hosts["crawl_delay_big"] not in hosts2
     summary = stats.run(spark, cfg, root)
     assert summary["hostdb"]["backing_off"] >= 3 and summary["hostdb"]["deferred"] == 1
+    assert summary["hostdb"]["robots_errors"] >= 1  # robots_redirect_loop: more than 5 redirects
     assert "hosts held back" in capsys.readouterr().out

@@ -179,6 +179,23 @@ def test_a_cached_robots_failure_is_not_reused(devweb):
     assert {r["fetch_status"] for r in out if r["kind"] == "url"} == {FS.OK, FS.ROBOTS_DENIED}
 
 
+def test_a_robots_parser_failure_fails_closed_and_is_recorded(devweb, monkeypatch):
+    def parse(text):
+        raise ValueError("hostile pattern")
+    monkeypatch.setattr("crawl.fetch.robots.Protego.parse", parse)
+    i = kind_index(devweb, "disallow")
+    urls = host_urls(devweb, i, pages=2)
+    out = fetch_partition(rows_for(urls), cfg())
+    # the server saw the robots.txt request and nothing else: not /private/, not any page
+    assert [e["path"] for e in devweb.requests()] == ["/robots.txt"]
+    url_rows = [r for r in out if r["kind"] == "url"]
+    assert len(url_rows) == len(urls) and {r["fetch_status"] for r in url_rows} == {FS.NOT_ATTEMPTED}
+    assert all(r["error"].startswith("robots.txt unparsable: ValueError") for r in url_rows)
+    [host] = [r for r in out if r["kind"] == "host"]
+    assert host["robots_error"] == "robots.txt unparsable: ValueError: hostile pattern"
+    assert host["stop_reason"] == "robots.txt unparsable" and host["backoff_until"] is not None
+
+
 class _BrokenParser:
     async def parse(self, body, url, content_type_header, max_outlinks):
         raise RuntimeError("parser exploded")

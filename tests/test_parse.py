@@ -167,6 +167,39 @@ def test_parse_page_100k_links_capped():
 
 # ------------------------------------------------------------------------------ is_parseable
 
+def _deepest_depth(tree) -> int:
+    depth, node = 0, tree.css_first("a")
+    while node is not None:
+        depth, node = depth + 1, node.parent
+    return depth
+
+
+def test_deep_nesting_is_capped_before_the_tree_is_built_and_keeps_text_and_links(monkeypatch):
+    # 160 KB of unclosed <div>s: lexbor's tree builder costs depth^2 on them (crawl/parse/page.py
+    # MAX_NESTING); what matters here is that the tree parse_page builds is bounded, and that
+    # nothing a crawl reads from the page is lost
+    import crawl.parse.page as page
+    from selectolax.lexbor import LexborHTMLParser
+    built = []
+    monkeypatch.setattr(page, "LexborHTMLParser", lambda html: built.append(LexborHTMLParser(html)) or built[-1])
+    tail = "<p>words at the bottom <a href=/deep.html>deep link</a>"
+    deep = parse_page(("<html><head><title>Deep</title></head><body>" + "<div>" * 32768 + tail).encode(),
+                      "http://a.com/", None, 10)
+    assert _deepest_depth(built[-1]) <= 520  # MAX_NESTING (512) + document, html, body, <p>, <a>; the page: 32,768
+    flat = parse_page(("<html><head><title>Deep</title></head><body>" + tail).encode(), "http://a.com/", None, 10)
+    assert deep.error is None and deep.outlinks == flat.outlinks == ["http://a.com/deep.html"]
+    assert deep.title == "Deep" and deep.text_hash == flat.text_hash
+
+
+def test_cap_nesting_drops_only_the_tags_below_the_cap():
+    from crawl.parse.page import cap_nesting
+    html = "<div><span><div>t <a href=x><b>y</b></a></div></span></div>"
+    assert cap_nesting(html, max_depth=2, min_tags=0) == "<div><span> t <a href=x> y </a> </span></div>"
+    assert cap_nesting(html, max_depth=5, min_tags=0) is html  # not that deep: the same string
+    listing = "<ul>" + "<li><a href=/x>x</a>" * 5000 + "</ul>"  # many tags, shallow: unchanged
+    assert cap_nesting(listing) is listing
+
+
 @pytest.mark.parametrize("ctype, head, expected", [
     ("text/html", b"", True),
     ("Text/HTML; charset=UTF-8", b"%PDF", True),

@@ -1,3 +1,5 @@
+import re
+
 from crawl.report import format_stats
 
 
@@ -6,12 +8,13 @@ def test_format_stats_sections_and_shares():
         "crawl_root": "/c", "version": 3, "total_urls": 4, "hosts": 2, "due_now": 1, "leased": 0, "max_depth": 2,
         "by_status": [("fetched", 3), ("unfetched", 1)], "by_http_status": [(200, 3), (None, 1)],
         "top_hosts": [("a.com", 3), ("b.com", 1)],
-        "hostdb": {"deferred": 1, "backing_off": 2, "stopped": [("3 network errors in a row", 1)],
+        "hostdb": {"deferred": 1, "backing_off": 2, "robots_errors": 4, "stopped": [("3 network errors in a row", 1)],
                    "overrides": [("a.com", "a.com (gap 0.2s)")]}})
     assert "Delta version 3" in text
     assert "fetched" in text and "75.0%" in text and "(none)" in text
     assert "top 2 hosts by URLs" in text
     assert "backing off" in text and "3 network errors in a row" in text and "a.com (gap 0.2s)" in text
+    assert re.search(r"robots\.txt failed \(robots_error\) +4\n", text)
 
 
 def test_format_stats_empty_crawldb():

@@ -1,3 +1,5 @@
+import pytest
+
 from crawl.fetch.robots import UNREACHABLE_STATUS, effective_delay, policy_from_fetch
 
 BODY = b"User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n\nUser-agent: deltacrawl\nDisallow: /nodc/\n"
@@ -40,3 +42,23 @@ def test_effective_delay():
     assert effective_delay(1.0, p) == 5.0
     assert effective_delay(10.0, p) == 10.0
     assert effective_delay(1.0, policy_from_fetch(404, b"", "x", 1000)) == 1.0
+
+
+def _parser_raises(monkeypatch, exc):
+    def parse(text):
+        raise exc
+    monkeypatch.setattr("crawl.fetch.robots.Protego.parse", parse)
+
+
+def test_a_parser_failure_fails_closed_and_says_why(monkeypatch):
+    # RFC 9309 2.3.1.4: a file we cannot read is treated as complete disallow, never as allow-all
+    _parser_raises(monkeypatch, ValueError("hostile pattern"))
+    p = policy_from_fetch(200, b"User-agent: *\nDisallow: /\n", "deltacrawl", 500_000)
+    assert p.disallow_all and not p.allow_all and not p.allowed("http://a.com/secret")
+    assert p.error == "robots.txt unparsable: ValueError: hostile pattern"
+
+
+def test_memory_error_in_the_parser_is_not_swallowed(monkeypatch):
+    _parser_raises(monkeypatch, MemoryError())
+    with pytest.raises(MemoryError):
+        policy_from_fetch(200, b"User-agent: *\nDisallow: /\n", "deltacrawl", 500_000)

@@ -1,3 +1,5 @@
+import gzip
+
 import pytest
 
 from crawl.crawldb.seeds import SeedFileEncodingError, parse_seed_lines, read_seed_file
@@ -19,6 +21,19 @@ def test_a_seeds_file_that_is_not_utf8_is_one_message(tmp_path, encoding, words)
     path.write_bytes("http://a.example/\nhttp://b.example/\n".encode(encoding))
     with pytest.raises(SeedFileEncodingError, match=words):
         read_seed_file(str(path))
+
+
+@pytest.mark.parametrize("data", [
+    gzip.compress(b"http://a.example/\n" * 500, mtime=0),  # a compressed seeds file
+    bytes(range(256)) * 16,                                 # every byte value, as in random or packed data
+    b"\x7fELF\x02\x01\x01" + b"\x00" * 4000,                 # an executable's header: mostly NUL
+])
+def test_a_binary_seeds_file_is_not_text_not_utf16(tmp_path, data):
+    path = tmp_path / "seeds.txt"
+    path.write_bytes(data)
+    with pytest.raises(SeedFileEncodingError, match="is not a text file") as refused:
+        read_seed_file(str(path))
+    assert "UTF-16" not in str(refused.value)
 
 
 def test_a_stray_bad_byte_spoils_only_its_line(tmp_path):

@@ -298,3 +298,14 @@ def test_empty_body_is_an_error():
 def test_utf16_xml_sitemap():
     body = urlset(url("http://a.com/ü")).replace('encoding="UTF-8"', 'encoding="UTF-16"').encode("utf-16")
     assert [e.url for e in parse(body).urls] == ["http://a.com/%C3%BC"]
+
+
+@pytest.mark.parametrize("encoding, error", [
+    ("x-no-such-charset", "unknown XML encoding 'x-no-such-charset' in the XML declaration"),
+    ("hex", "unknown XML encoding 'hex' in the XML declaration"),  # a codec, but bytes to bytes
+    ("utf-32", "unsupported XML encoding 'utf-32' (multi-byte encodings are not supported)"),
+])
+def test_an_encoding_expat_cannot_use_is_named_not_an_internal_error(encoding, error):
+    body = urlset(url("http://a.com/x")).replace('encoding="UTF-8"', f'encoding="{encoding}"')
+    result = parse(body)
+    assert result.error == error and result.urls == []

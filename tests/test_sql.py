@@ -200,6 +200,17 @@ def test_sql_command_bad_sql_is_one_line_and_exit_2(crawled, capfd):
     assert main(["sql", "SELECT 1", "--crawl-root", str(Path(root.root).parent / "missing")]) == 2
 
 
+def test_sql_write_changes_the_table_in_a_commit_labelled_sql(spark, tmp_path, capfd):
+    from jobs.cli import main
+    path = str(tmp_path / "crawldb")
+    spark.range(3).write.format("delta").save(path)  # any Delta table: register_tables needs a crawldb
+    assert main(["sql", "--write", "UPDATE crawldb SET id = 7 WHERE id = 0", "--crawl-root", str(tmp_path)]) == 0
+    assert sorted(r.id for r in spark.read.format("delta").load(path).collect()) == [1, 2, 7]
+    from delta.tables import DeltaTable
+    assert json.loads(DeltaTable.forPath(spark, path).history(1).first()["userMetadata"])["step"] == "sql"
+    capfd.readouterr()
+
+
 def test_history_command(crawled, capfd):
     from jobs.cli import main
     root, _ = crawled

@@ -1,12 +1,16 @@
-"""crawl/sqltext.py: statement splitting and result rendering (no Spark)."""
+"""crawl/sqltext.py: statement splitting, the read-only check and result rendering (no Spark)."""
 from __future__ import annotations
 
 import csv
 import io
 import json
+import re
 from datetime import datetime
+from pathlib import Path
 
-from crawl.sqltext import format_csv, format_json_lines, format_table, split_statements
+import pytest
+
+from crawl.sqltext import format_csv, format_json_lines, format_table, split_statements, write_verb
 
 
 def test_split_statements_respects_quotes_and_comments():
@@ -34,3 +38,45 @@ def test_formats():
     assert parsed[0] == {"n": 1, "s": "x", "at": "2026-01-02 03:04:05", "m": {"k": 2}, "b": "AAE="}
     assert parsed[1]["n"] is None
     assert format_table(["x"], [["a" * 100]], max_width=10).splitlines()[2] == "aaaaaaa..."
+
+
+@pytest.mark.parametrize("statement, verb", [
+    ("UPDATE hostdb SET url_count = 999", "UPDATE"),
+    ("DELETE FROM crawldb WHERE status = 'gone'", "DELETE"),
+    ("/* tidy */ delete from crawldb", "DELETE"),
+    ("MERGE INTO crawldb t USING hostdb s ON t.host = s.host WHEN MATCHED THEN DELETE", "MERGE"),
+    ("INSERT OVERWRITE crawldb SELECT * FROM crawldb", "INSERT"),
+    ("WITH c AS (SELECT * FROM crawldb) INSERT INTO crawldb SELECT * FROM c", "INSERT"),
+    ("FROM crawldb INSERT INTO hostdb SELECT *", "INSERT"),  # Spark's FROM-first multi-insert
+    ("CREATE TABLE x USING delta AS SELECT 1", "CREATE"),
+    ("CREATE TEMP VIEW v AS WITH c AS (SELECT 1) INSERT INTO t SELECT * FROM c", "INSERT"),
+    ("REPLACE TABLE crawldb USING delta AS SELECT 1", "REPLACE"),
+    ("DROP TABLE crawldb", "DROP"), ("TRUNCATE TABLE crawldb", "TRUNCATE"),
+    ("ALTER TABLE crawldb SET TBLPROPERTIES ('a' = 'b')", "ALTER"),
+    ("VACUUM crawldb RETAIN 0 HOURS", "VACUUM"), ("OPTIMIZE crawldb", "OPTIMIZE"),
+    ("RESTORE TABLE crawldb TO VERSION AS OF 1", "RESTORE"), ("COPY INTO crawldb FROM '/x'", "COPY"),
+])
+def test_statements_that_may_write_are_named(statement, verb):
+    assert write_verb(statement) == verb
+
+
+@pytest.mark.parametrize("statement", [
+    "SELECT status, count(*) FROM crawldb GROUP BY status",
+    "select 'DELETE' AS d, replace(url, 'a', 'b') AS `update` FROM crawldb -- UPDATE hostdb",
+    "WITH c AS (SELECT 1 AS n) SELECT * FROM c", "(SELECT 1) UNION (SELECT 2)", "VALUES (1), (2)",
+    "SELECT * FROM crawldb VERSION AS OF 1", "SELECT * FROM table_changes('crawldb', 0)",
+    "SHOW TABLES", "SHOW CREATE TABLE crawldb", "DESCRIBE HISTORY crawldb", "EXPLAIN DELETE FROM crawldb",
+    "SET spark.sql.shuffle.partitions = 2", "DECLARE OR REPLACE VARIABLE wanted STRING DEFAULT 'fetched'",
+    "CREATE OR REPLACE TEMPORARY VIEW due AS SELECT * FROM crawldb", "CACHE TABLE crawldb",
+])
+def test_statements_that_only_read_pass(statement):
+    assert write_verb(statement) is None
+
+
+def test_the_readme_sql_examples_only_read():
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    start = text.index("\n## SQL on the crawl database\n")
+    section = text[start:text.find("\n## ", start + 1)]
+    statements = [s for block in re.findall(r"^```sql\n(.*?)^```", section, re.M | re.S)
+                  for s in split_statements(block)]
+    assert len(statements) >= 10 and [s for s in statements if write_verb(s)] == []

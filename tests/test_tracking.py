@@ -94,6 +94,15 @@ def test_cycle_metrics():
     assert m["fetch/latency_p50_ms"] == 64.0 and m["fetch/latency_p99_ms"] == 1024.0
 
 
+def test_hosts_with_a_robots_error_are_a_fetch_metric():
+    from jobs.fetch import FetchResult
+    from jobs.tracking import result_figures
+    result = FetchResult("s", 5, 2, {"ok": 3, "not_attempted": 2}, {"robots.txt unparsable": 1}, robots_errors=1)
+    fig = result_figures("fetch", result, 0.0, 1.0)
+    assert cycle_metrics([fig])["fetch/robots_errors"] == 1.0
+    assert cycle_metrics([fetch_figures()])["fetch/robots_errors"] == 0.0  # a point in every cycle
+
+
 def test_politeness_efficiency_only_when_politeness_bound():
     assert politeness_efficiency(fetch_figures(politeness_bound_s=None)) is None
     assert politeness_efficiency(fetch_figures(politeness_bound_s=0.0)) is None

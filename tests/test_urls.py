@@ -289,3 +289,10 @@ def test_requote_is_skipped_exactly_when_it_would_change_nothing():
                                     (urls._QUERY_REWRITE_RE, urls._QUERY_REQUOTE_RE)):
                 changes = urls._requote(text, rewrite) != text
                 assert bool(search.search(text)) == changes, (text, rewrite.pattern)
+
+
+def test_a_host_with_a_trailing_newline_is_not_a_host():
+    # the host rule is checked with fullmatch: "$" would let "a.com\n" through (WHATWG strips
+    # newlines from URLs, so this guards the rule itself)
+    from crawl.net.urls import _canonical_host
+    assert _canonical_host("a.com") == "a.com" and _canonical_host("a.com\n") is None

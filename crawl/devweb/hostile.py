@@ -95,11 +95,11 @@ _RATE_WINDOW_S = 2.0
 _LAST_MODIFIED = "Thu, 01 Jan 2026 00:00:00 GMT"
 _LAST_MODIFIED_TS = email.utils.parsedate_to_datetime(_LAST_MODIFIED).timestamp()
 _REDIRECT_CODES = (301, 302, 303, 307, 308)
-_REDIRECT_RE = re.compile(r"^/r(\d{1,3})/(\d{1,3})$")
-_CAL_RE = re.compile(r"^/cal/(\d{1,5})/(\d{1,2})(?:/(\d{1,2}))?$")
-_SESSION_RE = re.compile(r"^/s/([A-Za-z0-9_-]{1,64})/page$")
-_REPEAT_RE = re.compile(r"^/(a/)+$")
-_LEAF_RE = re.compile(r"^/l/(\d{1,6})\.html$")
+_REDIRECT_RE = re.compile(r"/r(\d{1,3})/(\d{1,3})")
+_CAL_RE = re.compile(r"/cal/(\d{1,5})/(\d{1,2})(?:/(\d{1,2}))?")
+_SESSION_RE = re.compile(r"/s/([A-Za-z0-9_-]{1,64})/page")
+_REPEAT_RE = re.compile(r"/(a/)+")
+_LEAF_RE = re.compile(r"/l/(\d{1,6})\.html")
 
 _MESSY_PATHS = ("/malformed.html", "/wrong-charset.html", "/sjis.html", "/bom.html", "/nul.html",
                 "/empty.html", "/many-links.html", "/image.png", "/doc.pdf", "/page.xhtml")
@@ -223,7 +223,7 @@ class HostileHosts:
             links = [(p, p) for p in _hostile_entry_paths(name, self.seed) if p != "/"]
             links.append(("/p/0.html", "Page 0"))
             return _html(f"Hostile host: {name}", links)
-        m = _PAGE_RE.match(path)
+        m = _PAGE_RE.fullmatch(path)
         if not m:
             return None
         area, k = m.group(1), int(m.group(2))
@@ -306,7 +306,7 @@ class HostileHosts:
             return web.Response(status=302, headers={"Location": f"http://{self.addresses[0]}:{self.port}/p/0.html"})
         if path in ("/loop/a", "/loop/b"):
             return web.Response(status=302, headers={"Location": "/loop/b" if path == "/loop/a" else "/loop/a"})
-        m = _REDIRECT_RE.match(path)
+        m = _REDIRECT_RE.fullmatch(path)
         if not m:
             return None
         n, i = int(m.group(1)), int(m.group(2))
@@ -361,7 +361,7 @@ class HostileHosts:
         return page
 
     def _trap(self, path: str) -> web.Response | None:
-        m = _CAL_RE.match(path)
+        m = _CAL_RE.fullmatch(path)
         if m:
             y, mo = int(m.group(1)), int(m.group(2))
             if not 1 <= mo <= 12:
@@ -380,11 +380,11 @@ class HostileHosts:
                 links.append((f"/cal/{py}/{pm}", "Previous month"))
             links += [(f"/cal/{y}/{mo}/{d}", f"Day {d}") for d in range(1, 29)]
             return _html(f"Calendar {y}-{mo:02d}", links + [("/", "Home")])
-        m = _SESSION_RE.match(path)
+        m = _SESSION_RE.fullmatch(path)
         if m:
             new = _session_id(f"{self.seed}:{m.group(1)}")
             return _html("Session page", [(f"/s/{new}/page", "Continue"), ("/", "Home")])
-        if _REPEAT_RE.match(path):
+        if _REPEAT_RE.fullmatch(path):
             depth = path.count("a/")
             return _html(f"Depth {depth}", [("a/", "Deeper"), ("/", "Home")])
         return None
@@ -471,7 +471,7 @@ async def _messy(path: str) -> web.Response | None:
         return _raw(_PDF, "application/pdf")
     if path == "/page.xhtml":
         return _raw(_XHTML, "application/xhtml+xml")
-    m = _LEAF_RE.match(path)
+    m = _LEAF_RE.fullmatch(path)
     if m and int(m.group(1)) < _MANY_LINKS:
         return _html(f"Leaf {int(m.group(1))}", [])
     return None

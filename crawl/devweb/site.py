@@ -62,7 +62,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 
 KINDS = ("disallow", "crawl_delay", "missing", "allow_all")
 
-_PAGE_RE = re.compile(r"^/(p|private|o)/(\d+)\.html$")
+_PAGE_RE = re.compile(r"/(p|private|o)/(\d+)\.html")  # fullmatch, as every route
 
 _WORDS = (
     "spark delta crawl frontier batch fetch parse robots politeness host page link "
@@ -240,7 +240,7 @@ class GeneratedSite:
                 t = rng.randrange(self.private_pages)
                 links.append((self._page_href(rng, host, "private", t, ""), "Members only"))
             return links
-        m = _PAGE_RE.match(path)
+        m = _PAGE_RE.fullmatch(path)
         if not m:
             return None
         area, k = m.group(1), int(m.group(2))

@@ -428,16 +428,21 @@ class HostQueue:
             self.give_up(FetchStatus.DEFERRED,
                          f"Crawl-delay {policy.crawl_delay_s}s above fetch.max_crawl_delay_s")
         elif policy.disallow_all:
-            # robots.txt unreachable (5xx, 429, network error): RFC 9309 2.3.1.4 says assume
-            # complete disallow. No page is requested; the URLs stay due without using up their
-            # retries (not marked robots_denied either: the cause is transient), and the host
-            # backs off (host_state.backoff_until) so generate leaves it alone meanwhile.
+            # robots.txt unreachable (5xx, 429, network error) or unparsable (the parser raised):
+            # RFC 9309 2.3.1.4 says assume complete disallow. No page is requested; the URLs stay
+            # due without using up their retries (not marked robots_denied either: the cause may
+            # be transient), and the host backs off (host_state.backoff_until) so generate leaves
+            # it alone meanwhile.
+            if policy.error:  # e.g. "robots.txt unparsable: ValueError: ..."
+                self.host_row["robots_error"] = policy.error
+                stop_reason, detail = "robots.txt unparsable", policy.error
+            else:
+                stop_reason = "robots.txt unreachable"
+                detail = f"{stop_reason} ({self.host_row.get('robots_error') or f'HTTP {policy.status}'})"
             backoff = next_backoff(float(self.pending[0].get("backoff_s") or 0.0) if self.pending else 0.0,
                                    float(cfg["fetch.robots_retry_s"]), float(cfg["fetch.max_backoff_s"]))
-            self.host_row.update(backoff_until=time.time() + backoff, backoff_s=backoff,
-                                 stop_reason="robots.txt unreachable")
-            reason = self.host_row.get("robots_error") or f"HTTP {policy.status}"
-            self.give_up(FetchStatus.NOT_ATTEMPTED, f"robots.txt unreachable ({reason}): host not crawled")
+            self.host_row.update(backoff_until=time.time() + backoff, backoff_s=backoff, stop_reason=stop_reason)
+            self.give_up(FetchStatus.NOT_ATTEMPTED, f"{detail}: host not crawled")
 
     async def _fetch_page(self, row: Mapping[str, Any]) -> None:
         cfg = self.ctx.cfg

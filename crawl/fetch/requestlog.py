@@ -34,7 +34,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 
-_NAME_RE = re.compile(r"^(?P<run>[0-9A-Za-z_-]+)-(?P<task>\d{5})-(?P<attempt>\d+)\.log$")
+_NAME_RE = re.compile(r"(?P<run>[0-9A-Za-z_-]+)-(?P<task>\d{5})-(?P<attempt>\d+)\.log")  # fullmatch
 KINDS = ("robots", "sitemap", "page")
 
 
@@ -75,7 +75,7 @@ def read_earlier(directory: str, own: str | None = None, completed_run: str | No
     except FileNotFoundError:
         return earlier
     for name in sorted(names):
-        match = _NAME_RE.match(name)
+        match = _NAME_RE.fullmatch(name)
         if match is None or name == own:
             continue
         pages_count = completed_run is None or match.group("run") > completed_run

@@ -6,6 +6,12 @@ How a fetch result becomes a policy (RFC 9309 section 2.3.1):
                               server asking us to slow down is treated as unreachable, which
                               is the polite reading (as Google does).
   * 5xx, network error     -> "unreachable": everything disallowed until the next attempt.
+  * 2xx the parser rejects -> "unparsable": everything disallowed too, with ``error`` saying why.
+                              protego is lenient, so this is a bug or a hostile file; allowing
+                              everything would crawl what the file may forbid, so we fail closed
+                              as for an unreachable file (section 2.3.1.4). MemoryError is not
+                              caught: the task (or the parser child) is out of memory, and that is
+                              not the file's verdict.
 Redirects are followed by the fetcher (at least five hops, section 2.3.1.2) before this is
 called; a redirect chain that does not end is a network error.
 """
@@ -16,8 +22,10 @@ from dataclasses import dataclass
 
 from protego import Protego
 
-UNREACHABLE_STATUS = -1
-MAX_SITEMAPS = 50  # robots_status recorded when no HTTP answer was obtained
+from crawl.fetch.http import error_text
+
+UNREACHABLE_STATUS = -1  # robots_status recorded when no HTTP answer was obtained
+MAX_SITEMAPS = 50
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,7 @@ class RobotsPolicy:
     _parser: Protego | None = None
     agent: str = "*"
     sitemaps: tuple[str, ...] = ()
+    error: str | None = None     # why the file could not be parsed (then disallow_all)
 
     def allowed(self, url: str) -> bool:
         if self.disallow_all:
@@ -52,12 +61,17 @@ def policy_from_fetch(status: int, body: bytes | str | None, agent: str, max_byt
     try:
         parser = Protego.parse(text)
         delay = parser.crawl_delay(agent)
-    except Exception:  # protego is lenient, but a hostile file must never crash a fetch task
-        return RobotsPolicy(status=status, allow_all=True, disallow_all=False, crawl_delay_s=None, agent=agent)
-    crawl_delay = float(delay) if delay is not None and float(delay) >= 0 else None
+        crawl_delay = float(delay) if delay is not None and float(delay) >= 0 else None
+    except MemoryError:
+        raise
+    except Exception as exc:  # a hostile file must never crash a fetch task, nor open the host
+        return RobotsPolicy(status=status, allow_all=False, disallow_all=True, crawl_delay_s=None, agent=agent,
+                            error=f"robots.txt unparsable: {error_text(exc)}")
     try:  # Sitemap lines are kept for discovery (RFC 9309 section 2.2.4)
         sitemaps = tuple(str(s)[:2048] for s in itertools.islice(parser.sitemaps, MAX_SITEMAPS))
-    except Exception:
+    except MemoryError:
+        raise
+    except Exception:  # the rules are read: a broken Sitemap line costs only the sitemaps
         sitemaps = ()
     return RobotsPolicy(status=status, allow_all=False, disallow_all=False, crawl_delay_s=crawl_delay,
                         _parser=parser, agent=agent, sitemaps=sitemaps)

@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 from crawl.net import whatwg
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_HOST_RE = re.compile(r"^[a-z0-9.\-_]+$")
+_HOST_RE = re.compile(r"[a-z0-9.\-_]+")  # fullmatch: "$" would pass a trailing newline
 # Any C0 control or DEL: never part of a URL (RFC 3986 section 2).
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # A scheme at the start of a reference (RFC 3986 section 3.1).
@@ -239,7 +239,7 @@ def _canonical_host(host: str) -> str | None:
         except ValueError:
             return None
     host = host.rstrip(".")
-    if (not host or len(host) > 253 or not _HOST_RE.match(host) or ".." in host or host.startswith("-")
+    if (not host or len(host) > 253 or not _HOST_RE.fullmatch(host) or ".." in host or host.startswith("-")
             or (len(host) > 63 and max(map(len, host.split("."))) > 63)):
         return None
     return host

@@ -256,12 +256,41 @@ class _TextSink:
             self.collector.add(False, text, None)
 
 
+# The encoding an XML declaration names (in an ASCII-compatible document; expat reads UTF-16 itself).
+_XML_ENCODING_RE = re.compile(rb"""\s*<\?xml\s[^>]*?encoding\s*=\s*["']([^"']{0,64})["']""")
+
+
+def _encoding_refusal(head: bytes, exc: Exception) -> str | None:
+    """The error for a document whose declared encoding expat cannot use, or None when ``exc``
+    is not about that. expat asks Python's codecs for the declared name: an unknown name is a
+    LookupError (so is a bytes-to-bytes codec such as "hex"), a multi-byte codec other than
+    UTF-8/UTF-16 a ValueError, a codec that fails on its own a UnicodeError."""
+    declared = _XML_ENCODING_RE.match(head)
+    if declared is None:
+        return None
+    name = declared.group(1).decode("ascii", "replace")
+    if type(exc) is LookupError:  # not its subclasses KeyError and IndexError: those are bugs
+        return f"unknown XML encoding {name!r} in the XML declaration"
+    if isinstance(exc, UnicodeError) or str(exc) == "multi-byte encodings are not supported":
+        return f"unsupported XML encoding {name!r} ({exc})"
+    return None
+
+
 class _XmlSink:
     def __init__(self, collector: _Collector):
         self.parser = ET.XMLParser(target=_XmlTarget(collector))
+        self.head: bytes | None = None  # the start of the document, for its XML declaration
 
     def feed(self, chunk: bytes) -> None:
-        self.parser.feed(chunk)
+        if self.head is None:
+            self.head = chunk[:256]
+        try:
+            self.parser.feed(chunk)
+        except (LookupError, ValueError) as exc:
+            refusal = _encoding_refusal(self.head, exc)
+            if refusal is None:
+                raise
+            raise _Stop(refusal) from None
 
     def finish(self, complete: bool) -> None:
         if complete:  # a cut document would only add "no element found"
