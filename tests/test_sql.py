@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
 from tests.conftest import make_config, write_seeds
 
@@ -282,6 +283,38 @@ def test_readme_sql_examples_run_as_written(spark, registered, monkeypatch):
                  namespace)
         except Exception as exc:  # noqa: BLE001
             pytest.fail(f"README example fails:\n{block}\n{type(exc).__name__}: {exc}")
+
+
+def test_readme_latest_crawl_is_the_newest_not_the_largest_id(spark):
+    """A DAG run's id (``<dag_id>/scheduled__…``) sorts after every id of ``deltacrawl crawl`` (digits
+    first), and a scheduled run makes one cycle: the README's "latest crawl" must go by time, and
+    "cycle 2 of the latest crawl" by the latest crawl that made a cycle 2."""
+    from datetime import datetime
+    section = readme_section("SQL on the crawl database")
+    cycles_query = next(q for q in code_blocks(section, "sql") if "FROM cycles\nWHERE crawl_id" in q)
+    history_query = next(q for q in code_blocks(section, "sql") if "cycle 2 of the latest crawl" in q)
+    older_dag, newer_crawl, newest_dag = ("deltacrawl_cycle/scheduled__2026-01-01T00:00:00+00:00",
+                                          "20260301000000-abcdef", "deltacrawl_cycle/manual__2026-04-01T00:00:00")
+    rows = [(older_dag, 1, "fetch", datetime(2026, 1, 1)), (newer_crawl, 1, "fetch", datetime(2026, 3, 1)),
+            (newer_crawl, 2, "fetch", datetime(2026, 3, 2))]
+    cycles = spark.createDataFrame(rows, "crawl_id string, cycle int, step string, started_at timestamp")
+    for column, kind in [("seconds", "double"), ("urls", "long"), ("new_urls", "long"), ("bytes", "long"),
+                         ("crawldb_urls", "long"), ("by_outcome", "map<string,bigint>")]:
+        cycles = cycles.withColumn(column, F.lit(None).cast(kind))
+    cycles.createOrReplaceTempView("cycles")
+    # the newest crawl of all is a one-cycle DAG run: "cycle 2" must come from the crawl before it
+    rows.append((newest_dag, 1, "fetch", datetime(2026, 4, 1)))
+    history = spark.createDataFrame([(v, c, crawl, t) for v, (crawl, c, _, t) in enumerate(rows)],
+                                    "version long, cycle int, crawl_id string, timestamp timestamp")
+    history.createOrReplaceTempView("crawldb_history")
+    try:
+        latest = {r["cycle"] for r in spark.sql(cycles_query.strip().rstrip(";")).collect()}
+        assert latest == {1, 2}  # the newest crawl's cycles, not the largest id's (the older DAG run's)
+        inner = re.search(r"TIMESTAMP AS OF \((.*?)\)\nGROUP BY", history_query, re.S).group(1)
+        assert spark.sql(inner).first()[0] == datetime(2026, 3, 2)  # cycle 2 of the crawl that made one
+    finally:
+        spark.catalog.dropTempView("cycles")
+        spark.catalog.dropTempView("crawldb_history")
 
 
 # ---------------------------------------------------------------------------------------------
