@@ -345,6 +345,20 @@ def test_readers_without_spark_see_what_spark_sees(spark, crawled):
         for reader, values in got.items():
             assert values == expected, f"{reader} reads {name} differently from Spark"
     assert len(frames["crawldb"].collect()) == spark.read.format("delta").load(root.crawldb).count()
+    # the views deltacrawl sql adds: segments and the history of crawldb and hostdb, as Spark has them
+    from jobs.sql import history_frame, segments_frame
+    want = sorted((r["segment_id"], r["url"]) for r in segments_frame(spark, root).select("segment_id", "url").collect())
+    assert sorted(con.execute("SELECT segment_id, url FROM segments").fetchall()) == want
+    assert sorted(frames["segments"].select("segment_id", "url").collect().rows()) == want
+    for view, path in (("crawldb_history", root.crawldb), ("hostdb_history", root.hostdb)):
+        want = sorted((r["version"], r["step"], r["cycle"], r["segment"], r["crawl_id"])
+                      for r in history_frame(spark, path).collect())
+        columns = "version, step, cycle, segment, crawl_id"
+        assert sorted(con.execute(f"SELECT {columns} FROM {view}").fetchall()) == want, view
+        assert sorted(frames[view].select(columns.split(", ")).collect().rows()) == want, view
+    # DuckDB time travel (docs/readers.md once said it could not)
+    first = con.execute(f"SELECT count(*) FROM delta_scan('{root.crawldb}', version => 1)").fetchone()[0]
+    assert first == spark.read.format("delta").option("versionAsOf", 1).load(root.crawldb).count()
     # deltalake's Change Data Feed and history (commit info) need no Spark either
     from deltalake import DeltaTable
     table = DeltaTable(root.crawldb)
