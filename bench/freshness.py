@@ -51,7 +51,10 @@ Baselines: the same fetches at the same instants. Each cycle, every policy makes
                     period per page (each page earns fᵢ fetch credits per second; each cycle the
                     highest credits are fetched). Solved twice: plain (wᵢ = 1, the reference for
                     plain freshness) and weighted (the reference for weighted freshness).
-          Every policy is scored by the same function as the crawler.
+          Every policy is scored by the same function as the crawler. One more row is a reference,
+          not a baseline: the weighted optimum given every cycle's whole budget (top_n fetches
+          minus the cycle's first fetches, spread evenly over its fetch step): what the budget
+          the crawler left unused would have bought.
 Reported: plain and weighted freshness in steady state (and per cycle) for each policy and ours ÷
           optimum; freshness and fetches per page by change class and by kind; versions captured
           ÷ versions live in the window; the crawler's conditional share of refetches, 200 vs 304;
@@ -87,9 +90,10 @@ from _changing_web import KINDS, ChangingWeb  # noqa: E402
 from schedule import optimum_frequencies, freshness as analytic_freshness  # noqa: E402  (bench/schedule.py)
 
 CLASSES = ("fast", "medium", "slow", "never")
-POLICIES = ("ours", "uniform", "nutch", "optimum_plain", "optimum_weighted")
+POLICIES = ("ours", "uniform", "nutch", "optimum_plain", "optimum_weighted", "optimum_full_budget")
 LABELS = {"ours": "**ours** (deltacrawl)", "uniform": "uniform round-robin", "nutch": "Nutch adaptive (×0.8 / ×1.4)",
-          "optimum_plain": "optimum, plain (C&GM, wᵢ = 1)", "optimum_weighted": "optimum, weighted (C&GM, wᵢ)"}
+          "optimum_plain": "optimum, plain (C&GM, wᵢ = 1)", "optimum_weighted": "optimum, weighted (C&GM, wᵢ)",
+          "optimum_full_budget": "reference: optimum, weighted, every cycle's top_n used"}
 DEFAULT_WEIGHTS = "home=4,important=2,normal=1,deep=0.5"
 
 
@@ -164,7 +168,7 @@ def drive_crawl(spec_path: str) -> int:
     from jobs import dedup, fetch, generate, inject, update
     from jobs.commit_info import set_crawl_cycle
     from jobs.session import build_spark
-    from jobs.tables import CrawlRoot
+    from jobs.tables import CrawlRoot, snapshots_built_meanwhile
     from jobs.tracking import new_crawl_id
 
     cfg = build_config(overrides=spec["conf"])
@@ -188,8 +192,12 @@ def drive_crawl(spec_path: str) -> int:
         row["urls"] = getattr(gen, "urls", None) if gen.segment_id else 0
         if gen.segment_id is not None:
             row["fetch_start"] = time.time()
-            fetch.run(spark, cfg, root, gen.segment_id)
-            row["fetch_end"] = time.time()
+            # as jobs/crawl_cycles.py: the driver builds the snapshots dedup and update read while
+            # fetch waits on hosts
+            with snapshots_built_meanwhile(spark, (root.dedup_pages, root.dedup_bands, root.crawldb, root.hostdb,
+                                                   root.warc_index)):
+                fetch.run(spark, cfg, root, gen.segment_id)
+                row["fetch_end"] = time.time()
             dedup.run(spark, cfg, root, gen.segment_id)
             update.run(spark, cfg, root, gen.segment_id)
         row["end"] = time.time()
@@ -576,6 +584,16 @@ def evaluate(args: argparse.Namespace, web: ChangingWeb, entries: list[dict[str,
     uniform_period = len(web.pages) / max(total_refetches / max(ref_span, 1e-9), 1e-9)
     f_plain = optimum(rate, np.ones_like(rate), budget_per_s)
     f_weighted = optimum(rate, weight, budget_per_s)
+    # the reference for budget left unused: every cycle's top_n fetches made, the refetches spread
+    # evenly over the cycle's fetch step (at its start when it fetched nothing)
+    top_n = top_n_of(args)
+    full_cycles = []
+    for cyc in cycles:
+        extra = max(0, top_n - len(cyc["discoveries"]))
+        end = cyc["fetch_end"] if cyc["fetch_end"] is not None else cyc["start"]
+        full_cycles.append(dict(cyc, refetches=[(-1, float(t)) for t in np.linspace(cyc["start"], end, extra)]))
+    full_per_s = sum(len(c["refetches"]) for c in full_cycles[w_idx:]) / (t_hi - t_lo)
+    f_full = optimum(rate, weight, full_per_s)
 
     ours_events = [(e["page"], e["ts"], e["version"]) for e in page_entries]
     policies = {
@@ -584,10 +602,10 @@ def evaluate(args: argparse.Namespace, web: ChangingWeb, entries: list[dict[str,
         "nutch": Nutch(web, uniform_period, args.min_interval_s, args.max_interval_s).run(cycles),
         "optimum_plain": FixedRate(web, f_plain).run(cycles),
         "optimum_weighted": FixedRate(web, f_weighted).run(cycles),
+        "optimum_full_budget": FixedRate(web, f_full).run(full_cycles),
     }
     starts = [c["start"] for c in cycles]
     scores = {k: score(web, ev, t_lo, t_hi, weight, starts) for k, ev in policies.items()}
-    top_n = top_n_of(args)
     per_cycle = []
     for c, cyc in enumerate(cycles):
         n_fetch = len(cyc["discoveries"]) + len(cyc["refetches"])
@@ -617,7 +635,7 @@ def evaluate(args: argparse.Namespace, web: ChangingWeb, entries: list[dict[str,
         "cycles_found": len(cycles), "requests_outside_fetch_steps": outside,
         "warmup_cycles": w_idx, "window_s": round(t_hi - t_lo, 1), "window_start_s": round(t_lo - web.t0, 1),
         "mean_cycle_s": round(cycle_s, 1),
-        "refetches_per_s_steady": budget_per_s,
+        "refetches_per_s_steady": budget_per_s, "full_budget_refetches_per_s": full_per_s,
         "uniform_period_s": uniform_period,
         "pages_unfetched_at_window_start": int(len(web.pages) - len({p for c in cycles[:w_idx] for p, _ in c["discoveries"]})),
         "pages_never_fetched": int(len(web.pages) - len({e["page"] for e in page_entries})),
