@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Mapping, Sequence
 
-from crawl.tracking import CYCLE_STEPS, StepFigures, latency_bucket_ms, merge_counts
+from crawl.tracking import CYCLE_STEPS, StepFigures, latency_histogram, merge_counts
 
 _WIDTH, _HEIGHT, _DPI = 8.0, 4.5, 100
 
@@ -67,9 +67,8 @@ def fetch_latency(buckets: Mapping[int, int], path: str) -> str:
     """Histogram of the fetch requests' elapsed time, in log2 buckets."""
     fig = _figure()
     ax = fig.subplots()
-    ordered = sorted(buckets)
-    labels = [f"{latency_bucket_ms(b)[0]}-{latency_bucket_ms(b)[1]}" for b in ordered]
-    ax.bar(labels, [buckets[b] for b in ordered])
+    bars = latency_histogram(buckets)
+    ax.bar([label for label, _ in bars], [n for _, n in bars])
     ax.set_xlabel("elapsed ms (request sent to body read)")
     ax.set_ylabel("URLs")
     ax.set_title(f"fetch latency ({sum(buckets.values())} URLs)")

@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import re
-from datetime import date, datetime
+from datetime import date, datetime, timezone
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
 
@@ -74,8 +74,15 @@ def plain_value(value: Any) -> Any:
     """A JSON-compatible form of one result value."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    if isinstance(value, (datetime, date)):
-        return value.isoformat(sep=" ") if isinstance(value, datetime) else value.isoformat()
+    if isinstance(value, datetime):
+        # PySpark hands timestamps over as naive datetimes in this process's local time: say the
+        # zone, in UTC (the sessions' spark.sql.session.timeZone), so no reader has to guess
+        try:
+            return value.astimezone(timezone.utc).isoformat(sep=" ")
+        except (OverflowError, ValueError, OSError):  # year 1 or 9999: beyond the platform's clock
+            return value.isoformat(sep=" ")
+    if isinstance(value, date):
+        return value.isoformat()
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, (bytes, bytearray)):

@@ -136,8 +136,10 @@ def latency_bucket_ms(bucket: int) -> tuple[int, int]:
 
 
 def latency_percentiles(buckets: Mapping[int, int]) -> dict[str, float]:
-    """p50/p90/p99 from log2 buckets, as the upper edge of the bucket holding the percentile
-    (so within a factor of 2 of the exact value, and never below it)."""
+    """p50/p90/p99 estimated from log2 buckets: inside the bucket that holds the percentile, by
+    geometric interpolation on its rank (requests spread evenly on a log scale across the bucket),
+    so the estimate lies within the bucket, a factor of 2 of the exact value at most, and is not
+    one of a few bucket edges (4, 32, 128, ...) that read as exact."""
     total = sum(buckets.values())
     if not total:
         return {}
@@ -145,11 +147,23 @@ def latency_percentiles(buckets: Mapping[int, int]) -> dict[str, float]:
     for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
         seen = 0
         for bucket in sorted(buckets):
-            seen += buckets[bucket]
-            if seen >= q * total:
-                out[name] = float(latency_bucket_ms(bucket)[1])
+            n = buckets[bucket]
+            if n and seen + n >= q * total:
+                low, high = latency_bucket_ms(bucket)
+                share = (q * total - seen) / n  # how far into the bucket the percentile's rank is
+                out[name] = round(high * share if low == 0 else low * (high / low) ** share, 1)
                 break
+            seen += n
     return out
+
+
+def latency_histogram(buckets: Mapping[int, int]) -> list[tuple[str, int]]:
+    """(label, URLs) for every log2 bucket from the fastest to the slowest seen, empty ones
+    included, so a chart's x axis is a true log scale."""
+    if not buckets:
+        return []
+    return [(f"{latency_bucket_ms(b)[0]}-{latency_bucket_ms(b)[1]}", int(buckets.get(b, 0)))
+            for b in range(min(buckets), max(buckets) + 1)]
 
 
 def merge_counts(maps: Iterable[Mapping[Any, int] | None]) -> dict[Any, int]:

@@ -263,6 +263,17 @@ def _quiet_mlflow_logs() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def _create_sqlite_store(uri: str, artifact_location: str | None) -> None:
+    """Make a new SQLite store with its "Default" experiment's artifacts beside the file: MLflow
+    would put them under ./mlruns of whatever folder the first step ran in (for an Airflow task,
+    a temporary folder deleted when the task ends)."""
+    path = os.path.abspath(uri[len("sqlite:///"):])
+    if os.path.exists(path) or artifact_location is None:
+        return
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    SqlAlchemyStore(uri, artifact_location)
+
+
 class CrawlTracker:
     """The MLflow run of one crawl, through MlflowClient (no fluent API: no active-run global, no
     ./mlruns default, nothing printed). Every call is guarded: the first failure prints one line
@@ -315,6 +326,7 @@ class CrawlTracker:
         if uri.startswith("sqlite:///"):
             # SQLite creates the file, not its folder (the crawl root may not exist yet)
             os.makedirs(os.path.dirname(os.path.abspath(uri[len("sqlite:///"):])), exist_ok=True)
+            _create_sqlite_store(uri, self.store.artifact_location)
         client = MlflowClient(tracking_uri=uri)
         experiment = client.get_experiment_by_name(self.experiment)
         if experiment is None:

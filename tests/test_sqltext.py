@@ -80,3 +80,14 @@ def test_the_readme_sql_examples_only_read():
     statements = [s for block in re.findall(r"^```sql\n(.*?)^```", section, re.M | re.S)
                   for s in split_statements(block)]
     assert len(statements) >= 10 and [s for s in statements if write_verb(s)] == []
+
+
+def test_timestamps_say_their_zone():
+    import time
+    from datetime import date, datetime, timezone
+    from crawl.sqltext import plain_value
+    # PySpark gives naive datetimes in the process's local time; printed, they are UTC and say so
+    local = datetime.fromtimestamp(1_767_268_800)  # 2026-01-01 12:00:00 UTC, in local time
+    assert plain_value(local) == "2026-01-01 12:00:00+00:00"
+    assert plain_value(datetime(2026, 1, 1, 12, tzinfo=timezone.utc)) == "2026-01-01 12:00:00+00:00"
+    assert plain_value(date(2026, 1, 1)) == "2026-01-01" and time.time() > 0

@@ -109,10 +109,36 @@ def test_politeness_efficiency_only_when_politeness_bound():
     assert "fetch/politeness_efficiency" not in cycle_metrics([fetch_figures(politeness_bound_s=None)])
 
 
-def test_latency_percentiles_are_bucket_upper_edges():
+def test_latency_percentiles_are_estimated_inside_their_bucket_not_its_edges():
     assert latency_percentiles({}) == {}
-    assert latency_percentiles({0: 1}) == {"p50": 2.0, "p90": 2.0, "p99": 2.0}
-    assert latency_percentiles({4: 50, 6: 49, 10: 1}) == {"p50": 32.0, "p90": 128.0, "p99": 128.0}
+    assert latency_percentiles({0: 2}) == {"p50": 1.0, "p90": 1.8, "p99": 2.0}
+    # 50 in 16-32 ms, 49 in 64-128 ms, 1 in 1024-2048 ms
+    p = latency_percentiles({4: 50, 6: 49, 10: 1})
+    assert p == {"p50": 32.0, "p90": 112.7, "p99": 128.0}
+    assert 16 <= latency_percentiles({4: 10})["p50"] <= 32 and latency_percentiles({4: 10})["p50"] not in (16.0, 32.0)
+
+
+def test_latency_histogram_keeps_empty_buckets():
+    from crawl.tracking import latency_histogram
+    assert latency_histogram({}) == []
+    assert latency_histogram({2: 3, 5: 1}) == [("4-8", 3), ("8-16", 0), ("16-32", 0), ("32-64", 1)]
+
+
+def test_a_new_store_keeps_the_default_experiments_artifacts_beside_it(tmp_path, monkeypatch):
+    """MLflow's Default experiment would keep its artifacts in ./mlruns of the first step's working
+    directory (for an Airflow task, a temporary folder that is deleted)."""
+    from crawl.config import build_config
+    from crawl.tracking import tracking_store
+    from jobs.tracking import CrawlTracker, OneLineWarnings
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    store = tracking_store(str(tmp_path / "crawl"), None, "", {})
+    tracker = CrawlTracker(store, "deltacrawl", OneLineWarnings("deltacrawl crawl"))
+    tracker.start("c1", build_config(), {})
+    default = tracker.client.get_experiment("0")
+    assert default.artifact_location.startswith(f"file://{tmp_path / 'crawl'}/mlruns"), default.artifact_location
+    assert not (elsewhere / "mlruns").exists()
 
 
 def test_cycle_row_has_every_column():
