@@ -7,8 +7,8 @@
 #  make test sets it up too, for the tests of airflow_dags/.)
 #
 # Both are idempotent: the virtual environment (.venv) is rebuilt only when setup.py changes,
-# and the jars (Delta's, and hadoop-aws with the AWS SDK for s3a:// crawl roots) are fetched from
-# Maven Central once into ~/.cache/deltacrawl/jars.
+# and the jars are fetched from Maven Central once into ~/.cache/deltacrawl/jars: Delta's (both),
+# and for the tests also hadoop-aws with the AWS SDK (s3a:// crawl roots).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -26,7 +26,9 @@ AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 
 .PHONY: demo test setup airflow clean-data
 
-demo: setup
+# the demo's crawl fetches Delta's jars itself on first use (jobs/jars.py); it needs neither the
+# S3 jars (hadoop-aws and the ~650 MB AWS SDK) nor Airflow, which only the tests use
+demo: $(STAMP)
 	$(BIN)/deltacrawl crawl --with-devweb --cycles 3 --crawl-root $(CRAWL_ROOT)
 
 test: setup airflow
