@@ -32,6 +32,7 @@ demo: $(STAMP)
 	$(BIN)/deltacrawl crawl --with-devweb --cycles 3 --crawl-root $(CRAWL_ROOT)
 
 test: setup airflow
+	$(BIN)/ruff check --quiet .
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 setup: $(STAMP) $(JARS)

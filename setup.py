@@ -61,6 +61,8 @@ setup(
     extras_require={"test": ["pytest>=8", "hypothesis>=6.100",
                              # make test runs the suite on two workers, a test module each
                              "pytest-xdist>=3.5",
+                             # make test lints first (config: pyproject.toml [tool.ruff])
+                             "ruff==0.17.6",
                              # an S3 endpoint on loopback for the object-storage tests (tests/s3server.py)
                              "moto[server]>=5.0",
                              *ANALYSIS,

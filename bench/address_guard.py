@@ -199,13 +199,13 @@ def profile_guard(prof: cProfile.Profile) -> dict[str, Any]:
     for key, name in names.items():
         cc, nc, tt, ct, callers = st.stats[key]
         per[name] = {"calls": nc, "cum_s": ct}
-        for caller, (c_nc, c_cc, c_tt, c_ct) in callers.items():
+        for caller, (_c_nc, _c_cc, _c_tt, c_ct) in callers.items():
             if caller not in names:
                 outer += c_ct
     sock = 0.0
-    for key, (cc, nc, tt, ct, callers) in st.stats.items():
+    for key, (_cc, _nc, _tt, _ct, callers) in st.stats.items():
         if key[0].endswith("socket.py") and key[2] == "__init__":
-            for caller, (c_nc, c_cc, c_tt, c_ct) in callers.items():
+            for caller, (_c_nc, _c_cc, _c_tt, c_ct) in callers.items():
                 if names.get(caller) == "make_socket":
                     sock += c_ct
     total = sum(v[2] for v in st.stats.values())

@@ -380,7 +380,7 @@ def run_crawl(args: argparse.Namespace, spark: Any, workdir: str, check) -> dict
 
         fetch_job.seen_filter = timed_build
         try:
-            for name, run in runs.items():
+            for run in runs.values():
                 t = time.perf_counter()
                 inj = inject.run(spark, run["cfg"], run["root"], seeds_path)
                 run["inject"] = {"seconds": time.perf_counter() - t, "rows": inj.inserted}
@@ -428,7 +428,7 @@ def run_crawl(args: argparse.Namespace, spark: Any, workdir: str, check) -> dict
             fetch_job.seen_filter = original
 
         # the end state of both crawls
-        for name, run in runs.items():
+        for run in runs.values():
             root = run["root"]
             run["crawldb_urls"] = {r["url"] for r in read_url_state(spark, root).select("url").collect()}
             hk = read_host_state(spark, root).agg(

@@ -892,7 +892,7 @@ def report(r: dict[str, Any]) -> None:
     print("  k   recall 0/1/2/5/10 %              target  unrelated<=k  precision")
     for row in s["k_sweep"]:
         if row["k"] in (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16):
-            print(f"  {row['k']:<3} {_levels({str(l): row[f'recall_{l}'] for l in (0,) + LEVELS})}   "
+            print(f"  {row['k']:<3} {_levels({str(lv): row[f'recall_{lv}'] for lv in (0,) + LEVELS})}   "
                   f"{_pct(row['target_recall'])}  {row['unrelated_within_k']:>12,}  {_pct(row['precision'])}")
     need = s["k_for_target_recall"]
     print("  smallest k with target recall >= 0.90: " + (f"{need['k']} (precision there {_pct(need['precision'])})"

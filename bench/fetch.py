@@ -124,7 +124,7 @@ def _profile_top(profiler, n: int) -> list[dict[str, Any]]:
     import pstats
     st = pstats.Stats(profiler)
     rows = []
-    for (file, line, func), (cc, nc, tt, ct, _callers) in st.stats.items():
+    for (file, line, func), (_cc, nc, tt, ct, _callers) in st.stats.items():
         rows.append({"function": f"{os.path.basename(file)}:{line}({func})", "calls": nc,
                      "own_s": round(tt, 3), "cumulative_s": round(ct, 3)})
     rows.sort(key=lambda r: -r["own_s"])

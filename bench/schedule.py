@@ -97,7 +97,8 @@ def optimum_frequencies(rate: np.ndarray, weight: np.ndarray, budget_per_s: floa
     def x_of(c: np.ndarray) -> np.ndarray:
         lo = np.zeros_like(c)
         hi = np.full_like(c, 1.0)
-        g = lambda x: -np.expm1(-x) - x * np.exp(-x)  # 1 − (1 + x)e^(−x)
+        def g(x):
+            return -np.expm1(-x) - x * np.exp(-x)  # 1 − (1 + x)e^(−x)
         while np.any(g(hi) < c):
             hi = np.where(g(hi) < c, hi * 2.0, hi)
         for _ in range(100):

@@ -163,7 +163,7 @@ def test_hosts_reachable_from_root(web):
 
 
 def test_is_disallowed_matches_protego(web):
-    for i, root in enumerate(web.seed_urls()):
+    for _i, root in enumerate(web.seed_urls()):
         status, _, body = fetch(root + "robots.txt")
         rp = Protego.parse(body if status == 200 else "")
         urls = set(all_page_urls(web)) | {root + "private/0.html", root + "private/", root + "x"}

@@ -78,6 +78,6 @@ def test_a_host_whose_pages_explode_into_new_links_is_a_trap():
         host.keep([f"http://{HOST}/p{page}/{i}" for i in range(30)])
     assert host.trap_signal() == TRAP_LINK_EXPLOSION
     calm = task.for_host("calm.example")
-    for page in range(4):
+    for _page in range(4):
         calm.keep([f"http://calm.example/p/{i}" for i in range(30)])  # the same links on every page
     assert calm.trap_signal() is None

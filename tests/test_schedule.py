@@ -145,8 +145,9 @@ def test_intervals_are_clamped_to_min_and_max():
 
 
 def test_arrays_give_the_same_intervals_as_scalars():
-    fc = np.array([1, 4, 9, 30]); cc = np.array([0, 3, 2, 29])
-    first = np.zeros(4); last = np.array([0.0, 3 * DAY, 20 * DAY, 40 * DAY]); w = np.array([1.0, 2.0, 0.5, 5.0])
+    fc, cc = np.array([1, 4, 9, 30]), np.array([0, 3, 2, 29])
+    first, last = np.zeros(4), np.array([0.0, 3 * DAY, 20 * DAY, 40 * DAY])
+    w = np.array([1.0, 2.0, 0.5, 5.0])
     together = S.next_interval(fc, cc, first, last, w, **POLICY)
     one_by_one = [S.next_interval(int(a), int(b), float(c), float(d), float(e), **POLICY)
                   for a, b, c, d, e in zip(fc, cc, first, last, w)]

@@ -274,7 +274,7 @@ def _refusal(raw: str, base: bytes | None, base_text: Any = None) -> InvalidUrl:
         return InvalidUrl("URL has no host", "no_host")
     try:
         host_ok = "[" in parts.netloc or _canonical_host(hostname.encode("idna").decode("ascii")) is not None
-        parts.port
+        parts.port  # noqa: B018 - reading it raises ValueError for a port out of range
     except UnicodeError:
         host_ok = False
     except ValueError as exc:
