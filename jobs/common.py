@@ -135,7 +135,7 @@ def describe_failure(exc: BaseException) -> str:
                 if where:
                     line += f" ({where.rstrip('.,;:')})"
             return line
-        except Exception:
+        except Exception:  # the plain first line below is the message then
             pass
     first = text.splitlines()[0] if text else ""
     return f"{type(exc).__name__}: {first}"

@@ -201,7 +201,7 @@ def record_step(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, st
             try:
                 steps = [f for c, figs in cycles_of_run(spark, root, crawl_id) if c == cycle for f in figs]
                 tracker.log_values(cycle, {"seconds/cycle": sum(f.seconds for f in steps if f.step in CYCLE_STEPS)})
-            except Exception as exc:
+            except Exception as exc:  # recorded: one warning line
                 warn("reading the cycle's rows back", exc, "seconds/cycle is not logged for this cycle")
     return result
 
@@ -242,7 +242,7 @@ def finish_run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, arg
         return
     try:
         cycles = cycles_of_run(spark, root, crawl_id, fetch_details=True)
-    except Exception as exc:
+    except Exception as exc:  # recorded: one warning line
         OneLineWarnings("deltacrawl stats")("reading the crawl run's cycles", exc, "its charts are left out")
         cycles = []
     tracker.attach(crawl_id, cfg, {"deltacrawl.crawl_root": root.root})
@@ -299,7 +299,7 @@ class CrawlTracker:
     def _guard(self, what: Callable[[], Any]) -> Any:
         try:
             return what()
-        except Exception as exc:
+        except Exception as exc:  # recorded: one warning line, then tracking is off
             self.warn(f"MLflow tracking ({self.store.tracking_uri})", exc,
                       "the crawl goes on without tracking")
             client, run_id = self.client, self.run_id
@@ -308,7 +308,7 @@ class CrawlTracker:
                 try:  # best effort: a run that stopped being tracked says so
                     client.set_tag(run_id, "deltacrawl.tracking_error", f"{type(exc).__name__}: {exc}"[:_MAX_TAG_CHARS])
                     client.set_terminated(run_id, "FAILED")
-                except Exception:
+                except Exception:  # cleanup: best effort, the warning above says tracking stopped
                     pass
             return None
 
@@ -399,7 +399,7 @@ class CrawlTracker:
             self.client, self.run_id = None, None
             try:
                 client.set_terminated(run_id, status)
-            except Exception:
+            except Exception:  # cleanup: best effort, the step's own failure is what is reported
                 pass
 
 
@@ -466,14 +466,14 @@ class CrawlRecorder:
         if step in ("fetch", "update"):
             try:  # the crawldb as update left it: the next generate's lease commits soon after
                 version = table_version(self.spark, self.root.crawldb) if step == "update" else None
-            except Exception as exc:
+            except Exception as exc:  # recorded: one warning line
                 self.warn("collecting step figures", exc, "the crawl goes on with the step's own counts missing")
                 return result
 
             def figures(session: SparkSession) -> None:
                 try:
                     add_query_figures(session, self.root, fig, version)
-                except Exception as exc:
+                except Exception as exc:  # recorded: one warning line
                     self.warn("collecting step figures", exc, "the crawl goes on with the step's own counts missing")
             self._background(figures)
         return result
@@ -492,7 +492,7 @@ class CrawlRecorder:
             try:
                 session.conf.set(USER_METADATA_CONF, label)
                 append_cycle_rows(session, self.root, [cycle_row(f, self.crawl_id, run_id, cycle) for f in steps])
-            except Exception as exc:
+            except Exception as exc:  # recorded: one warning line
                 self.warn("appending to the cycles table", exc, "the crawl goes on without it")
             if self.tracker is not None:
                 self.tracker.log_cycle(cycle, steps)

@@ -385,3 +385,17 @@ def test_batching_parser_matches_parse_page_and_isolates_hostile_pages():
     assert [r.outlinks for r in normal] == [parse_page(*args).outlinks for args in pages]
     assert all(r.error is None for r in normal)
     assert all(r.error and r.error.startswith("parse_error") for r in results[20:23])
+
+
+def test_a_text_extraction_failure_is_the_pages_parse_error_not_a_silent_empty_text(monkeypatch):
+    """A page whose text cannot be extracted keeps its links, and says why it has no text (it is
+    then never compared for duplicates): parse_error in its segment row and the crawldb."""
+    import crawl.parse.page as page
+
+    def broken(html, tree=None):
+        raise ValueError("lexbor said no")
+    monkeypatch.setattr(page, "visible_text", broken)
+    result = page.parse_page(b'<html><body><a href="/x">x</a>text</body></html>', "http://a.example/", "text/html", 10)
+    assert result.outlinks == ["http://a.example/x"]
+    assert result.error == "parse_error: text extraction failed: ValueError: lexbor said no"
+    assert result.text_hash is None and result.simhash is None

@@ -30,3 +30,30 @@ def test_importing_every_crawl_module_loads_no_pyspark():
             + "print(bad); sys.exit(1 if bad else 0)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _is_broad(node) -> bool:
+    if node is None:
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in ("Exception", "BaseException")
+    return isinstance(node, ast.Tuple) and any(_is_broad(e) for e in node.elts)
+
+
+def test_every_broad_except_reraises_or_says_what_it_does():
+    """No silent policy: an ``except Exception`` (or BaseException, or bare) in crawl/ or jobs/
+    either raises again, or says on its line (or the lines before its body) what becomes of the
+    error — recorded where a user can see it, a cleanup, or why dropping it is right."""
+    silent = []
+    for folder in (CRAWL, CRAWL.parent / "jobs"):
+        for path in folder.rglob("*.py"):
+            source = path.read_text(encoding="utf-8")
+            lines = source.splitlines()
+            for node in ast.walk(ast.parse(source)):
+                if not isinstance(node, ast.ExceptHandler) or not _is_broad(node.type):
+                    continue
+                if any(isinstance(n, ast.Raise) for stmt in node.body for n in ast.walk(stmt)):
+                    continue
+                if "#" not in "\n".join(lines[node.lineno - 1:node.body[0].lineno - 1]):
+                    silent.append(f"{path.relative_to(folder.parent)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert silent == []

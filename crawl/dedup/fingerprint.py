@@ -108,23 +108,31 @@ def page_text(html: str | bytes, tree: Any = None) -> str:
     ``tree``: the page already parsed from ``html`` by selectolax's LexborHTMLParser (so a
     caller that also wants its links parses it once). It is changed: the invisible elements are
     removed from it, so read everything else from it first.
+
+    The crawler's own parse (crawl.parse.page.parse_page) calls ``visible_text``, which raises, and
+    records a failure as the page's parse_error instead of an empty text nobody can see.
     """
     try:
-        if tree is None:
-            if isinstance(html, (bytes, bytearray, memoryview)):
-                html = bytes(html).decode("utf-8", "replace")
-            if not isinstance(html, str) or not html:
-                return ""
-            from selectolax.lexbor import LexborHTMLParser  # imported here: numpy-only users skip it
-
-            tree = LexborHTMLParser(html)
-        tree.strip_tags(list(INVISIBLE_TAGS))
-        node = tree.body if tree.body is not None else tree.root
-        if node is None:
-            return ""
-        return " ".join(node.text(separator=" ").split())
-    except Exception:  # noqa: BLE001 — a hostile page must cost its fingerprint, not the task
+        return visible_text(html, tree)
+    except Exception:  # noqa: BLE001 — documented above: "" for callers that want no exception
         return ""
+
+
+def visible_text(html: str | bytes, tree: Any = None) -> str:
+    """``page_text``, but a failure of the HTML parser raises instead of giving ``""``."""
+    if tree is None:
+        if isinstance(html, (bytes, bytearray, memoryview)):
+            html = bytes(html).decode("utf-8", "replace")
+        if not isinstance(html, str) or not html:
+            return ""
+        from selectolax.lexbor import LexborHTMLParser  # imported here: numpy-only users skip it
+
+        tree = LexborHTMLParser(html)
+    tree.strip_tags(list(INVISIBLE_TAGS))
+    node = tree.body if tree.body is not None else tree.root
+    if node is None:
+        return ""
+    return " ".join(node.text(separator=" ").split())
 
 
 # --------------------------------------------------------------------------------------------

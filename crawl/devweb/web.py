@@ -285,7 +285,7 @@ class DevWeb(GeneratedSite, HostileHosts):
             await runner.setup()
             for s in self._sockets:
                 await web.SockSite(runner, s, backlog=512).start()
-        except BaseException as e:
+        except BaseException as e:  # handed to start(), which raises it
             errors.append(e)
             ready.set()
             await runner.cleanup()

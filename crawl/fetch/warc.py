@@ -128,7 +128,7 @@ def _clean_headers(headers: Iterable[Any] | None) -> list[tuple[str, str]]:
         return out
     try:
         items = list(headers.items()) if hasattr(headers, "items") else list(headers)
-    except Exception:
+    except Exception:  # headers we cannot list are left out of the record's extra headers
         return out
     for item in items:
         try:
@@ -634,7 +634,7 @@ class WarcWriter:
         except BaseException:
             try:
                 sink.cut(start)
-            except Exception:
+            except Exception:  # cleanup: the original error is re-raised below
                 pass
             raise
         return start

@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping
 
 from selectolax.lexbor import LexborHTMLParser
 
-from crawl.dedup.fingerprint import fingerprint, page_text
+from crawl.dedup.fingerprint import fingerprint, visible_text
 from crawl.parse.links import extract_links
 from crawl.net.urls import UrlRules
 
@@ -217,7 +217,7 @@ def decode_html(body: bytes, content_type_header: str | None) -> tuple[str, str]
     except Exception:  # a codec bug or MemoryError: last resort, then give up quietly
         try:
             return bytes(body or b"").decode("utf-8", "replace").replace("\x00", ""), "utf-8"
-        except Exception:
+        except Exception:  # recorded: the empty text gives the page no fingerprint
             return "", "utf-8"
 
 
@@ -253,7 +253,7 @@ def is_parseable(content_type_header: str | None, body_head: bytes) -> bool:
             if head.startswith(pattern) and head[len(pattern):len(pattern) + 1] in (b" ", b">"):
                 return True
         return False
-    except Exception:
+    except Exception:  # recorded: not sniffed as HTML, so the page is stored and not parsed
         return False
 
 
@@ -342,7 +342,14 @@ def parse_page(body: bytes, url: str, content_type_header: str | None, options: 
         tree = LexborHTMLParser(cap_nesting(text))  # parsed once: links and title read it, page_text strips it
         links = extract_links(text, url, options.max_outlinks, x_robots_tag, options.rules, options.agent, tree)
         title = _title(tree)
-        fp = fingerprint(page_text(text, tree))
+        try:
+            fp = fingerprint(visible_text(text, tree))
+        except (MemoryError, RecursionError):
+            raise
+        except Exception as exc:  # recorded: the links stand, the page's parse_error says why it has no text
+            error = f"parse_error: text extraction failed: {_exc_text(exc)}"[:_ERROR_TEXT_LIMIT]
+            return ParseResult(links.outlinks, charset, title, error, canonical=links.canonical,
+                               noindex=links.noindex, rejected=dict(links.rejected))
         return ParseResult(links.outlinks, charset, title, None, canonical=links.canonical,
                            noindex=links.noindex, rejected=dict(links.rejected), text_hash=fp.text_hash,
                            simhash=fp.simhash if fp.words else None, signature=fp.signature)
@@ -350,7 +357,7 @@ def parse_page(body: bytes, url: str, content_type_header: str | None, options: 
         return _parse_error("memory limit exceeded (MemoryError)", charset)
     except RecursionError:
         return _parse_error("recursion limit exceeded", charset)
-    except Exception as exc:
+    except Exception as exc:  # recorded: the page's parse_error
         return _parse_error(_exc_text(exc), charset)
 
 
@@ -405,11 +412,11 @@ def _kill_executor(executor: ProcessPoolExecutor) -> list:
     for proc in procs:
         try:
             proc.kill()
-        except Exception:
+        except Exception:  # cleanup: a child already gone
             pass
     try:
         executor.shutdown(wait=False, cancel_futures=True)
-    except Exception:
+    except Exception:  # cleanup: the pool is being dropped anyway
         pass
     return procs
 
@@ -503,7 +510,7 @@ class ParserPool:
             raise
         except _PoolClosed:
             return _parse_error("parser pool closed")
-        except Exception as exc:
+        except Exception as exc:  # recorded: the page's parse_error
             return _parse_error(f"parser pool failure: {_exc_text(exc)}")
 
     def close(self) -> None:
@@ -517,7 +524,7 @@ class ParserPool:
             for proc in _kill_executor(executor):
                 try:
                     proc.join(timeout=2.0)
-                except Exception:
+                except Exception:  # cleanup: a child that will not be joined is killed already
                     pass
 
     def __enter__(self) -> "ParserPool":
