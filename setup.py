@@ -48,7 +48,13 @@ setup(
         # gunicorn and a pyarrow downgrade (measured: +206 MB on the venv with what follows,
         # against ~310 MB). The SQLite tracking store needs sqlalchemy and alembic; the PNG
         # charts need matplotlib. `mlflow ui` (full mlflow) is for whoever reads the runs.
-        "mlflow-skinny>=3.1,<4",
+        # Upper bound: the UI must be installable at the client's version or newer, since a store
+        # written by a newer client is refused by an older UI ("Detected out-of-date database
+        # schema"). Full mlflow 3.18 needs mlflow-tracing 3.18, which this machine's PyPI mirror
+        # does not serve, so `pip install mlflow` gives 3.17.2: the client stays below 3.18.
+        # Raise the bound (and regenerate requirements-lock.txt: `make lock`) once the full
+        # package of the new version installs here.
+        "mlflow-skinny>=3.1,<3.18",
         "sqlalchemy>=2.0",
         "alembic>=1.13",
         "matplotlib>=3.8",
