@@ -516,7 +516,11 @@ def main(argv: list[str] | None = None) -> int:
         workdir = args.score_only
         with open(os.path.join(workdir, "meta.json"), encoding="utf-8") as fh:
             meta = json.load(fh)
-        args = parse_args(meta["argv"] + ["--score-only", workdir] + (["--out-json", args.out_json] if args.out_json else []))
+        # the run's own options, but scoring ones given now win (--warmup-cycles, --weights, --out-json)
+        given = argv if argv is not None else sys.argv[1:]
+        rescore = [a for i, a in enumerate(given) if a.startswith(("--warmup-cycles", "--weights", "--out-json"))
+                   or (i > 0 and given[i - 1] in ("--warmup-cycles", "--weights", "--out-json"))]
+        args = parse_args(meta["argv"] + ["--score-only", workdir] + rescore)
         web = make_web(args, None)
         web.t0, web.port = meta["t0"], meta["port"]
         crawl = meta["crawl"]
