@@ -30,7 +30,8 @@ Scoring:  from the request log only. A page's stored copy is the version last se
           200 or confirmed by 304 (at the request's start); it is fresh while that version is
           the live one. A request belongs to the cycle whose fetch step was running (the driver's record of step
           times says which; nothing else is taken from the crawler). Steady state = from the fetch step of cycle --warmup-cycles + 1
-          (default: a third of the cycles) to the last page request; every page of the web
+          (default: the cycle after the last one that fetched a page for the first time, so every
+          page the crawl reaches is known; at most two thirds of the cycles are warm-up) to the last page request; every page of the web
           counts (one not fetched yet is stale). Importance weights by kind: home 4, important 2,
           normal 1, deep 0.5 (--weights). Change classes by mean time between changes: fast
           < 60 s, medium 60–600 s, slow ≥ 600 s, never.
@@ -238,6 +239,14 @@ def crawler_cycles(entries: list[dict[str, Any]], record: list[dict[str, Any]]) 
             seen.add(e["page"])
             cyc["discoveries"].append((e["page"], e["ts"]))
     return cycles, outside
+
+
+def warmup_of(cycles: list[dict[str, Any]]) -> int:
+    """The default warm-up: the cycles up to the one that made the crawl's last first fetch (from
+    the next cycle on every page the crawl ever reaches is known), but at most two thirds of
+    them, so the steady state spans at least a third."""
+    last_discovery = max((k for k, c in enumerate(cycles) if c["discoveries"]), default=0)
+    return min(last_discovery + 1, (2 * len(cycles)) // 3)
 
 
 # --------------------------------------------------------------------------- the baselines
@@ -469,7 +478,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--hosts", type=int, default=8, help="hosts, 127.0.0.2 … (8; at most 253)")
     p.add_argument("--budget", type=float, default=0.25, help="generate.top_n as a share of --pages (0.25)")
     p.add_argument("--cycles", type=int, default=18, help="crawl cycles (18)")
-    p.add_argument("--warmup-cycles", type=int, default=None, help="cycles left out of steady state (cycles // 3)")
+    p.add_argument("--warmup-cycles", type=int, default=None,
+                   help="cycles left out of steady state (default: up to the last cycle with a first fetch, "
+                        "at most two thirds)")
     p.add_argument("--min-change-s", type=float, default=10.0, help="fastest mean time between changes (10)")
     p.add_argument("--max-change-s", type=float, default=7200.0, help="slowest finite mean time between changes (7200)")
     p.add_argument("--never-share", type=float, default=0.2, help="share of pages that never change (0.2)")
@@ -488,9 +499,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--keep", action="store_true", help="keep the work directory (crawl root, log, crawl output)")
     p.add_argument("--score-only", metavar="DIR", help="re-score the kept run in DIR (no crawl)")
     args = p.parse_args(argv)
-    if args.warmup_cycles is None:
-        args.warmup_cycles = args.cycles // 3
-    if not 0 < args.budget <= 1 or args.cycles < 2 or not 0 <= args.warmup_cycles < args.cycles:
+    if not 0 < args.budget <= 1 or args.cycles < 2 or not 0 <= (args.warmup_cycles or 0) < args.cycles:
         p.error("need 0 < --budget <= 1, --cycles >= 2, 0 <= --warmup-cycles < --cycles")
     try:
         args.weight_of = {k: float(v) for k, v in (kv.split("=") for kv in args.weights.split(","))}
@@ -575,7 +584,7 @@ def evaluate(args: argparse.Namespace, web: ChangingWeb, entries: list[dict[str,
     cycles, outside = crawler_cycles(entries, record)
     page_entries = [e for e in entries if e["page"] is not None and e["status"] in (200, 304)]
     t_hi = max(e["ts"] for e in page_entries)
-    w_idx = min(args.warmup_cycles, len(cycles) - 1)
+    w_idx = min(args.warmup_cycles if args.warmup_cycles is not None else warmup_of(cycles), len(cycles) - 1)
     t_lo = cycles[w_idx]["start"]
     weight = np.array([args.weight_of[p.kind] for p in web.pages])
     rate = np.array([0.0 if not math.isfinite(p.mean_change_s) else 1.0 / p.mean_change_s for p in web.pages])
