@@ -36,13 +36,16 @@ def devweb_main(argv: list[str] | None) -> int:
 
     def body(args, cfg) -> int:
         from crawl.devweb.web import DevWeb
-        web = DevWeb.from_config(cfg, log_path=args.log)
+        try:
+            web = DevWeb.from_config(cfg, log_path=args.log)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
         try:
             web.start()
         except OSError as exc:
             raise UserError(f"cannot serve on port {cfg['devweb.port']}: {exc.strerror or exc} "
                             f"(try --conf devweb.port=0)") from None
-        for url in web.seed_urls():
+        for url in web.demo_seed_urls():
             print(url, flush=True)
         # the address guard refuses loopback: a crawl of this web must allow its addresses
         print("crawl it with: --conf 'fetch.allow_networks=" + json.dumps(web.networks()) + "'",

@@ -106,7 +106,10 @@ def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> t
     """Start the bundled test web for this run and write its seeds file; return the file's path and
     the web's networks (the address guard refuses loopback: the crawl allows exactly these)."""
     from crawl.devweb.web import DevWeb
-    web = DevWeb.from_config(cfg)
+    try:
+        web = DevWeb.from_config(cfg)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     try:
         web.start()
     except OSError as exc:
@@ -121,9 +124,10 @@ def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> t
     path = os.path.join(folder, "devweb-seeds.txt")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("# seeds of the bundled local test web (written by deltacrawl crawl --with-devweb)\n")
-        fh.writelines(url + "\n" for url in web.seed_urls())
-    step_logger("crawl").info("test web serving %d hosts on loopback (%s ... %s)", len(web.seed_urls()),
-                              web.seed_urls()[0], web.seed_urls()[-1])
+        fh.writelines(url + "\n" for url in web.demo_seed_urls())
+    step_logger("crawl").info("test web serving %d hosts on loopback (%s ... %s)%s", len(web.seed_urls()),
+                              web.seed_urls()[0], web.seed_urls()[-1],
+                              f", and hosts that misbehave: {', '.join(web.seeded_hostile)}" if web.seeded_hostile else "")
     return path, web.networks()
 
 

@@ -26,18 +26,20 @@ NOTEBOOK = REPO / "notebooks" / "crawl_analysis.ipynb"
 @pytest.fixture(scope="module")
 def crawled(spark, tmp_path_factory):
     """A two-cycle crawl of the test web in <tmp>/crawl-data (the README's relative path works
-    from <tmp>); yields (root, CrawlResult)."""
+    from <tmp>), with the hosts that misbehave the demo seeds (devweb.hostile), so the README's
+    questions about failures, traps and duplicates have answers; yields (root, CrawlResult)."""
     from crawl.devweb.web import DevWeb
     from jobs import crawl_cycles
     from jobs.tables import CrawlRoot
     base = tmp_path_factory.mktemp("sql")
-    web = DevWeb(hosts=10, pages_per_host=8, port=0, seed=7, crawl_delay_s=0.4)
+    web = DevWeb(hosts=10, pages_per_host=8, port=0, seed=7, crawl_delay_s=0.4, hostile=True)
+    web.seeded_hostile = tuple(make_config()["devweb.hostile"])
     web.start()
     built_ahead = lambda: max(spark.sparkContext.statusTracker().getJobIdsForGroup("deltacrawl-snapshots"),  # noqa: E731
                               default=-1)
     before = built_ahead()
     try:
-        seeds = write_seeds(base / "seeds.txt", web.seed_urls())
+        seeds = write_seeds(base / "seeds.txt", web.demo_seed_urls())
         root = CrawlRoot(str(base / "crawl-data"))
         result = crawl_cycles.run(spark, make_config(), root, seeds, 2)
     finally:
@@ -192,12 +194,16 @@ def test_sql_command_prints_table_csv_and_json(spark, crawled, capfd):
 def test_sql_command_bad_sql_is_one_line_and_exit_2(crawled, capfd):
     from jobs.cli import main
     root, _ = crawled
-    for bad in ("SELEC status FROM crawldb", "SELECT nope FROM crawldb", "SELECT * FROM no_such_table"):
+    for bad in ("SELECT nope FROM crawldb", "SELECT * FROM no_such_table", "SELECT status FROM crawldb WHER x"):
         assert main(["sql", bad, "--crawl-root", root.root]) == 2
         captured = capfd.readouterr()
         assert captured.out == ""
         lines = captured.err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("deltacrawl sql: error: ["), captured.err
+    # a misspelt first word is refused before Spark parses it (it might have been a write): named as such
+    assert main(["sql", "SELEC status FROM crawldb", "--crawl-root", root.root]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'SELEC' does not start a statement known to only read" in err[0] and "a typo?" in err[0]
     assert main(["sql", "SELECT 1", "--crawl-root", str(Path(root.root).parent / "missing")]) == 2
 
 
@@ -267,11 +273,16 @@ def test_readme_sql_examples_run_as_written(spark, registered, monkeypatch):
     section = readme_section("SQL on the crawl database")
     statements = [s for block in code_blocks(section, "sql") for s in split_statements(block)]
     assert len(statements) >= 10
+    answers = {}
     for statement in statements:
         try:
-            run_statements(spark, statement)
+            answers[statement] = run_statements(spark, statement)[1]
         except Exception as exc:  # noqa: BLE001 - say which example broke
             pytest.fail(f"README example fails: {statement}\n{exc}")
+    # the demo web gives the questions about failures, traps and duplicates something to answer
+    for words in ("WHERE status IN ('retry', 'gone')", "WHERE url_budget IS NOT NULL"):
+        asked = [s for s in statements if words in s]
+        assert asked and all(answers[s] for s in asked), f"no rows for the README's {words!r} question"
     # and the Python ones (Spark, DuckDB, polars, deltalake), in order in one namespace, as a
     # reader pasting them into one session would
     blocks = code_blocks(section, "python")

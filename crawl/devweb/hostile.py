@@ -56,6 +56,9 @@ Unless the behaviour says otherwise, robots.txt allows everything::
                           the next day and their month: an exploding, near-identical space;
                           /s/<id>/page links to /s/<new id>/page; /a/ links to a/
                           (/a/a/, /a/a/a/, ...)
+    duplicates            /d/0.html ... /d/5.html: 0, 1 and 2 have the same article text
+                          under different navigation (exact duplicates of the text), 3 is
+                          0 with one word changed (a near duplicate), 4 and 5 stand alone
 
 Streamed responses (drip, no_headers, huge) end within a moment when the client
 disconnects or ``stop()`` is called. Big bodies (gzip bomb, huge robots.txt,
@@ -82,7 +85,7 @@ from crawl.devweb.site import _PAGE_RE, _html_escape
 HOSTILE = (
     "robots_500", "robots_redirect", "robots_redirect_loop", "robots_huge", "robots_429",
     "crawl_delay_big", "drip", "no_headers", "huge", "gzip_bomb", "redirects",
-    "rate_limited", "unavailable", "conditional", "messy", "traps",
+    "rate_limited", "unavailable", "conditional", "messy", "traps", "duplicates",
 )
 
 _HOSTILE_PAGES = 5
@@ -131,6 +134,8 @@ def _hostile_entry_paths(name: str, seed: int) -> list[str]:
         return ["/", *_MESSY_PATHS]
     if name == "traps":
         return ["/cal/2026/11", f"/s/{_session_id(f'{seed}:traps')}/page", "/a/"]
+    if name == "duplicates":
+        return ["/d/0.html"]  # it links to the others
     raise KeyError(name)  # pragma: no cover
 
 
@@ -150,6 +155,36 @@ def _html(title: str, links: list[tuple[str, str]]) -> web.Response:
         text=f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         f"<title>{_html_escape(title)}</title>\n</head>\n<body>\n<h1>{_html_escape(title)}</h1>\n"
         f"<ul>\n{items}</ul>\n</body>\n</html>\n",
+        content_type="text/html", charset="utf-8")
+
+
+_DUP_RE = re.compile(r"/d/([0-5])\.html")
+_SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "xe", "zu", "pa", "de")
+
+
+def _article(variant: int) -> str:
+    """240 pseudo-words of article text; variant 0 is the shared one, 3 differs from it in one
+    word, 4 and 5 are texts of their own."""
+    text = 0 if variant in (0, 1, 2, 3) else variant
+    words = []
+    for i in range(240):
+        digest = hashlib.sha256(f"duplicates:{text}:{i}".encode()).digest()
+        words.append("".join(_SYLLABLES[b % len(_SYLLABLES)] for b in digest[:3]))
+    if variant == 3:
+        words[120] = "different"
+    return " ".join(words)
+
+
+def _duplicate_page(path: str) -> web.Response | None:
+    m = _DUP_RE.fullmatch(path)
+    if m is None:
+        return None
+    k = int(m.group(1))
+    # the navigation differs on every page, the article text does not: dedup compares the text
+    nav = "".join(f'<li><a href="/d/{j}.html">copy {j}</a></li>' for j in range(6) if j != k)
+    return web.Response(
+        text=f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Copy {k}</title></head>"
+             f"<body><nav><ul>{nav}</ul></nav><article><p>{_article(k)}</p></article></body></html>\n",
         content_type="text/html", charset="utf-8")
 
 
@@ -276,6 +311,10 @@ class HostileHosts:
                 return got
         if name == "traps":
             got = self._trap(path)
+            if got is not None:
+                return got
+        if name == "duplicates":
+            got = _duplicate_page(path)
             if got is not None:
                 return got
         page = self._hostile_page(name, path)

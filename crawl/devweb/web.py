@@ -97,6 +97,7 @@ class DevWeb(GeneratedSite, HostileHosts):
         self.addresses: list[str] = [host_address(i) for i in range(hosts)]
         self.host_names: list[str] = [f"{a}:{port}" for a in self.addresses] if port else []
         self.hostile = hostile
+        self.seeded_hostile: tuple[str, ...] = ()  # behaviours a demo crawl seeds (from_config)
         self._hostile_addresses: list[str] = (
             [host_address(hosts + j) for j in range(len(HOSTILE))] if hostile else []
         )
@@ -222,10 +223,22 @@ class DevWeb(GeneratedSite, HostileHosts):
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], log_path: str | None = None) -> "DevWeb":
-        """The bundled test web as the devweb.* options describe it (not started)."""
-        return cls(hosts=int(cfg["devweb.hosts"]), pages_per_host=int(cfg["devweb.pages_per_host"]),
-                   port=int(cfg["devweb.port"]), seed=int(cfg["devweb.seed"]),
-                   crawl_delay_s=float(cfg["devweb.crawl_delay_s"]), log_path=log_path)
+        """The bundled test web as the devweb.* options describe it (not started); ValueError
+        names an unknown behaviour in devweb.hostile."""
+        unknown = [name for name in cfg["devweb.hostile"] if name not in HOSTILE]
+        if unknown:
+            raise ValueError(f"devweb.hostile: unknown behaviour {unknown[0]!r} (one of {', '.join(HOSTILE)})")
+        web = cls(hosts=int(cfg["devweb.hosts"]), pages_per_host=int(cfg["devweb.pages_per_host"]),
+                  port=int(cfg["devweb.port"]), seed=int(cfg["devweb.seed"]),
+                  crawl_delay_s=float(cfg["devweb.crawl_delay_s"]), log_path=log_path,
+                  hostile=bool(cfg["devweb.hostile"]))
+        web.seeded_hostile = tuple(cfg["devweb.hostile"])
+        return web
+
+    def demo_seed_urls(self) -> list[str]:
+        """The seeds of a demo crawl: every host's home page, and the entry pages of the hostile
+        behaviours chosen by devweb.hostile (from_config)."""
+        return self.seed_urls() + [u for name in self.seeded_hostile for u in self.hostile_urls(name)]
 
     def networks(self) -> list[str]:
         """CIDR strings covering exactly this web's addresses (its hosts and hostile hosts): what a
