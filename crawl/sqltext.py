@@ -39,6 +39,11 @@ DESCRIBING_VERBS = frozenset({"SHOW", "DESCRIBE", "DESC", "EXPLAIN"})
 # "OR REPLACE", of a DECLARE or of a CREATE, the latter DDL anyway; a leading REPLACE TABLE is not
 # in READ_ONLY_VERBS).
 WRITING_DML = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE", "UPSERT"})
+# Leading verbs of Spark SQL and Delta statements that change tables or files (for the message only:
+# any verb not in READ_ONLY_VERBS is refused without --write, a typo too).
+KNOWN_WRITING_VERBS = WRITING_DML | frozenset({
+    "CREATE", "DROP", "ALTER", "TRUNCATE", "REPLACE", "VACUUM", "OPTIMIZE", "RESTORE", "REORG", "CONVERT",
+    "CLONE", "COPY", "LOAD", "MSCK", "FSCK", "ANALYZE", "GENERATE", "REPAIR", "ADD", "GRANT", "REVOKE"})
 # A temporary view lives in the session only: CREATE [OR REPLACE] [GLOBAL] TEMP[ORARY] VIEW.
 _TEMP_VIEW = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:GLOBAL\s+)?TEMP(?:ORARY)?\s+VIEW\s", re.I)
 

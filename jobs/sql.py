@@ -44,7 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from crawl.sqltext import FORMATS, format_rows, split_statements, write_verb
+from crawl.sqltext import FORMATS, KNOWN_WRITING_VERBS, format_rows, split_statements, write_verb
 from crawl.net.urls import InvalidUrl, normalize_url, url_hash
 from jobs.commit_info import writes_commits
 from jobs.common import no_crawl_root, run_main
@@ -172,9 +172,14 @@ def check_read_only(statements: list[str]) -> None:
     """Refuse (one line, exit 2) a script with a statement that may write, before a JVM starts."""
     for statement in statements:
         verb = write_verb(statement)
-        if verb is not None:
+        if verb is None:
+            continue
+        if verb in KNOWN_WRITING_VERBS:
             raise UserError(f"{verb} may change the crawl root's tables, and deltacrawl sql only reads unless "
                             f"given --write")
+        raise UserError(f"{verb!r} does not start a statement known to only read (SELECT, WITH, VALUES, TABLE, "
+                        f"FROM, SHOW, DESCRIBE, EXPLAIN, SET, USE, CACHE, REFRESH): a typo? (--write passes "
+                        f"any statement to Spark as written)")
 
 
 def _one_line(exc: Exception) -> str:

@@ -5,7 +5,7 @@ import csv
 import io
 import json
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -27,15 +27,16 @@ def test_split_statements_respects_quotes_and_comments():
 
 def test_formats():
     columns = ["n", "s", "at", "m", "b"]
-    rows = [[1, "x", datetime(2026, 1, 2, 3, 4, 5), {"k": 2}, b"\x00\x01"], [None, "a,b", None, None, None]]
+    rows = [[1, "x", datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc), {"k": 2}, b"\x00\x01"],
+            [None, "a,b", None, None, None]]
     table = format_table(columns, rows)
     lines = table.splitlines()
     assert lines[0].split(" | ")[0].strip() == "n" and lines[-1] == "(2 rows)"
     assert "2026-01-02 03:04:05" in table and '{"k":2}' in table and "NULL" in table
     assert list(csv.reader(io.StringIO(format_csv(columns, rows)))) == [
-        columns, ["1", "x", "2026-01-02 03:04:05", '{"k":2}', "AAE="], ["", "a,b", "", "", ""]]
+        columns, ["1", "x", "2026-01-02 03:04:05+00:00", '{"k":2}', "AAE="], ["", "a,b", "", "", ""]]
     parsed = [json.loads(line) for line in format_json_lines(columns, rows).splitlines()]
-    assert parsed[0] == {"n": 1, "s": "x", "at": "2026-01-02 03:04:05", "m": {"k": 2}, "b": "AAE="}
+    assert parsed[0] == {"n": 1, "s": "x", "at": "2026-01-02 03:04:05+00:00", "m": {"k": 2}, "b": "AAE="}
     assert parsed[1]["n"] is None
     assert format_table(["x"], [["a" * 100]], max_width=10).splitlines()[2] == "aaaaaaa..."
 
