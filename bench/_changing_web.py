@@ -41,7 +41,6 @@ one JSON line: ``ts`` (handler start, epoch s), ``done_ts`` (handler end), ``hos
 from __future__ import annotations
 
 import asyncio
-import bisect
 import email.utils
 import json
 import math
