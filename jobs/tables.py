@@ -332,6 +332,11 @@ class CrawlRoot:
     def dedup_result(self, segment_id: str) -> str:
         return f"{self.segment(segment_id)}/dedup"
 
+    def deduped_marker(self, segment_id: str) -> str:
+        """Written by dedup once both its commits are in (removed when it starts): update refuses a
+        segment with a dedup result and no marker, whose dedup died between its writes."""
+        return f"{self.segment(segment_id)}/_deduped"
+
     @property
     def cycles(self) -> str:
         return f"{self.root}/cycles"
