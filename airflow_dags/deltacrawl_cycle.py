@@ -69,8 +69,9 @@ again. Tracking store: the `mlflow_uri` param, else the crawl's default (README,
 
 Each task is retried (2 times unless the DAG was built otherwise) with exponential backoff:
 1 min, then 2, 4, ... at most 30 min. Retrying is safe for every step: a generate that died
-leaves leases that simply expire, fetch rewrites its segment's results, dedup and update change
-nothing when run again (README, "Command line"). A bad-input exit (2) is retried too and fails
+leaves leases that simply expire, a fetch that died before its commit fetches what the dead run
+did not request, one that died after it requests nothing again (exit 0), dedup and update change
+nothing when run again (README, "Command line", "Crash safety"). A bad-input exit (2) is retried too and fails
 the same way again (BashOperator cannot tell exit codes apart, only skip one); most such checks
 run before a JVM starts, so that costs seconds.
 
