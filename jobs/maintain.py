@@ -19,8 +19,8 @@ Outputs:  per table, in this order:
           retention; a segment any crawldb URL is still leased to is never deleted. Then WARC
           leftovers (local *.warc.gz.open files, S3 in-progress uploads) started more than
           generate.lease_s ago are removed (crawl.fetch.warc.sweep_unfinished), and so are complete
-          WARC files nothing indexes or will index, of segments not in flight (unindexed_warc: left
-          by a task attempt or a fetch run that died). On stdout: one row per table (files and MB
+          WARC files as old that nothing indexes or will index, of segments not in flight
+          (unindexed_warc: left by a task attempt or a fetch run that died). On stdout: one row per table (files and MB
           before / after, deletion vectors purged, files vacuumed) and what happened to segments,
           leftovers and unindexed files. --dry-run prints the same plan and changes nothing.
 Guard:    maintain refuses (exit 2, one line) while a step holds the crawl root: when a segment is in
@@ -212,14 +212,16 @@ def warc_leftovers(cfg: Mapping[str, Any], store: WarcStore, now: float, dry_run
     return sweep_unfinished(store, older_than_s=older_than_s, now=now)
 
 
-def unindexed_warc(spark: SparkSession, root: CrawlRoot, store: WarcStore, in_flight: set[str],
-                   dry_run: bool) -> list[str]:
+def unindexed_warc(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, store: WarcStore,
+                   in_flight: set[str], now: float, dry_run: bool) -> list[str]:
     """Complete WARC files nothing indexes or will index (crawl.fetch.warc.unindexed_files), of
-    segments not in flight: a file is wanted while warc_index names it, or while the segment's
-    committed fetch results (not yet updated) name it; any other file of a finished, abandoned or
-    deleted segment was closed by a task attempt or a fetch run that died. Removed (dry run:
-    listed only); returns their names."""
-    names = store.finished()
+    segments not in flight, written more than generate.lease_s ago (as for leftovers: a fetch
+    started on a segment whose lease had expired may still be running): a file is wanted while
+    warc_index names it, or while the segment's committed fetch results (not yet updated) name
+    it; any other file of a finished, abandoned or deleted segment was closed by a task attempt or
+    a fetch run that died. Removed (dry run: listed only); returns their names."""
+    cutoff = now - float(cfg["generate.lease_s"])
+    names = [name for name, written_at in store.finished().items() if written_at < cutoff]
     segments = {s for s in map(segment_of_file, names) if s is not None} - in_flight
     if not segments:
         return []
@@ -329,7 +331,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, dry_run: b
         store = warc_store(root.warc_dir, cfg)
         result.leftovers = warc_leftovers(cfg, store, now, dry_run)
         in_flight = {s.segment_id for s in result.segments if s.state == "in_flight"}
-        result.unindexed = len(unindexed_warc(spark, root, store, in_flight, dry_run))
+        result.unindexed = len(unindexed_warc(spark, cfg, root, store, in_flight, now, dry_run))
     return result
 
 

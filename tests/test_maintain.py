@@ -110,8 +110,9 @@ def test_dry_run_changes_nothing(spark, crawled, capsys):
     # closed, one of the live segment (in flight now: left alone; abandoned once its lease ends)
     indexed = sorted(indexed_files(spark, root))
     for segment, task in ((crawled["old"], 7), (crawled["live"], 0)):
-        shutil.copy(os.path.join(root.warc_dir, indexed[0]),
-                    os.path.join(root.warc_dir, f"DELTACRAWL-{segment}-{task:05d}-1-20200101000000-00000.warc.gz"))
+        path = os.path.join(root.warc_dir, f"DELTACRAWL-{segment}-{task:05d}-1-20200101000000-00000.warc.gz")
+        shutil.copy(os.path.join(root.warc_dir, indexed[0]), path)
+        os.utime(path, (old_time, old_time))  # older than generate.lease_s: no fetch can still name it
     before, before_versions, before_files = contents(spark, root), versions(spark, root), files_on_disk(root.root)
     result = maintain.run(spark, maintain_cfg(), root, dry_run=True)
     assert result.blockers and "in flight" in result.blockers[0]

@@ -195,7 +195,8 @@ def test_complete_files_no_result_names_are_found_and_removed_in_both_stores(mot
         _exchange(unfinished, 9, b"x" * TEST_PART_BYTES)  # an upload under way / an .open file
         store.open("notes.warc.gz").finish()
         assert segment_of_file(names["dead"]) == SEG and segment_of_file("notes.warc.gz") is None
-        assert sorted(store.finished()) == sorted([*names.values(), "notes.warc.gz"])
+        found = store.finished()
+        assert sorted(found) == sorted([*names.values(), "notes.warc.gz"]) and all(t > 0 for t in found.values())
         assert sorted(store.finished(f"MY-CRAWL-{SEG}-")) == sorted([names["dead"], names["kept"]])
         unwanted = unindexed_files(store.finished(), {SEG: {names["kept"]}})
         assert unwanted == [names["dead"]]

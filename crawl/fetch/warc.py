@@ -374,10 +374,16 @@ class LocalWarcStore:
         except OSError:  # removed meanwhile, or not ours to remove: nothing indexes it either way
             return False
 
-    def finished(self, name_prefix: str = "") -> list[str]:
-        """The names of the complete files whose name starts with ``name_prefix``."""
-        return [os.path.basename(path) for path in
-                glob.glob(os.path.join(glob.escape(self.directory), glob.escape(name_prefix) + "*" + FILE_SUFFIX))]
+    def finished(self, name_prefix: str = "") -> dict[str, float]:
+        """The complete files whose name starts with ``name_prefix``: name -> when last written
+        (epoch seconds)."""
+        found = {}
+        for path in glob.glob(os.path.join(glob.escape(self.directory), glob.escape(name_prefix) + "*" + FILE_SUFFIX)):
+            try:
+                found[os.path.basename(path)] = os.stat(path).st_mtime
+            except OSError:  # removed meanwhile
+                continue
+        return found
 
     def remove(self, name: str) -> bool:
         try:
@@ -507,18 +513,19 @@ class S3WarcStore:
         except FileNotFoundError:  # NoSuchUpload: completed or aborted meanwhile
             return False
 
-    def finished(self, name_prefix: str = "") -> list[str]:
-        """The names of the complete files (objects) whose name starts with ``name_prefix``."""
+    def finished(self, name_prefix: str = "") -> dict[str, float]:
+        """The complete files (objects) whose name starts with ``name_prefix``: name -> when
+        written (epoch seconds)."""
         prefix = f"{self.prefix}/" if self.prefix else ""
-        names = []
+        found = {}
         with s3_errors(f"listing {s3_uri(self.bucket, prefix + name_prefix)}", self.settings.endpoint_url):
             pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix + name_prefix)
             for page in pages:
                 for obj in page.get("Contents", []):
                     name = obj["Key"][len(prefix):]
                     if "/" not in name and name.endswith(FILE_SUFFIX):
-                        names.append(name)
-        return names
+                        found[name] = obj["LastModified"].timestamp()
+        return found
 
     def remove(self, name: str) -> bool:
         with s3_errors(f"removing {self.uri(name)}", self.settings.endpoint_url):
