@@ -31,10 +31,11 @@ Re-run:   safe: the result is recomputed and gives the same answer (the canonica
           same whether the other page is new or already in dedup/pages), and the MERGEs apply
           the same rows again; an append is made once per table and segment (Delta's idempotent
           write), and a re-run that finds the pages there MERGEs. Refused once the segment is
-          updated. The marker segments/<id>/_deduped is removed when dedup starts and written once
-          both commits are in: update refuses a segment with a dedup result and no marker (a dedup
-          that died between its writes would otherwise lose the segment's band rows for good,
-          since dedup refuses an updated segment), and running dedup again completes it.
+          updated. When dedup starts it removes the marker segments/<id>/_deduped and writes
+          _dedup_started; it writes _deduped once both commits are in. update refuses a segment
+          with the first marker and not the second (a dedup that died before or between its writes
+          would otherwise lose the segment's band rows for good, since dedup refuses an updated
+          segment), and running dedup again completes it.
 Exit:     0 done · 2 unknown segment / not fetched / already updated · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/dedup.py 20261129120000-a1b2c3 --crawl-root /data/crawl
 """
@@ -507,6 +508,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     ensure_dedup_tables(spark, root)
     # until both commits are in, update refuses the segment (see the docstring, "Re-run")
     delete_path(spark, root.deduped_marker(segment_id))
+    write_marker(spark, root.dedup_started_marker(segment_id), "dedup started\n")
     result = _deduplicate(spark, cfg, root, segment_id)
     write_marker(spark, root.deduped_marker(segment_id), f"{result.summary()}\n")
     return result

@@ -23,8 +23,8 @@ Re-run:   safe, changes nothing. With the marker present the job stops at once. 
           it finds: those the dead run inserted are known by now. The MERGE conditions guard
           too: a URL is updated only while it is still leased to this segment, a host only if
           its last_segment_id is not this segment.
-          A segment whose dedup started and did not finish (segments/<id>/dedup without the
-          marker _deduped: jobs/dedup.py) is refused: run dedup again first.
+          A segment whose dedup started and did not finish (the marker _dedup_started without
+          _deduped: jobs/dedup.py) is refused: run dedup again first.
 Exit:     0 done (or already done) · 2 unknown segment, segment not fetched, or its dedup
           unfinished · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/update.py 20261129120000-a1b2c3 --crawl-root /data/crawl
@@ -418,9 +418,10 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         return UpdateResult(segment_id, already_applied=True)
     if not path_exists(spark, root.fetched(segment_id) + "/_SUCCESS"):
         raise UserError(f"segment {segment_id} has not been fetched: run 'deltacrawl fetch {segment_id}' first")
-    if path_exists(spark, root.dedup_result(segment_id)) and not path_exists(spark, root.deduped_marker(segment_id)):
-        raise UserError(f"segment {segment_id}: its dedup did not finish (it has a dedup result but no _deduped "
-                        f"marker): run 'deltacrawl dedup {segment_id}' first")
+    if (path_exists(spark, root.dedup_started_marker(segment_id))
+            and not path_exists(spark, root.deduped_marker(segment_id))):
+        raise UserError(f"segment {segment_id}: its dedup started and did not finish: run "
+                        f"'deltacrawl dedup {segment_id}' first")
     ensure_tables(spark, root)  # crawl roots of older versions get the new columns and tables
     rerun = path_exists(spark, root.update_started_marker(segment_id))
     if not rerun:
