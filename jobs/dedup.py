@@ -24,9 +24,10 @@ How:      exact duplicates: equal text_hash (hash of the normalised text: markup
           planned queries); one of up to 10,000 pages by Spark on a cached slice of the tables
           (table_slices); a larger one by Spark on the tables.
 Outputs:  <crawl_root>/segments/<id>/dedup (Parquet: url, url_hash, host_bucket, dup_of, match),
-          then one MERGE into dedup/pages and one into dedup/bands, then segments/<id>/_deduped (the segment's canonical pages
+          then one MERGE into dedup/pages and one into dedup/bands (the segment's canonical pages
           in, their old band rows replaced; duplicates out); an append to each instead when a
-          segment decided in memory has no page in dedup/pages yet (nothing to replace).
+          segment decided in memory has no page in dedup/pages yet (nothing to replace). Markers
+          segments/<id>/_dedup_started and _deduped (see "Re-run").
 Re-run:   safe: the result is recomputed and gives the same answer (the canonical rule is the
           same whether the other page is new or already in dedup/pages), and the MERGEs apply
           the same rows again; an append is made once per table and segment (Delta's idempotent

@@ -1,7 +1,8 @@
 """maintain — compact, purge, vacuum and checkpoint the crawl root's tables; expire old segments.
 
 Inputs:   the Delta tables of <crawl_root> that exist (crawldb, hostdb, warc_index, dedup/pages,
-          dedup/bands, cycles), <crawl_root>/segments/, <crawl_root>/warc/ (its unfinished and unindexed files).
+          dedup/bands, cycles), <crawl_root>/segments/, <crawl_root>/warc/ (its unfinished and
+          unindexed files).
 Outputs:  per table, in this order:
           1. table properties from [maintain] (one commit, only when they differ):
              delta.deletedFileRetentionDuration = maintain.vacuum_retain_hours,
@@ -20,9 +21,10 @@ Outputs:  per table, in this order:
           leftovers (local *.warc.gz.open files, S3 in-progress uploads) started more than
           generate.lease_s ago are removed (crawl.fetch.warc.sweep_unfinished), and so are complete
           WARC files as old that nothing indexes or will index, of segments not in flight
-          (unindexed_warc: left by a task attempt or a fetch run that died). On stdout: one row per table (files and MB
-          before / after, deletion vectors purged, files vacuumed) and what happened to segments,
-          leftovers and unindexed files. --dry-run prints the same plan and changes nothing.
+          (unindexed_warc: left by a task attempt or a fetch run that died). On stdout: one row per
+          table (files and MB before / after, deletion vectors purged, files vacuumed) and what
+          happened to segments, leftovers and unindexed files. --dry-run prints the same plan and
+          changes nothing.
 Guard:    maintain refuses (exit 2, one line) while a step holds the crawl root: when a segment is in
           flight (not updated, and crawldb URLs are leased to it: fetch, dedup or update may run on
           it at any moment), or when the crawldb's or hostdb's newest commit by a step is younger

@@ -9,8 +9,9 @@ directory it is written as ``{name}.open`` and renamed; on S3 it is a multipart 
 part at a time as it fills and completed at the end (see the stores below). What dead task
 attempts leave (``.open`` files, in-progress uploads) is removed by ``sweep_unfinished``; complete
 files that no committed result names (``unindexed_files``: a task attempt or a fetch run that died
-after closing them) are removed by the step that finds them (fetch, maintain). A file is rolled once it has reached ``max_file_bytes``: the next exchange goes into a new file with the
-next serial (an exchange's request and response always share a file).
+after closing them) are removed by the step that finds them (fetch, maintain). A file is rolled
+once it has reached ``max_file_bytes``: the next exchange goes into a new file with the next
+serial (an exchange's request and response always share a file).
 
 Everything the web sends is sanitised rather than trusted: header names are reduced to token
 characters, header values lose control characters and have non-ASCII percent-encoded, URLs are
