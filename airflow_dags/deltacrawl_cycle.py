@@ -71,9 +71,9 @@ Each task is retried (2 times unless the DAG was built otherwise) with exponenti
 1 min, then 2, 4, ... at most 30 min. Retrying is safe for every step: a generate that died
 leaves leases that simply expire, a fetch that died before its commit fetches what the dead run
 did not request, one that died after it requests nothing again (exit 0), dedup and update change
-nothing when run again (README, "Command line", "Crash safety"). A bad-input exit (2) is retried too and fails
-the same way again (BashOperator cannot tell exit codes apart, only skip one); most such checks
-run before a JVM starts, so that costs seconds.
+nothing when run again (README, "Command line", "Crash safety"). A bad-input exit (2) is retried
+too and fails the same way again (BashOperator cannot tell exit codes apart, only skip one); most
+such checks run before a JVM starts, so that costs seconds.
 
 ## One DAG per crawl root
 
