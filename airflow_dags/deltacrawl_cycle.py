@@ -69,11 +69,12 @@ again. Tracking store: the `mlflow_uri` param, else the crawl's default (README,
 
 Each task is retried (2 times unless the DAG was built otherwise) with exponential backoff:
 1 min, then 2, 4, ... at most 30 min. Retrying is safe for every step: a generate that died
-leaves leases that simply expire, dedup and update change nothing when run again, and fetch
-never requests a URL twice under one lease (README, "Command line" and "Crash safety"). A task
-that exits **2** (bad input: an unknown config key, a missing seeds file, a segment already
-updated) or **127** (`deltacrawl` not found) fails at once, without retries: the same input would
-fail the same way after every backoff (`StepOperator`).
+leaves leases that simply expire, a fetch that died before its commit fetches what the dead run
+did not request, one that died after it requests nothing again (exit 0), dedup and update change
+nothing when run again (README, "Command line", "Crash safety"). A task that exits **2** (bad
+input: an unknown config key, a missing seeds file, a segment already updated) or **127**
+(`deltacrawl` not found) fails at once, without retries: the same input would fail the same way
+after every backoff (`StepOperator`).
 
 ## Limits: XCom, pool, timeouts
 

@@ -26,12 +26,17 @@ How:      exact duplicates: equal text_hash (hash of the normalised text: markup
 Outputs:  <crawl_root>/segments/<id>/dedup (Parquet: url, url_hash, host_bucket, dup_of, match),
           then one MERGE into dedup/pages and one into dedup/bands (the segment's canonical pages
           in, their old band rows replaced; duplicates out); an append to each instead when a
-          segment decided in memory has no page in dedup/pages yet (nothing to replace).
+          segment decided in memory has no page in dedup/pages yet (nothing to replace). Markers
+          segments/<id>/_dedup_started and _deduped (see "Re-run").
 Re-run:   safe: the result is recomputed and gives the same answer (the canonical rule is the
           same whether the other page is new or already in dedup/pages), and the MERGEs apply
           the same rows again; an append is made once per table and segment (Delta's idempotent
           write), and a re-run that finds the pages there MERGEs. Refused once the segment is
-          updated.
+          updated. When dedup starts it removes the marker segments/<id>/_deduped and writes
+          _dedup_started; it writes _deduped once both commits are in. update refuses a segment
+          with the first marker and not the second (a dedup that died before or between its writes
+          would otherwise lose the segment's band rows for good, since dedup refuses an updated
+          segment), and running dedup again completes it.
 Exit:     0 done · 2 unknown segment / not fetched / already updated · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/dedup.py 20261129120000-a1b2c3 --crawl-root /data/crawl
 """
@@ -54,8 +59,9 @@ from crawl.crawldb.status import FetchStatus
 from jobs.commit_info import writes_commits
 from jobs.common import run_segment_step
 from jobs.errors import UserError
-from jobs.tables import (DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, CrawlRoot, arrow_rows, ensure_dedup_tables,
-                         fits_driver, from_epoch_col, path_exists, read_delta, to_epoch)
+from jobs.tables import (DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, CrawlRoot, arrow_rows, delete_path,
+                         ensure_dedup_tables, fits_driver, from_epoch_col, path_exists, read_delta, to_epoch,
+                         write_marker)
 from jobs.writes import append_once, merge_mode, run_concurrently, txn_app_id
 
 _PAGE_COLUMNS = ("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "first")
@@ -501,6 +507,15 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     if path_exists(spark, root.updated_marker(segment_id)):
         raise UserError(f"segment {segment_id} is already updated: dedup runs between fetch and update")
     ensure_dedup_tables(spark, root)
+    # until both commits are in, update refuses the segment (see the docstring, "Re-run")
+    delete_path(spark, root.deduped_marker(segment_id))
+    write_marker(spark, root.dedup_started_marker(segment_id), "dedup started\n")
+    result = _deduplicate(spark, cfg, root, segment_id)
+    write_marker(spark, root.deduped_marker(segment_id), f"{result.summary()}\n")
+    return result
+
+
+def _deduplicate(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str) -> DedupResult:
     known, old_bands = read_delta(spark, root.dedup_pages, pinned=True), read_delta(spark, root.dedup_bands, pinned=True)
     small = decide_in_memory(spark, cfg, fetched_pages(spark, root, segment_id), known, old_bands, root)
     if small is not None:

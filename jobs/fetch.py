@@ -22,12 +22,19 @@ Outputs:  <crawl_root>/segments/<id>/fetched (Parquet, partitioned by kind: one 
           segment's older than generate.lease_s when a fetch starts.
           <crawl_root>/segments/<id>/requests/: every request each task attempt sent, logged
           just before sending (crawl/fetch/requestlog.py), so a retried task (spark.task_max_failures)
-          keeps each host's gap to the dead attempt's last request and never requests one of its
-          pages again; segments/<id>/_fetched_run names the run that succeeded.
-Re-run:   allowed until the segment is updated (it fetches again and replaces the results);
-          refused afterwards.
-Exit:     0 done · 2 unknown segment / already updated / not leased (its generate did not
-          commit the lease: see check_leased) · 3 failure.
+          or a run after one whose driver died keeps each host's gap to the dead attempt's last
+          request and never requests one of its pages again; segments/<id>/_fetched_run names the
+          run that succeeded. Once the results are committed, the segment's complete WARC files
+          they do not name (closed by task attempts or runs that died) are removed: nothing would
+          ever index them (crawl.fetch.warc.unindexed_files).
+Re-run:   safe. A segment whose results are committed is not fetched again (every URL has its
+          result, and a second request would break the lease's one request per URL): the run
+          only finishes the clean-up above (what a driver that died after the commit left) and
+          reports the results there are; update is next. Before the commit (a run that died), it
+          fetches, without the pages the dead run requested (the request log). Refused once the
+          segment is updated.
+Exit:     0 done (or fetched already) · 2 unknown segment / already updated / not leased (its
+          generate did not commit the lease: see check_leased) · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/fetch.py 20261129120000-a1b2c3 --crawl-root /data/crawl
 """
 from __future__ import annotations
@@ -51,7 +58,7 @@ from crawl.fetch.fetcher import FETCHLIST_FIELDS, fetch_partition
 from crawl.net.addresses import REASON_PATTERN
 from crawl.s3 import is_s3_uri
 from crawl.tracking import merge_counts
-from crawl.fetch.warc import WarcStore, sweep_unfinished, warc_store
+from crawl.fetch.warc import WarcStore, remove_files, sweep_unfinished, unindexed_files, warc_store
 from jobs.common import run_segment_step
 from jobs.errors import UserError
 from jobs.logs import Progress, step_logger
@@ -74,10 +81,15 @@ class FetchResult:
     blocked: dict[str, int] = field(default_factory=dict)
     # hosts whose robots.txt could not be read or parsed (host_state.robots_error): not crawled
     robots_errors: int = 0
+    already_fetched: bool = False  # its results were committed before this run: nothing was requested
+    warc_removed: int = 0          # complete WARC files no result names, removed (see the docstring)
 
     def summary(self) -> str:
         outcomes = ", ".join(f"{k} {v}" for k, v in self.by_fetch_status.items()) or "none"
         text = f"segment {self.segment_id}: {self.urls} URLs attempted on {self.hosts} hosts ({outcomes})"
+        if self.already_fetched:
+            text = (f"segment {self.segment_id} was fetched already, nothing requested again: {self.urls} URLs "
+                    f"attempted on {self.hosts} hosts ({outcomes}); next: deltacrawl update {self.segment_id}")
         if self.stopped_hosts:
             text += "; hosts stopped for the cycle: " + ", ".join(f"{k} {v}" for k, v in self.stopped_hosts.items())
         if self.blocked:
@@ -243,6 +255,22 @@ def open_warc_store(root: CrawlRoot, cfg: Mapping[str, Any]) -> WarcStore:
     return store
 
 
+def remove_unindexed_warc(cfg: Mapping[str, Any], store: WarcStore, segment_id: str, named: set[str]) -> int:
+    """Once the segment's results are committed (they name the WARC files ``named``), the files of
+    the segment nothing will index: what is still open (the attempts that succeeded closed theirs)
+    and the complete files the results do not name (closed by attempts or earlier runs that died).
+    Returns how many complete files it removed."""
+    sweep_unfinished(store, segment_id=segment_id)
+    names = store.finished(f"{cfg['warc.prefix']}-{segment_id}-")
+    unwanted = unindexed_files(names, {segment_id: named})
+    removed = remove_files(store, unwanted)
+    if removed:
+        step_logger("fetch").info("removed %d complete WARC files of segment %s that no fetch result names "
+                                  "(left by a task attempt or a run that died; never indexed): %s",
+                                  removed, segment_id, ", ".join(unwanted[:3]) + (", ..." if removed > 3 else ""))
+    return removed
+
+
 def check_leased(spark: SparkSession, root: CrawlRoot, segment_id: str) -> None:
     """A segment whose generate did not commit its lease (it failed, lost a race with another
     generate, or was killed) is refused: its URLs may be leased to another segment, and fetching
@@ -272,28 +300,33 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         raise UserError(f"no segment {segment_id} in {root.root} (no {fetchlist_path})")
     if path_exists(spark, root.updated_marker(segment_id)):
         raise UserError(f"segment {segment_id} is already updated into the crawldb; generate a new one")
-    check_leased(spark, root, segment_id)
+    already_fetched = path_exists(spark, root.fetched(segment_id) + "/_SUCCESS")
+    if not already_fetched:
+        check_leased(spark, root, segment_id)
     store = open_warc_store(root, cfg) if cfg["warc.enabled"] else None
-    seen = seen_filter(spark, root, cfg)
-    if seen is not None:
-        step_logger("fetch").info("%s", seen.describe())
-    run = FetchRun(new_run_id(), store, root.request_log_dir(segment_id),
-                   read_marker(spark, root.fetched_run_marker(segment_id)),
-                   None if root.is_local else float(cfg["generate.lease_s"]))
-    fetched = fetch_segment(spark, spark.read.parquet(fetchlist_path), cfg, run, seen)
-    with Progress(spark, "fetch", f"segment {segment_id}", float(cfg["log.progress_s"])):
-        fetched.write.mode("overwrite").partitionBy("kind").parquet(root.fetched(segment_id))
-    write_marker(spark, root.fetched_run_marker(segment_id), run.run_id)
-    if store is not None:
-        # the attempts that succeeded closed their files: whatever is still open died (nothing
-        # indexes it, so nothing is lost)
-        sweep_unfinished(store, segment_id=segment_id)
+    if already_fetched:
+        step_logger("fetch").info("segment %s was fetched already: nothing is requested again", segment_id)
+    else:
+        seen = seen_filter(spark, root, cfg)
+        if seen is not None:
+            step_logger("fetch").info("%s", seen.describe())
+        run = FetchRun(new_run_id(), store, root.request_log_dir(segment_id),
+                       read_marker(spark, root.fetched_run_marker(segment_id)),
+                       None if root.is_local else float(cfg["generate.lease_s"]))
+        fetched = fetch_segment(spark, spark.read.parquet(fetchlist_path), cfg, run, seen)
+        with Progress(spark, "fetch", f"segment {segment_id}", float(cfg["log.progress_s"])):
+            fetched.write.mode("overwrite").partitionBy("kind").parquet(root.fetched(segment_id))
+        write_marker(spark, root.fetched_run_marker(segment_id), run.run_id)
     blocked_reason = F.when(F.col("fetch_status") == FetchStatus.BLOCKED_ADDRESS,
                             F.regexp_extract(F.col("error"), REASON_PATTERN, 1))
     counts = (spark.read.parquet(root.fetched(segment_id))
               .groupBy("kind", "fetch_status", "stop_reason", F.col("robots_error").isNotNull().alias("robots_failed"),
                        blocked_reason.alias("blocked_reason"))
-              .agg(F.count("*").alias("n")).collect())
+              .agg(F.count("*").alias("n"), F.collect_set("warc_file").alias("warc_files")).collect())
+    removed = 0
+    if store is not None:
+        named = {name for r in counts if r["kind"] == "url" for name in r["warc_files"]}
+        removed = remove_unindexed_warc(cfg, store, segment_id, named)
     hosts = sum(r["n"] for r in counts if r["kind"] == "host")
     stopped = merge_counts({r["stop_reason"]: r["n"]} for r in counts
                            if r["kind"] == "host" and r["stop_reason"] is not None)
@@ -302,7 +335,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     blocked = merge_counts({r["blocked_reason"]: r["n"]} for r in counts if r["kind"] == "url" and r["blocked_reason"])
     result = FetchResult(segment_id, sum(by_status.values()), hosts, dict(sorted(by_status.items())),
                          dict(sorted(stopped.items(), key=lambda kv: (-kv[1], kv[0]))), dict(sorted(blocked.items())),
-                         robots_errors)
+                         robots_errors, already_fetched, removed)
     return result
 
 

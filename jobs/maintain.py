@@ -1,7 +1,8 @@
 """maintain — compact, purge, vacuum and checkpoint the crawl root's tables; expire old segments.
 
 Inputs:   the Delta tables of <crawl_root> that exist (crawldb, hostdb, warc_index, dedup/pages,
-          dedup/bands, cycles), <crawl_root>/segments/, <crawl_root>/warc/ (its unfinished files).
+          dedup/bands, cycles), <crawl_root>/segments/, <crawl_root>/warc/ (its unfinished and
+          unindexed files).
 Outputs:  per table, in this order:
           1. table properties from [maintain] (one commit, only when they differ):
              delta.deletedFileRetentionDuration = maintain.vacuum_retain_hours,
@@ -18,9 +19,12 @@ Outputs:  per table, in this order:
           is deleted; one never updated whose lease has expired ("abandoned") likewise, only past that
           retention; a segment any crawldb URL is still leased to is never deleted. Then WARC
           leftovers (local *.warc.gz.open files, S3 in-progress uploads) started more than
-          generate.lease_s ago are removed (crawl.fetch.warc.sweep_unfinished). On stdout: one row per
+          generate.lease_s ago are removed (crawl.fetch.warc.sweep_unfinished), and so are complete
+          WARC files as old that nothing indexes or will index, of segments not in flight
+          (unindexed_warc: left by a task attempt or a fetch run that died). On stdout: one row per
           table (files and MB before / after, deletion vectors purged, files vacuumed) and what
-          happened to segments and leftovers. --dry-run prints the same plan and changes nothing.
+          happened to segments, leftovers and unindexed files. --dry-run prints the same plan and
+          changes nothing.
 Guard:    maintain refuses (exit 2, one line) while a step holds the crawl root: when a segment is in
           flight (not updated, and crawldb URLs are leased to it: fetch, dedup or update may run on
           it at any moment), or when the crawldb's or hostdb's newest commit by a step is younger
@@ -48,6 +52,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from crawl.fetch.warc import WarcStore, remove_files, segment_of_file, sweep_unfinished, unindexed_files, warc_store
+from crawl.s3 import is_s3_uri
 from jobs.common import run_spark_step
 from jobs.errors import EXIT_OK, UserError
 from jobs.logs import log_step, step_logger
@@ -90,6 +96,7 @@ class MaintainResult:
     tables: list[TableResult] = field(default_factory=list)
     segments: list[SegmentPlan] = field(default_factory=list)
     leftovers: int = 0
+    unindexed: int = 0      # complete WARC files nothing indexes, removed (unindexed_warc)
     blockers: list[str] = field(default_factory=list)  # dry run: why a real run would refuse now
 
     @property
@@ -102,7 +109,7 @@ class MaintainResult:
         after = "?" if self.dry_run else sum(t.files_after or 0 for t in self.tables)
         return (f"{verb} {len(self.tables)} tables ({before} -> {after} files), "
                 f"{'would remove' if self.dry_run else 'removed'} {len(self.segments_removed)} segments "
-                f"and {self.leftovers} WARC leftovers")
+                f"and {self.leftovers} WARC leftovers and {self.unindexed} unindexed WARC files")
 
 
 # --------------------------------------------------------------------------- what maintain looks at
@@ -198,18 +205,47 @@ def blockers(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segme
     return found
 
 
-def warc_leftovers(cfg: Mapping[str, Any], root: CrawlRoot, now: float, dry_run: bool) -> int:
+def warc_leftovers(cfg: Mapping[str, Any], store: WarcStore, now: float, dry_run: bool) -> int:
     """Unfinished WARC files (local .open files, S3 uploads) started more than generate.lease_s ago:
-    removed (or, dry run, counted). Other roots (HDFS) hold no WARC files (fetch refuses them)."""
-    from crawl.s3 import is_s3_uri
-    from crawl.fetch.warc import sweep_unfinished, warc_store
-    if not (root.is_local or is_s3_uri(root.root)):
-        return 0
-    store = warc_store(root.warc_dir, cfg)
+    removed (or, dry run, counted)."""
     older_than_s = float(cfg["generate.lease_s"])
     if dry_run:
         return sum(1 for leftover in store.unfinished() if leftover.started_at < now - older_than_s)
     return sweep_unfinished(store, older_than_s=older_than_s, now=now)
+
+
+def unindexed_warc(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, store: WarcStore,
+                   in_flight: set[str], now: float, dry_run: bool) -> list[str]:
+    """Complete WARC files nothing indexes or will index (crawl.fetch.warc.unindexed_files), of
+    segments not in flight, written more than generate.lease_s ago (as for leftovers: a fetch
+    started on a segment whose lease had expired may still be running): a file is wanted while
+    warc_index names it, or while the segment's committed fetch results (not yet updated) name
+    it; any other file of a finished, abandoned or deleted segment was closed by a task attempt or
+    a fetch run that died. Removed (dry run: listed only); returns their names."""
+    cutoff = now - float(cfg["generate.lease_s"])
+    names = [name for name, written_at in store.finished().items() if written_at < cutoff]
+    segments = {s for s in map(segment_of_file, names) if s is not None} - in_flight
+    if not segments:
+        return []
+    wanted: dict[str, set[str]] = {s: set() for s in segments}
+    if table_exists(spark, root.warc_index):
+        for r in (spark.read.format("delta").load(root.warc_index)
+                  .filter(F.col("segment_id").isin(sorted(segments))).select("segment_id", "warc_file")
+                  .distinct().collect()):
+            wanted[r["segment_id"]].add(r["warc_file"])
+    for segment_id in sorted(segments):
+        if (path_exists(spark, root.fetched(segment_id) + "/_SUCCESS")
+                and not path_exists(spark, root.updated_marker(segment_id))):
+            wanted[segment_id] |= {r["warc_file"] for r in spark.read.parquet(root.fetched(segment_id))
+                                   .filter((F.col("kind") == "url") & F.col("warc_file").isNotNull())
+                                   .select("warc_file").distinct().collect()}
+    unwanted = unindexed_files(names, wanted)
+    if unwanted and not dry_run:
+        removed = remove_files(store, unwanted)
+        step_logger("maintain").info("removed %d complete WARC files that nothing indexes (of task attempts or "
+                                     "fetch runs that died): %s", removed,
+                                     ", ".join(unwanted[:3]) + (", ..." if len(unwanted) > 3 else ""))
+    return unwanted
 
 
 # --------------------------------------------------------------------------- what maintain does
@@ -293,7 +329,11 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, dry_run: b
         if plan.delete and not dry_run:
             log.info("segment %s (%s, %.1f days old): deleted", plan.segment_id, plan.state, plan.age_days)
             delete_path(spark, root.segment(plan.segment_id))
-    result.leftovers = warc_leftovers(cfg, root, now, dry_run)
+    if root.is_local or is_s3_uri(root.root):  # other roots (HDFS) hold no WARC files (fetch refuses them)
+        store = warc_store(root.warc_dir, cfg)
+        result.leftovers = warc_leftovers(cfg, store, now, dry_run)
+        in_flight = {s.segment_id for s in result.segments if s.state == "in_flight"}
+        result.unindexed = len(unindexed_warc(spark, cfg, root, store, in_flight, now, dry_run))
     return result
 
 
@@ -323,6 +363,7 @@ def format_result(result: MaintainResult) -> str:
     lines.append(f"segments: {len(result.segments)} ({states}); {verb}: {len(removed)}"
                  + (f" ({', '.join(removed[:5])}{', ...' if len(removed) > 5 else ''})" if removed else ""))
     lines.append(f"WARC leftovers {verb}: {result.leftovers}")
+    lines.append(f"unindexed WARC files {verb}: {result.unindexed}")
     for reason in result.blockers:
         lines.append(f"a run now would refuse: {reason}")
     return head + "\n".join(lines)
@@ -332,7 +373,7 @@ def format_result(result: MaintainResult) -> str:
 
 def configure(parser) -> None:
     parser.description = ("Compact, purge deletion vectors, vacuum and checkpoint the crawl root's tables; remove "
-                          "old segments and unfinished WARC files (options maintain.*). Refuses while a step "
+                          "old segments and unfinished or unindexed WARC files (options maintain.*). Refuses while a step "
                           "holds the crawl root.")
     parser.add_argument("--dry-run", action="store_true", help="print what would be done; change nothing")
 

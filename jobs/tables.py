@@ -334,6 +334,15 @@ class CrawlRoot:
     def dedup_result(self, segment_id: str) -> str:
         return f"{self.segment(segment_id)}/dedup"
 
+    def dedup_started_marker(self, segment_id: str) -> str:
+        """Written by dedup before it writes anything (jobs/dedup.py)."""
+        return f"{self.segment(segment_id)}/_dedup_started"
+
+    def deduped_marker(self, segment_id: str) -> str:
+        """Written by dedup once both its commits are in (removed when it starts): update refuses a
+        segment whose dedup started and has no such marker (it died before or between its writes)."""
+        return f"{self.segment(segment_id)}/_deduped"
+
     @property
     def cycles(self) -> str:
         return f"{self.root}/cycles"

@@ -23,7 +23,10 @@ Re-run:   safe, changes nothing. With the marker present the job stops at once. 
           it finds: those the dead run inserted are known by now. The MERGE conditions guard
           too: a URL is updated only while it is still leased to this segment, a host only if
           its last_segment_id is not this segment.
-Exit:     0 done (or already done) · 2 unknown segment or segment not fetched · 3 failure.
+          A segment whose dedup started and did not finish (the marker _dedup_started without
+          _deduped: jobs/dedup.py) is refused: run dedup again first.
+Exit:     0 done (or already done) · 2 unknown segment, segment not fetched, or its dedup
+          unfinished · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/update.py 20261129120000-a1b2c3 --crawl-root /data/crawl
 """
 from __future__ import annotations
@@ -415,6 +418,10 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         return UpdateResult(segment_id, already_applied=True)
     if not path_exists(spark, root.fetched(segment_id) + "/_SUCCESS"):
         raise UserError(f"segment {segment_id} has not been fetched: run 'deltacrawl fetch {segment_id}' first")
+    if (path_exists(spark, root.dedup_started_marker(segment_id))
+            and not path_exists(spark, root.deduped_marker(segment_id))):
+        raise UserError(f"segment {segment_id}: its dedup started and did not finish: run "
+                        f"'deltacrawl dedup {segment_id}' first")
     ensure_tables(spark, root)  # crawl roots of older versions get the new columns and tables
     rerun = path_exists(spark, root.update_started_marker(segment_id))
     if not rerun:

@@ -1,8 +1,9 @@
 """Real kill -9 of a step's driver (issue 14): `deltacrawl generate` killed while it writes its
-segment, `deltacrawl update` killed right after its first Delta commit. Each is followed by the
-recovery a user would run, and a check of every table: no URL lost or leased twice, host
-counters equal to what the crawldb implies, the WARC index naming only complete records.
-(A killed fetch worker: tests/test_fetch_retry.py.)"""
+segment, `deltacrawl update` killed right after its first Delta commit; (issue 35) `deltacrawl
+fetch` killed after a task closed a WARC file, `deltacrawl dedup` killed at its first commit. Each
+is followed by the recovery a user would run, and a check of every table: no URL lost or leased
+twice, host counters equal to what the crawldb implies, the WARC index naming only complete
+records, and every WARC file indexed. (A killed fetch worker: tests/test_fetch_retry.py.)"""
 from __future__ import annotations
 
 import glob
@@ -11,15 +12,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import pytest
 from pyspark.sql import functions as F
 
+from crawl.devweb.web import DevWeb
 from crawl.fetch.warc import read_record
-from jobs import fetch, generate, inject, update
+from jobs import dedup, fetch, generate, inject, update
 from jobs.errors import UserError
-from jobs.tables import list_segments, table_version
-from tests.conftest import FAST, write_seeds
+from jobs.tables import ensure_dedup_tables, list_segments, table_version
+from tests.conftest import FAST, make_config, write_seeds
+from tests.test_fetcher import host_urls
 from tests.test_update_recovery import assert_consistent
 
 DELTACRAWL = os.path.join(os.path.dirname(sys.executable), "deltacrawl")
@@ -50,6 +54,20 @@ def run_and_kill(argv: list[str], when, env: dict[str, str], timeout: float = 90
         proc.wait()
 
 
+def step_cli(root, tmp_path, **overrides) -> tuple[list[str], dict[str, str]]:
+    """(the options, the environment) for a deltacrawl step on ``root`` with FAST and ``overrides``."""
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
+    env.pop("DELTACRAWL_VERBOSE", None)
+    settings = {**FAST, **{k.replace("__", "."): v for k, v in overrides.items()}}
+    return ["--crawl-root", root.root] + [arg for k, v in settings.items() for arg in ("--conf", f"{k}={v}")], env
+
+
+def next_commit(path: str):
+    """When the Delta table at ``path`` has a version beyond its newest one now."""
+    log = os.path.join(path, "_delta_log", f"{len(glob.glob(os.path.join(path, '_delta_log', '*.json'))):020d}.json")
+    return lambda: os.path.exists(log)
+
+
 def leased(spark, root) -> dict[str, str]:
     return {r["url"]: r["segment_id"] for r in spark.read.format("delta").load(root.crawldb)
             .filter(F.col("lease_until").isNotNull()).select("url", "segment_id").collect()}
@@ -68,9 +86,7 @@ def assert_every_table(spark, root):
 
 def test_driver_killed_in_generate_and_after_updates_first_commit(spark, cfg, root, devweb, tmp_path):
     inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", devweb.seed_urls()[:4]))
-    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
-    env.pop("DELTACRAWL_VERBOSE", None)
-    opts = ["--crawl-root", root.root] + [arg for k, v in FAST.items() for arg in ("--conf", f"{k}={v}")]
+    opts, env = step_cli(root, tmp_path)
 
     # 1. generate, killed as soon as its segment folder appears (the fetchlist being written, the
     #    lease not yet committed, or just committed: any moment must leave the crawldb consistent)
@@ -119,3 +135,56 @@ def test_driver_killed_in_generate_and_after_updates_first_commit(spark, cfg, ro
         u for u in fetched if rows[u]["status"] == "fetched"}
     index = spark.read.format("delta").load(root.warc_index).filter(F.col("segment_id") == live).count()
     assert index == sum(1 for r in fetched.values() if r["warc_file"])
+
+
+def test_fetch_killed_after_a_warc_file_closed_then_dedup_killed_at_its_first_commit(spark, root, tmp_path):
+    """Issue 35, items 2 and 3. kill -9 of `deltacrawl fetch` once a task has closed a WARC file:
+    the run that follows removes the dead run's complete files (no result names them, nothing would
+    index them) and requests none of its pages again. kill -9 of `deltacrawl dedup` when dedup/pages
+    or dedup/bands takes the segment's write: update refuses the segment until dedup has run again,
+    and then the segment's canonical pages all have their band rows."""
+    web = DevWeb(hosts=2, pages_per_host=12, port=0, seed=5, crawl_delay_s=0.4)
+    web.start()
+    try:
+        urls = [u for i in range(2) for u in host_urls(web, i, pages=8) if not web.is_disallowed(u)]
+        # one task, one file per page (a file is closed when the next page is written), polite gaps:
+        # seconds pass between the first closed file and the end of the fetch
+        settings = dict(fetch__delay_s=0.3, fetch__tasks=1, sitemaps__enabled=False, warc__max_file_bytes=1)
+        cfg = make_config(**settings)
+        opts, env = step_cli(root, tmp_path, **settings)
+        inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", urls))
+        segment = generate.run(spark, cfg, root).segment_id
+        warc_files = os.path.join(root.warc_dir, "*.warc.gz")
+        assert run_and_kill([DELTACRAWL, "fetch", segment, *opts], lambda: bool(glob.glob(warc_files)), env) == "killed"
+        dead = {os.path.basename(p) for p in glob.glob(warc_files)}
+        assert dead and not os.path.exists(os.path.join(root.fetched(segment), "_SUCCESS"))
+
+        result = fetch.run(spark, cfg, root, segment)
+        assert not dead & set(os.listdir(root.warc_dir)) and result.warc_removed >= len(dead)
+        pages = Counter(f"http://{e['host']}{e['path']}" for e in web.requests() if e["path"] != "/robots.txt")
+        assert max(pages.values()) == 1, [u for u, n in pages.items() if n > 1]
+
+        ensure_dedup_tables(spark, root)  # so that the segment's writes are the next commits
+        commits = [next_commit(root.dedup_pages), next_commit(root.dedup_bands)]
+        outcome = run_and_kill([DELTACRAWL, "dedup", segment, *opts], lambda: any(c() for c in commits), env)
+        # (a cold dedup commits dedup/bands ~0.5 s after dedup/pages, and its marker after that)
+        assert outcome == "killed" and not os.path.exists(root.deduped_marker(segment))
+        with pytest.raises(UserError, match=f"run 'deltacrawl dedup {segment}' first"):
+            update.run(spark, cfg, root, segment)
+        dedup.run(spark, cfg, root, segment)
+        update.run(spark, cfg, root, segment)
+
+        fetched = spark.read.parquet(root.fetched(segment)).filter(F.col("kind") == "url")
+        with_text = {r["url"] for r in fetched.filter((F.col("fetch_status") == "ok") & F.col("simhash").isNotNull()
+                                                 & F.col("text_hash").isNotNull())
+                     .collect()}
+        dups = {r["url"] for r in spark.read.parquet(root.dedup_result(segment)).collect()}
+        canonical = {r["url"] for r in spark.read.format("delta").load(root.dedup_pages)
+                     .filter(F.col("segment_id") == segment).collect()}
+        banded = {r["url"] for r in spark.read.format("delta").load(root.dedup_bands).collect()}
+        assert canonical and canonical == with_text - dups and canonical <= banded
+        assert_every_table(spark, root)
+        index = {r["warc_file"] for r in spark.read.format("delta").load(root.warc_index).collect()}
+        assert index == set(os.listdir(root.warc_dir))  # every WARC file indexed
+    finally:
+        web.stop()

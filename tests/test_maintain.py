@@ -5,6 +5,7 @@ generated now and not fetched ("live": in flight). The tests run in file order o
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import pytest
@@ -94,6 +95,10 @@ def test_refuses_after_a_recent_step_commit_through_the_cli(spark, crawled, caps
     assert "in flight" in errors[0] and "(and 2 more)" in errors[0]  # + crawldb and hostdb written just now
 
 
+def indexed_files(spark, root):
+    return {r["warc_file"] for r in spark.read.format("delta").load(root.warc_index).collect()}
+
+
 def test_dry_run_changes_nothing(spark, crawled, capsys):
     root = crawled["root"]
     stale = os.path.join(root.warc_dir, "DELTACRAWL-x-0-0-20200101000000-00000.warc.gz.open")
@@ -101,13 +106,20 @@ def test_dry_run_changes_nothing(spark, crawled, capsys):
         fh.write(b"half a record")
     old_time = crawled["t0"] - 2 * DAY
     os.utime(stale, (old_time, old_time))
+    # complete files nothing indexes (issue 35): one a dead task attempt of the updated segment
+    # closed, one of the live segment (in flight now: left alone; abandoned once its lease ends)
+    indexed = sorted(indexed_files(spark, root))
+    for segment, task in ((crawled["old"], 7), (crawled["live"], 0)):
+        path = os.path.join(root.warc_dir, f"DELTACRAWL-{segment}-{task:05d}-1-20200101000000-00000.warc.gz")
+        shutil.copy(os.path.join(root.warc_dir, indexed[0]), path)
+        os.utime(path, (old_time, old_time))  # older than generate.lease_s: no fetch can still name it
     before, before_versions, before_files = contents(spark, root), versions(spark, root), files_on_disk(root.root)
     result = maintain.run(spark, maintain_cfg(), root, dry_run=True)
     assert result.blockers and "in flight" in result.blockers[0]
     plans = {s.segment_id: s for s in result.segments}
     assert plans[crawled["old"]].state == "updated" and plans[crawled["old"]].delete
     assert plans[crawled["live"]].state == "in_flight" and not plans[crawled["live"]].delete
-    assert result.leftovers == 1
+    assert result.leftovers == 1 and getattr(result, "unindexed", None) == 1
     crawldb = next(t for t in result.tables if t.name == "crawldb")
     assert crawldb.files_after is None and crawldb.files_vacuumed > 0
     print(maintain.format_result(result))
@@ -150,6 +162,8 @@ def test_maintain_compacts_purges_vacuums_and_expires(spark, crawled):
     assert result.segments_removed == [crawled["old"]]
     assert list_segments(spark, root) == [crawled["live"]]
     assert result.leftovers == 1 and not any(f.endswith(".open") for f in os.listdir(root.warc_dir))
+    # the updated segment's unindexed file and the abandoned segment's: removed; the indexed ones stay
+    assert set(os.listdir(root.warc_dir)) == indexed_files(spark, root) and result.unindexed == 2
     # maintain's own commits (OPTIMIZE, VACUUM, ...) do not count as a step's for maintain.quiet_s
     now = time.time()
     newest_commit_age = now - DeltaTable.forPath(spark, root.crawldb).detail().collect()[0]["lastModified"].timestamp()

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from crawl.s3 import S3Settings, make_client
-from crawl.fetch.warc import (LocalWarcStore, S3WarcStore, WarcWriter, read_record_at, sweep_unfinished, warc_location_uri,
-                        warc_store)
+from crawl.fetch.warc import (LocalWarcStore, S3WarcStore, WarcWriter, read_record_at, remove_files, segment_of_file,
+                              sweep_unfinished, unindexed_files, warc_location_uri, warc_store)
 from tests.conftest import make_config
 from tests.s3server import (ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, TEST_PART_BYTES, aws_environ, moto_server,
                             new_bucket)
@@ -181,6 +181,28 @@ def test_sweep_of_local_open_files(tmp_path):
     assert sweep_unfinished(store, older_than_s=3600, now=T0 + 1800) == 0
     assert sweep_unfinished(store, older_than_s=3600, now=T0 + 7200) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([names[1], names[3], names[4]])
+
+
+def test_complete_files_no_result_names_are_found_and_removed_in_both_stores(moto_s3, tmp_path):
+    """Issue 35: a complete file of an attempt or run that died is never indexed; it is found among
+    its segment's files (only those: another segment's, an unfinished one and foreign files stay)."""
+    for store in (LocalWarcStore(str(tmp_path)), _store(moto_s3, new_bucket(moto_s3))):
+        names = {}
+        for key, seg, attempt in (("dead", SEG, 0), ("kept", SEG, 1), ("other", OTHER_SEG, 0)):
+            with WarcWriter(store, f"MY-CRAWL-{seg}-00003-{attempt}", 10**6, {}) as w:
+                names[key] = _exchange(w, attempt, b"body").warc_file
+        unfinished = WarcWriter(store, f"MY-CRAWL-{SEG}-00004-0", 10**6, {})
+        _exchange(unfinished, 9, b"x" * TEST_PART_BYTES)  # an upload under way / an .open file
+        store.open("notes.warc.gz").finish()
+        assert segment_of_file(names["dead"]) == SEG and segment_of_file("notes.warc.gz") is None
+        found = store.finished()
+        assert sorted(found) == sorted([*names.values(), "notes.warc.gz"]) and all(t > 0 for t in found.values())
+        assert sorted(store.finished(f"MY-CRAWL-{SEG}-")) == sorted([names["dead"], names["kept"]])
+        unwanted = unindexed_files(store.finished(), {SEG: {names["kept"]}})
+        assert unwanted == [names["dead"]]
+        assert remove_files(store, unwanted) == 1
+        assert sorted(store.finished()) == sorted([names["kept"], names["other"], "notes.warc.gz"])
+        unfinished.abort()
 
 
 def test_local_store_keeps_todays_behaviour(tmp_path):

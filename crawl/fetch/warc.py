@@ -7,9 +7,11 @@ straight to a record's offset (``read_record``, ``read_record_at``). Each file s
 ``close``), so a task that dies never leaves a half-written file under a final name: in a local
 directory it is written as ``{name}.open`` and renamed; on S3 it is a multipart upload, sent a
 part at a time as it fills and completed at the end (see the stores below). What dead task
-attempts leave (``.open`` files, in-progress uploads) is removed by ``sweep_unfinished``. A file
-is rolled once it has reached ``max_file_bytes``: the next exchange goes into a new file with the
-next serial (an exchange's request and response always share a file).
+attempts leave (``.open`` files, in-progress uploads) is removed by ``sweep_unfinished``; complete
+files that no committed result names (``unindexed_files``: a task attempt or a fetch run that died
+after closing them) are removed by the step that finds them (fetch, maintain). A file is rolled
+once it has reached ``max_file_bytes``: the next exchange goes into a new file with the next
+serial (an exchange's request and response always share a file).
 
 Everything the web sends is sanitised rather than trusted: header names are reduced to token
 characters, header values lose control characters and have non-ASCII percent-encoded, URLs are
@@ -37,7 +39,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, BinaryIO, Iterable, Iterator, Mapping
+from typing import Any, BinaryIO, Collection, Iterable, Iterator, Mapping
 from urllib.parse import quote, urlsplit
 
 from warcio.archiveiterator import ArchiveIterator
@@ -373,6 +375,24 @@ class LocalWarcStore:
         except OSError:  # removed meanwhile, or not ours to remove: nothing indexes it either way
             return False
 
+    def finished(self, name_prefix: str = "") -> dict[str, float]:
+        """The complete files whose name starts with ``name_prefix``: name -> when last written
+        (epoch seconds)."""
+        found = {}
+        for path in glob.glob(os.path.join(glob.escape(self.directory), glob.escape(name_prefix) + "*" + FILE_SUFFIX)):
+            try:
+                found[os.path.basename(path)] = os.stat(path).st_mtime
+            except OSError:  # removed meanwhile
+                continue
+        return found
+
+    def remove(self, name: str) -> bool:
+        try:
+            os.remove(os.path.join(self.directory, name))
+            return True
+        except FileNotFoundError:  # removed meanwhile
+            return False
+
 
 class _S3Sink:
     """An object uploaded as it is written. Bytes are buffered until at least one part's worth
@@ -494,6 +514,25 @@ class S3WarcStore:
         except FileNotFoundError:  # NoSuchUpload: completed or aborted meanwhile
             return False
 
+    def finished(self, name_prefix: str = "") -> dict[str, float]:
+        """The complete files (objects) whose name starts with ``name_prefix``: name -> when
+        written (epoch seconds)."""
+        prefix = f"{self.prefix}/" if self.prefix else ""
+        found = {}
+        with s3_errors(f"listing {s3_uri(self.bucket, prefix + name_prefix)}", self.settings.endpoint_url):
+            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix + name_prefix)
+            for page in pages:
+                for obj in page.get("Contents", []):
+                    name = obj["Key"][len(prefix):]
+                    if "/" not in name and name.endswith(FILE_SUFFIX):
+                        found[name] = obj["LastModified"].timestamp()
+        return found
+
+    def remove(self, name: str) -> bool:
+        with s3_errors(f"removing {self.uri(name)}", self.settings.endpoint_url):
+            self.client.delete_object(Bucket=self.bucket, Key=self.key(name))  # no error if it is gone
+        return True
+
 
 WarcStore = LocalWarcStore | S3WarcStore
 
@@ -531,6 +570,32 @@ def sweep_unfinished(store: WarcStore, segment_id: str | None = None, older_than
         if of_segment and store.discard(leftover):
             removed += 1
     return removed
+
+
+# A complete file's name: {prefix}-{segment}-{task}-{attempt}-{YYYYMMDDHHMMSS}-{serial}.warc.gz (the
+# writer's prefix is {warc.prefix}-{segment}-{task:05d}-{attempt}: jobs/fetch.py).
+_FILE_NAME = re.compile(r"-(?P<segment>\d{14}-[0-9a-f]{6})-\d{5}-\d+-\d{14}-\d{5}" + re.escape(FILE_SUFFIX) + r"\Z")
+
+
+def segment_of_file(name: str) -> str | None:
+    """The segment a fetch task wrote the file ``name`` for, or None if fetch did not name it."""
+    match = _FILE_NAME.search(name)
+    return match.group("segment") if match else None
+
+
+def unindexed_files(names: Iterable[str], wanted: Mapping[str, Collection[str]]) -> list[str]:
+    """The complete files among ``names`` that belong to a segment of ``wanted`` and are not among
+    its wanted files (those its committed results name). What a task attempt or a fetch run that
+    died left complete, or a run whose results were replaced: nothing indexes such a file, and
+    nothing ever will, so it goes (a reader of every file would see its URLs twice). Files of
+    segments not in ``wanted`` (a fetch may still be writing them) and foreign files are left."""
+    return sorted(name for name in names
+                  if (segment := segment_of_file(name)) in wanted and name not in wanted[segment])
+
+
+def remove_files(store: WarcStore, names: Iterable[str]) -> int:
+    """Remove the complete files ``names`` from ``store``; returns how many it removed."""
+    return sum(1 for name in names if store.remove(name))
 
 
 # --------------------------------------------------------------------------- writer
