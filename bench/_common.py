@@ -92,6 +92,19 @@ def raw_fetch(urls: list[str], concurrency: int, user_agent: str,
 
 # --------------------------------------------------------------------------- the test web's networks
 
+def fetch_rows(urls: list[str], segment_id: str = "bench") -> list[dict[str, Any]]:
+    """Fetchlist rows as a Spark fetch task gets them (crawl.fetch.fetcher.FETCHLIST_FIELDS)."""
+    from crawl.net.urls import host_bucket, host_of, normalize_url, url_hash
+    rows = []
+    for u in urls:
+        u = normalize_url(u)
+        host = host_of(u)
+        rows.append({"url": u, "url_hash": url_hash(u), "host": host, "host_bucket": host_bucket(host, 16),
+                     "depth": 0, "score": 1.0, "segment_id": segment_id, "etag": None, "last_modified": None,
+                     "robots_status": None, "robots_txt": None, "robots_fetched_at": None, "backoff_s": None})
+    return rows
+
+
 def devweb_networks(hosts: int, hostile: bool = False) -> list[str]:
     """CIDR strings covering exactly the addresses of a ``DevWeb(hosts=hosts, hostile=hostile)``
     (``DevWeb.networks()``, computed from the host count, so it also serves a ``deltacrawl devweb``

@@ -58,7 +58,7 @@ import timeit
 from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py
-from _common import Checker, DevWebProcess, finish, fmt, machine_facts, release  # noqa: E402
+from _common import Checker, DevWebProcess, fetch_rows, finish, fmt, machine_facts, release  # noqa: E402
 
 # timeit repeats, timed in thread CPU time (time.thread_time): the best of many short batches, so a
 # loaded machine's preemptions drop out
@@ -67,18 +67,6 @@ REPEAT = 15
 GUARD = ("AddressPolicy.__init__", "AddressPolicy.host_refusal", "AddressPolicy.address_refusal",
          "AddressPolicy.port_refusal", "GuardedResolver.resolve", "make_socket", "refusal_of")
 
-
-def fetch_rows(urls: list[str]) -> list[dict[str, Any]]:
-    """Fetchlist rows as a Spark fetch task gets them."""
-    from crawl.net.urls import host_bucket, host_of, normalize_url, url_hash
-    rows = []
-    for u in urls:
-        u = normalize_url(u)
-        host = host_of(u)
-        rows.append({"url": u, "url_hash": url_hash(u), "host": host, "host_bucket": host_bucket(host, 16),
-                     "depth": 0, "score": 1.0, "segment_id": "bench-guard", "etag": None, "last_modified": None,
-                     "robots_status": None, "robots_txt": None, "robots_fetched_at": None, "backoff_s": None})
-    return rows
 
 
 # --------------------------------------------------------------------------- per-function timers
@@ -216,7 +204,7 @@ def profile_guard(prof: cProfile.Profile) -> dict[str, Any]:
 
 def one_fetch(urls: list[str], cfg: Any, mode: str) -> dict[str, Any]:
     from crawl.fetch.fetcher import fetch_partition
-    rows = fetch_rows(urls)
+    rows = fetch_rows(urls, "bench-guard")
     timers = GuardTimers().install() if mode == "timers" else None
     # thread CPU time as cProfile's clock: a preemption on this loaded machine is not charged to the
     # function it interrupts (the default wall clock once charged 14 ms to 50 host_refusal calls)

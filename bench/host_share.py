@@ -38,7 +38,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, also in spawned children
-from _common import devweb_networks, finish, fmt, machine_facts  # noqa: E402
+from _common import devweb_networks, fetch_rows, finish, fmt, machine_facts  # noqa: E402
 
 
 class _Row(dict):
@@ -57,17 +57,6 @@ def child_fetch(rows: list[dict[str, Any]], cfg: dict[str, Any]) -> dict[str, An
     out = [dict(zip(names, t)) for t in fetch_task(0, ((r["host"], _Row(r)) for r in rows), cfg, FetchRun("bench", None, None))]
     return {"seconds": time.perf_counter() - started, "out": out}
 
-
-def fetch_rows(urls: list[str]) -> list[dict[str, Any]]:
-    from crawl.net.urls import host_bucket, host_of, normalize_url, url_hash
-    rows = []
-    for u in urls:
-        u = normalize_url(u)
-        host = host_of(u)
-        rows.append({"url": u, "url_hash": url_hash(u), "host": host, "host_bucket": host_bucket(host, 16),
-                     "depth": 0, "score": 1.0, "segment_id": "bench", "etag": None, "last_modified": None,
-                     "robots_status": None, "robots_txt": None, "robots_fetched_at": None})
-    return rows
 
 
 def one_run(web, rows: list[dict[str, Any]], cfg: dict[str, Any], delay: float, drip: str,

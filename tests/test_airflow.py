@@ -228,12 +228,18 @@ if sys.argv[1] == "generate":
 '''
 
 
-def test_dag_run_passes_arguments_and_segment_and_skips_when_nothing_due(airflow_home, tmp_path):
+def write_stand_in(tmp_path: Path, script: str) -> tuple[Path, Path]:
+    """A stand-in `deltacrawl` (in a folder with a space in its name); returns (its folder, itself)."""
     bin_dir = tmp_path / "stand in"
     bin_dir.mkdir()
     stand_in = bin_dir / "deltacrawl"
-    stand_in.write_text(STAND_IN.format(python=sys.executable))
+    stand_in.write_text(script.format(python=sys.executable))
     stand_in.chmod(0o755)
+    return bin_dir, stand_in
+
+
+def test_dag_run_passes_arguments_and_segment_and_skips_when_nothing_due(airflow_home, tmp_path):
+    bin_dir, stand_in = write_stand_in(tmp_path, STAND_IN)
     root = "/crawls/it's here"
     conf = ["fetch.delay_s=0.5", "fetch.user_agent=a b 'c' $HOME"]
     run = dag_run(airflow_home, {"crawl_root": root, "cycles": 3, "conf": conf, "spark_master": "local[2]"},
@@ -347,11 +353,7 @@ if sys.argv[1] == "generate":
 
 
 def test_bad_input_fails_at_once_without_retries(airflow_home, tmp_path):
-    bin_dir = tmp_path / "stand in"
-    bin_dir.mkdir()
-    stand_in = bin_dir / "deltacrawl"
-    stand_in.write_text(BAD_INPUT.format(python=sys.executable))
-    stand_in.chmod(0o755)
+    bin_dir, stand_in = write_stand_in(tmp_path, BAD_INPUT)
     # with retries on (1 min, then 2 min of backoff), a retried exit 2 would outlast the timeout
     run = dag_run(airflow_home, {"crawl_root": "/crawls/typo", "cycles": 1}, tmp_path / "run.log", 150,
                   DELTACRAWL_BIN=str(stand_in), DELTACRAWL_DAG_RETRIES="2")
