@@ -5,7 +5,7 @@ Garcia-Molina optimum given the same fetches at the same instants.
 
 Run:      .venv/bin/python bench/freshness.py [--seed 1] [--pages 320] [--hosts 8] [--budget 0.25]
           [--cycles 18] [--warmup-cycles N] [--fetch-value-s 4] [--conf key=value ...]
-          [--out-json FILE] [--keep]      (a few minutes; ``--score-only DIR`` re-scores a kept run)
+          [--cycle-s 15] [--out-json FILE] [--keep]   (8–10 min; ``--score-only DIR`` re-scores a kept run)
 The web:  bench/_changing_web.py, in this process (its own thread), on 127.0.0.2 … (one address per
           host, loopback only): a home page per host, important pages (10 %), normal pages and
           deep pages (20 %, in chains of 4 links hanging off normal pages, reachable only through
