@@ -51,6 +51,7 @@ def test_a_step_warns_at_start(monkeypatch, capsys, tmp_path):
         raise RuntimeError("stopped before the JVM")
 
     monkeypatch.setattr(jobs.session, "build_spark", no_jvm)
+    (tmp_path / "crawl").mkdir()  # stats refuses a missing crawl root before it gets this far
     assert stats.main(["--crawl-root", str(tmp_path / "crawl")]) == 3
     err = capsys.readouterr().err
     assert "stats: compiled code missing (test)" in err
