@@ -219,8 +219,13 @@ def _validate_maintain(cfg: dict[str, Any]) -> None:
                           "(time travel needs the commit as well as its files)")
 
 
+# S3's limits on a multipart upload: every part but the last at least 5 MiB, at most 10,000 parts
+# (re-exported by crawl.s3, which uploads WARC files in parts of warc.s3_part_mb).
+S3_MIN_PART_BYTES = 5 * 2**20
+S3_MAX_PARTS = 10_000
+
+
 def _validate_s3(cfg: dict[str, Any]) -> None:
-    from crawl.s3 import S3_MAX_PARTS, S3_MIN_PART_BYTES
     part_bytes = cfg["warc.s3_part_mb"] * 2**20
     if part_bytes < S3_MIN_PART_BYTES:
         raise ConfigError(f"config key 'warc.s3_part_mb' must be >= {S3_MIN_PART_BYTES // 2**20} "

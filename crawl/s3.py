@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
+from crawl import config
 from crawl.config import ConfigError
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
@@ -31,9 +32,10 @@ READ_TIMEOUT_S = 120
 MAX_ATTEMPTS = 5
 # AWS's own fallback region; what every S3-compatible store accepts.
 FALLBACK_REGION = "us-east-1"
-# S3's limits on a multipart upload: every part but the last at least 5 MiB, at most 10,000 parts.
-S3_MIN_PART_BYTES = 5 * 2**20
-S3_MAX_PARTS = 10_000
+# S3's limits on a multipart upload (every part but the last at least 5 MiB, at most 10,000 parts)
+# live in crawl.config, which checks warc.s3_part_mb against them: crawl.s3 imports crawl.config,
+# never the other way round.
+S3_MIN_PART_BYTES, S3_MAX_PARTS = config.S3_MIN_PART_BYTES, config.S3_MAX_PARTS
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,30 @@ def devweb_main(argv: list[str] | None) -> int:
     return run_main("deltacrawl devweb", argv, configure, body, needs_root=False)
 
 
+def package_main(argv: list[str] | None) -> int:
+    from pathlib import Path
+
+    from jobs.package import build_code_zip, build_env_archive, default_cache_dir
+
+    def configure(parser) -> None:
+        parser.description = ("Build (once) what a cluster's executors need: the packed Python environment "
+                              "for --archives (default), or the pure-Python code zip for --py-files (--code).")
+        parser.add_argument("--code", action="store_true", help="build the pure-Python code zip instead")
+        parser.add_argument("--output-dir", metavar="DIR", help=f"cache folder (default: {default_cache_dir()})")
+
+    def body(args, cfg) -> int:
+        cache = Path(args.output_dir).expanduser() if args.output_dir else None
+        if args.code:
+            print(build_code_zip(cache), flush=True)
+            return EXIT_OK
+        try:
+            print(build_env_archive(cache), flush=True)
+        except RuntimeError as exc:
+            raise UserError(str(exc)) from None
+        return EXIT_OK
+    return run_main("deltacrawl package", argv, configure, body, needs_root=False)
+
+
 def jars_main(argv: list[str] | None) -> int:
     def configure(parser) -> None:
         parser.description = ("Fetch (once) and print the Delta jars (with --s3 also hadoop-aws and its "
@@ -120,8 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "jars":
         return jars_main(rest)
     if command == "package":
-        from jobs import package
-        return package.main(rest)
+        return package_main(rest)
     if command in SQL_COMMANDS:
         from jobs import sql
         return getattr(sql, f"{command}_main")(rest)

@@ -22,12 +22,16 @@ writes Parquet and WARC files only) need no label.
 """
 from __future__ import annotations
 
+import argparse
 import functools
 import inspect
 import json
+import re
 from typing import Any, Callable, TypeVar
 
 from pyspark.sql import SparkSession
+
+from jobs.errors import UserError
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
@@ -83,3 +87,26 @@ def writes_commits(step: str) -> Callable[[F], F]:
                 _set(spark, previous)
         return wrapper  # type: ignore[return-value]
     return decorate
+
+
+CRAWL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+@/-]{0,199}")  # fullmatch (a "$" passes a trailing newline)
+
+def run_context(args: argparse.Namespace, step: str) -> tuple[str | None, int | None]:
+    """(crawl id, cycle) from a step's options, checked (both None: a step on its own)."""
+    crawl_id = getattr(args, "crawl_id", None)
+    cycle = getattr(args, "cycle", None)
+    if crawl_id is None:
+        if cycle is not None:
+            raise UserError("--cycle needs --crawl-id")
+        return None, None
+    if not CRAWL_ID.fullmatch(crawl_id):
+        raise UserError(f"invalid --crawl-id {crawl_id!r} (letters, digits and _.:+@/- only, at most 200)")
+    if cycle is None and step == "inject":
+        cycle = 0  # crawl.tracking.INJECT_CYCLE
+    if cycle is None and not hasattr(args, "cycle"):
+        return crawl_id, None  # stats: about the whole run
+    if cycle is None:
+        raise UserError("--crawl-id needs --cycle N")
+    if cycle < 0:
+        raise UserError("--cycle must be 0 or more")
+    return crawl_id, cycle

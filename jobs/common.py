@@ -141,9 +141,6 @@ def describe_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"
 
 
-CRAWL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+@/-]{0,199}")  # fullmatch (a "$" passes a trailing newline)
-
-
 def add_run_options(parser: argparse.ArgumentParser, cycle: bool = True) -> None:
     """--crawl-id, --cycle and --mlflow-uri: a step as part of one crawl run (Airflow's DAG run)."""
     group = parser.add_argument_group("one crawl run made of single steps (what Airflow's DAG passes)")
@@ -155,27 +152,6 @@ def add_run_options(parser: argparse.ArgumentParser, cycle: bool = True) -> None
                                                                   "with --crawl-id; inject is cycle 0)")
     group.add_argument("--mlflow-uri", metavar="URI",
                        help="MLflow tracking URI of that run, or 'off' (default: as for deltacrawl crawl)")
-
-
-def run_context(args: argparse.Namespace, step: str) -> tuple[str | None, int | None]:
-    """(crawl id, cycle) from a step's options, checked (both None: a step on its own)."""
-    crawl_id = getattr(args, "crawl_id", None)
-    cycle = getattr(args, "cycle", None)
-    if crawl_id is None:
-        if cycle is not None:
-            raise UserError("--cycle needs --crawl-id")
-        return None, None
-    if not CRAWL_ID.fullmatch(crawl_id):
-        raise UserError(f"invalid --crawl-id {crawl_id!r} (letters, digits and _.:+@/- only, at most 200)")
-    if cycle is None and step == "inject":
-        cycle = 0  # crawl.tracking.INJECT_CYCLE
-    if cycle is None and not hasattr(args, "cycle"):
-        return crawl_id, None  # stats: about the whole run
-    if cycle is None:
-        raise UserError("--crawl-id needs --cycle N")
-    if cycle < 0:
-        raise UserError("--cycle must be 0 or more")
-    return crawl_id, cycle
 
 
 def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.ArgumentParser], None],
@@ -227,6 +203,7 @@ def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argpa
     """run_main for a Spark step: ``precheck(args, cfg)`` validates input before a JVM is started, then
     ``step(spark, cfg, root, args)`` runs with the one SparkSession and the crawl root."""
     def checks(args: argparse.Namespace, cfg: Mapping[str, Any]) -> None:
+        from jobs.commit_info import run_context
         run_context(args, prog.split()[-1])  # --crawl-id / --cycle checked before a JVM starts
         if precheck is not None:
             precheck(args, cfg)

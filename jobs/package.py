@@ -260,29 +260,3 @@ def build_code_zip(cache: Path | None = None) -> Path:
     return target
 
 
-def main(argv: list[str] | None = None) -> int:
-    from jobs.common import run_main
-    from jobs.errors import EXIT_OK
-
-    def configure(parser) -> None:
-        parser.description = ("Build (once) what a cluster's executors need: the packed Python environment "
-                              "for --archives (default), or the pure-Python code zip for --py-files (--code).")
-        parser.add_argument("--code", action="store_true", help="build the pure-Python code zip instead")
-        parser.add_argument("--output-dir", metavar="DIR", help=f"cache folder (default: {default_cache_dir()})")
-
-    def body(args, cfg) -> int:
-        from jobs.errors import UserError
-        cache = Path(args.output_dir).expanduser() if args.output_dir else None
-        if args.code:
-            print(build_code_zip(cache), flush=True)
-            return EXIT_OK
-        try:
-            print(build_env_archive(cache), flush=True)
-        except RuntimeError as exc:
-            raise UserError(str(exc)) from None
-        return EXIT_OK
-    return run_main("deltacrawl package", argv, configure, body, needs_root=False)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -42,8 +42,7 @@ from pyspark.sql import functions as F
 
 from crawl.tracking import (CYCLE_STEPS, StepFigures, TrackingStore, config_document, config_params,
                             cycle_metrics, cycle_row, figures_document, tracking_store)
-from jobs.commit_info import USER_METADATA_CONF, commit_metadata, set_crawl_cycle
-from jobs.common import run_context
+from jobs.commit_info import USER_METADATA_CONF, commit_metadata, run_context, set_crawl_cycle
 from jobs.logs import log_step, step_logger
 from jobs.tables import CYCLES_SCHEMA, CrawlRoot, ensure_cycles_table, table_version
 from jobs.writes import TXN_APP_ID, TXN_VERSION
