@@ -242,10 +242,7 @@ class HostQueue:
         requested, each records blocked_address and the reason, and the host row says so."""
         self.blocked = True
         self.host_row["stop_reason"] = f"{FetchStatus.BLOCKED_ADDRESS}: {refusal.reason}"
-        self.sitemaps.queue.clear()
-        while self.pending:
-            self.results.append(self._outcome(self.pending.popleft(), FetchStatus.BLOCKED_ADDRESS,
-                                              error=refusal.message()[:ERROR_TEXT_LIMIT]))
+        self.give_up(FetchStatus.BLOCKED_ADDRESS, refusal.message()[:ERROR_TEXT_LIMIT])
 
     def _stop_for_cycle(self, reason: str, backoff_s: float | None = None, detail: str | None = None) -> None:
         self.host_row["stop_reason"] = reason
@@ -399,8 +396,6 @@ class HostQueue:
             refusal = refusal_of(exc)
             if refusal is not None and url == f"{scheme}://{self.host}/robots.txt":
                 # the host itself resolves only to refused addresses: no page of it is requested
-                self._request_ended(started)
-                self.policy = None
                 self.block(refusal)
                 return
             # a redirect into a refused address is an unreachable robots.txt: complete disallow
