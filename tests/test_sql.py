@@ -1,6 +1,6 @@
 """SQL on a real crawl: deltacrawl sql / shell / history, commit info (step, cycle, segment) in
-every Delta commit, the Change Data Feed, every SQL and Python example of the README's SQL
-section, the readers without Spark (DuckDB, polars, deltalake), and the analysis notebook.
+every Delta commit, the Change Data Feed, every SQL and Python example of docs/sql.md and of the
+README's SQL section, the readers without Spark (DuckDB, polars, deltalake), and the analysis notebook.
 
 One two-cycle crawl of the bundled test web serves the whole module (a crawl costs minutes on a
 loaded 2-core machine); the tests only read it, except the CDF upgrade test, which uses its own
@@ -20,13 +20,14 @@ from tests.conftest import make_config, write_seeds
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
+SQL_DOC = REPO / "docs" / "sql.md"
 NOTEBOOK = REPO / "notebooks" / "crawl_analysis.ipynb"
 
 
 @pytest.fixture(scope="module")
 def crawled(spark, tmp_path_factory):
-    """A two-cycle crawl of the test web in <tmp>/crawl-data (the README's relative path works
-    from <tmp>), with the hosts that misbehave the demo seeds (devweb.hostile), so the README's
+    """A two-cycle crawl of the test web in <tmp>/crawl-data (the examples' relative path works
+    from <tmp>), with the hosts that misbehave the demo seeds (devweb.hostile), so the examples'
     questions about failures, traps and duplicates have answers; yields (root, CrawlResult)."""
     from crawl.devweb.web import DevWeb
     from jobs import crawl_cycles
@@ -251,7 +252,7 @@ def test_build_spark_refuses_a_session_without_delta():
 
 
 # ---------------------------------------------------------------------------------------------
-# the README's examples
+# the documented examples: docs/sql.md, and the taste of them in the README
 
 
 def readme_section(title: str) -> str:
@@ -261,47 +262,56 @@ def readme_section(title: str) -> str:
     return text[start:end if end > 0 else len(text)]
 
 
+def sql_examples() -> list[tuple[str, str]]:
+    """(where, text) of every place that shows SQL or Python to run against a crawl."""
+    return [("README.md, SQL section", readme_section("SQL on the crawl database")),
+            ("docs/sql.md", SQL_DOC.read_text(encoding="utf-8"))]
+
+
 def code_blocks(text: str, language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```", text, re.M | re.S)
 
 
-def test_readme_sql_examples_run_as_written(spark, registered, monkeypatch):
+def test_documented_sql_examples_run_as_written(spark, registered, monkeypatch):
     from crawl.sqltext import split_statements
     from jobs.sql import run_statements
     root, _, _ = registered
     monkeypatch.chdir(Path(root.root).parent)
-    section = readme_section("SQL on the crawl database")
-    statements = [s for block in code_blocks(section, "sql") for s in split_statements(block)]
+    examples = sql_examples()
+    for where, text in examples:
+        assert code_blocks(text, "sql"), f"no SQL example left in {where}"
+    statements = [(where, s) for where, text in examples
+                  for block in code_blocks(text, "sql") for s in split_statements(block)]
     assert len(statements) >= 10
     answers = {}
-    for statement in statements:
+    for where, statement in statements:
         try:
             answers[statement] = run_statements(spark, statement)[1]
         except Exception as exc:  # noqa: BLE001 - say which example broke
-            pytest.fail(f"README example fails: {statement}\n{exc}")
+            pytest.fail(f"{where} example fails: {statement}\n{exc}")
     # the demo web gives the questions about failures, traps and duplicates something to answer
     for words in ("WHERE status IN ('retry', 'gone')", "WHERE url_budget IS NOT NULL"):
-        asked = [s for s in statements if words in s]
-        assert asked and all(answers[s] for s in asked), f"no rows for the README's {words!r} question"
+        asked = [s for _, s in statements if words in s]
+        assert asked and all(answers[s] for s in asked), f"no rows for the documented {words!r} question"
     # and the Python ones (Spark, DuckDB, polars, deltalake), in order in one namespace, as a
     # reader pasting them into one session would
-    blocks = code_blocks(section, "python")
+    blocks = [(where, number, block) for where, text in examples
+              for number, block in enumerate(code_blocks(text, "python"), 1)]
     assert len(blocks) >= 4
     namespace: dict = {}
-    for number, block in enumerate(blocks, 1):
+    for where, number, block in blocks:
         try:
-            exec(compile(block, f"README.md, SQL section, python example {number}", "exec"),  # noqa: S102
-                 namespace)
+            exec(compile(block, f"{where}, python example {number}", "exec"), namespace)  # noqa: S102
         except Exception as exc:  # noqa: BLE001
-            pytest.fail(f"README example fails:\n{block}\n{type(exc).__name__}: {exc}")
+            pytest.fail(f"{where} example fails:\n{block}\n{type(exc).__name__}: {exc}")
 
 
-def test_readme_latest_crawl_is_the_newest_not_the_largest_id(spark):
+def test_documented_latest_crawl_is_the_newest_not_the_largest_id(spark):
     """A DAG run's id (``<dag_id>/scheduled__…``) sorts after every id of ``deltacrawl crawl`` (digits
-    first), and a scheduled run makes one cycle: the README's "latest crawl" must go by time, and
+    first), and a scheduled run makes one cycle: docs/sql.md's "latest crawl" must go by time, and
     "cycle 2 of the latest crawl" by the latest crawl that made a cycle 2."""
     from datetime import datetime
-    section = readme_section("SQL on the crawl database")
+    section = SQL_DOC.read_text(encoding="utf-8")
     cycles_query = next(q for q in code_blocks(section, "sql") if "FROM cycles\nWHERE crawl_id" in q)
     history_query = next(q for q in code_blocks(section, "sql") if "cycle 2 of the latest crawl" in q)
     older_dag, newer_crawl, newest_dag = ("deltacrawl_cycle/scheduled__2026-01-01T00:00:00+00:00",
