@@ -74,7 +74,7 @@ export LOCK_CHECK
 
 # Regenerates $(LOCK) in a throw-away venv (its header, the comment lines at the top, is kept):
 # the newest versions setup.py allows, with mlflow-skinny at $(MLFLOW_VERSION), after checking that the
-# full mlflow of that version installs here (the README's `mlflow ui`). Then run make setup.
+# full mlflow of that version installs here (the `mlflow ui` of docs/mlflow.md). Then run make setup.
 lock:
 	@test -n "$(MLFLOW_VERSION)" || { echo "no mlflow-skinny version: make lock MLFLOW_VERSION=3.x.y"; exit 1; }
 	set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
@@ -84,7 +84,7 @@ lock:
 	"$$tmp/venv/bin/pip" install -q ".[test]" "mlflow-skinny==$(MLFLOW_VERSION)"; "$$tmp/venv/bin/pip" check; \
 	{ sed '/^[^#]/,$$d' $(LOCK); "$$tmp/venv/bin/pip" freeze --exclude deltacrawl; } > "$$tmp/lock"; \
 	cp "$$tmp/lock" $(LOCK)
-	@echo "$(LOCK) made with mlflow-skinny $(MLFLOW_VERSION): the README's 'pip install mlflow==' must name the same version"
+	@echo "$(LOCK) made with mlflow-skinny $(MLFLOW_VERSION): docs/mlflow.md's 'pip install mlflow==' must name the same version"
 
 # Airflow lives in its own venv so its pins never fight the crawler's; it is rebuilt from the lock
 # file (exact versions, see its header) only when the lock file changes.

@@ -4,14 +4,14 @@
 inject ─▶ cycle_1: generate ─▶ fetch ─▶ dedup ─▶ update ─▶ cycle_2: generate ─▶ … ─▶ update ─▶ … ─▶ stats
 ```
 
-Every task runs one `deltacrawl` command, exactly what a person types (README, "Command line"):
+Every task runs one `deltacrawl` command, exactly what a person types (docs/cli.md):
 `deltacrawl inject SEEDS`, then per cycle `generate`, `fetch SEGMENT`, `dedup SEGMENT`,
 `update SEGMENT`, and `stats` at the end, each with the run's `--crawl-id` and `--cycle`. Each command is its own Spark application (one JVM
 per task), run by a BashOperator; the task's "Rendered template" shows the exact command line.
 
 Why the CLI and not SparkSubmitOperator (whose provider is installed too): deltacrawl starts its
-own driver with the Delta jars and ships its code to a cluster master by itself (README,
-"Running on a cluster"), so spark-submit adds nothing; and SparkSubmitOperator fails on every
+own driver with the Delta jars and ships its code to a cluster master by itself
+(docs/cluster.md), so spark-submit adds nothing; and SparkSubmitOperator fails on every
 non-zero exit, so "nothing due" could not skip.
 
 ## Params (trigger with config to change them for one run)
@@ -63,7 +63,7 @@ crawl id and cycle, and each step logs its metrics (step = cycle number) to the 
 `deltacrawl.crawl_id = <dag_id>/<run_id>`, which the run's first task creates with the effective
 config as params. `stats` ends it: the stats report, every step's figures and the charts as
 artifacts, status FINISHED. A failed task marks the MLflow run FAILED; its retry marks it RUNNING
-again. Tracking store: the `mlflow_uri` param, else the crawl's default (README, "MLflow").
+again. Tracking store: the `mlflow_uri` param, else the crawl's default (docs/mlflow.md).
 
 ## Retries, and what is not retried
 
@@ -71,7 +71,7 @@ Each task is retried (2 times unless the DAG was built otherwise) with exponenti
 1 min, then 2, 4, ... at most 30 min. Retrying is safe for every step: a generate that died
 leaves leases that simply expire, a fetch that died before its commit fetches what the dead run
 did not request, one that died after it requests nothing again (exit 0), dedup and update change
-nothing when run again (README, "Command line", "Crash safety"). A task that exits **2** (bad
+nothing when run again (docs/cli.md; docs/architecture.md, "Crash safety"). A task that exits **2** (bad
 input: an unknown config key, a missing seeds file, a segment already updated) or **127**
 (`deltacrawl` not found) fails at once, without retries: the same input would fail the same way
 after every backoff (`StepOperator`).

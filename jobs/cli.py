@@ -5,7 +5,7 @@
     deltacrawl generate               deltacrawl update SEGMENT     deltacrawl stats
     deltacrawl crawl --seeds FILE --cycles N     deltacrawl maintain [--dry-run]
     deltacrawl warc-get URL           deltacrawl devweb             deltacrawl jars [--s3]
-    deltacrawl package [--code]       (what a cluster's executors need: see README)
+    deltacrawl package [--code]       (what a cluster's executors need: docs/cluster.md)
     deltacrawl sql "SELECT ..."       deltacrawl shell              deltacrawl history URL
 
 Global options (before or after the subcommand): --crawl-root PATH, --conf key=value (repeatable),
