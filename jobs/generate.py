@@ -30,7 +30,7 @@ Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's
           lease (lease_until = now + generate.lease_s, segment_id) onto the selected crawldb rows
           (an UPDATE listing their keys for a fetchlist chosen in memory, else a MERGE), and the
           marker segments/<segment_id>/_leased says it committed (fetch requires it).
-          Run on its own, a row in <crawl_root>/cycles (jobs/tracking.py), nothing due included.
+          Run on its own, a row in <crawl_root>/cycles (jobs/engine/tracking.py), nothing due included.
 Re-run:   safe: leased URLs are not selected again, so a second run makes a disjoint segment
           (or exits 99). If the lease fails, the segment is removed; if the job is killed
           between the two writes, the orphan has no _leased marker and fetch refuses it. Two
@@ -39,7 +39,7 @@ Re-run:   safe: leased URLs are not selected again, so a second run makes a disj
           committed before this one's began, this lease passes over the rows it holds: fewer rows
           leased than chosen, so this one gives its leases back, removes its segment and exits 3
           the same way.
-Exit:     0 segment written · 99 nothing due (Airflow's skip code; jobs/common.py says why not Nutch's 1)
+Exit:     0 segment written · 99 nothing due (Airflow's skip code; jobs/engine/common.py says why not Nutch's 1)
           · 2 bad input · 3 failure (also: lost the race to a concurrent step; retry).
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/generate.py --crawl-root /data/crawl
 """
@@ -64,15 +64,15 @@ from crawl.fetch.politeness import override_matches
 from crawl.crawldb import selection
 from crawl.crawldb.schedule import epoch_micros
 from crawl.crawldb.status import GENERATABLE_STATUSES
-from jobs.commit_info import note_segment, writes_commits
-from jobs.common import add_run_options, is_commit_conflict, run_spark_step
-from jobs.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
-from jobs.tables import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, CachedFrames, CrawlRoot,
+from jobs.engine.commit_info import note_segment, writes_commits
+from jobs.engine.common import add_run_options, is_commit_conflict, run_spark_step
+from jobs.engine.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
+from jobs.engine.tables import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, CachedFrames, CrawlRoot,
                          check_segment_id, delete_path, ensure_tables, epoch_schema, fits_driver, from_epoch,
                          from_epoch_col, read_host_state, read_url_state, rows_where, table_exists, to_epoch,
                          write_marker)
-from jobs.tracking import record_step
-from jobs.writes import merge_counts, merge_mode, run_concurrently
+from jobs.engine.tracking import record_step
+from jobs.engine.writes import merge_counts, merge_mode, run_concurrently
 
 LEASE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 

@@ -54,10 +54,10 @@ from pyspark.sql import functions as F
 
 from crawl.fetch.warc import WarcStore, remove_files, segment_of_file, sweep_unfinished, unindexed_files, warc_store
 from crawl.s3 import is_s3_uri
-from jobs.common import run_spark_step
-from jobs.errors import EXIT_OK, UserError
-from jobs.logs import log_step, step_logger
-from jobs.tables import (CrawlRoot, _snapshot, check_segment_id, delete_path, from_epoch_col, list_segments,
+from jobs.engine.common import run_spark_step
+from jobs.engine.errors import EXIT_OK, UserError
+from jobs.engine.logs import log_step, step_logger
+from jobs.engine.tables import (CrawlRoot, _snapshot, check_segment_id, delete_path, from_epoch_col, list_segments,
                          path_exists, table_exists)
 
 # Operations maintain itself commits: they do not count as "a step wrote recently".

@@ -1,10 +1,10 @@
-"""jobs/package.py: what the executors of a cluster get. The archive itself runs on a real
+"""jobs/engine/package.py: what the executors of a cluster get. The archive itself runs on a real
 standalone cluster in tests/test_cluster.py; here, what goes into it (no archive is built)."""
 from __future__ import annotations
 
 import zipfile
 
-from jobs import package
+from jobs.engine import package
 
 
 def test_executors_get_the_crawlers_requirements_only():

@@ -22,7 +22,7 @@ jobs/discover.py step for step (tests/test_update_local.py compares the two on r
   or duplicates themselves), except those attempted in this segment.
 
 Rows use epoch seconds (floats) for times, as the Spark path's Python stages do; jobs/update.py
-converts them with jobs.tables.from_epoch.
+converts them with jobs.engine.tables.from_epoch.
 """
 from __future__ import annotations
 

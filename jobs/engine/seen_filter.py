@@ -40,8 +40,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawl.net.bloom import BloomFilter
-from jobs.logs import step_logger
-from jobs.tables import CrawlRoot, _hadoop_path, _snapshot
+from jobs.engine.logs import step_logger
+from jobs.engine.tables import CrawlRoot, _hadoop_path, _snapshot
 
 # The filter is sized for at least this many URLs (1.2 MB at 1 %): a small crawl's filter would
 # otherwise be a few bytes, whose false positives are at the mercy of a handful of bits.

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DoubleType, IntegerType, LongType, StringType,
                                MapType, StructField, StructType, TimestampType)
 
-from jobs.errors import UserError
+from jobs.engine.errors import UserError
 
 URL_STATE_SCHEMA = StructType([
     StructField("url", StringType(), False),
@@ -255,7 +255,7 @@ DEDUP_BANDS_SCHEMA = StructType([
 ])
 
 
-# cycles: one row per step run (jobs/tracking.py, crawl/tracking.py), appended; see docs/crawldb.md
+# cycles: one row per step run (jobs/engine/tracking.py, crawl/tracking.py), appended; see docs/crawldb.md
 CYCLES_SCHEMA = StructType([
     StructField("crawl_id", StringType(), True),
     StructField("mlflow_run_id", StringType(), True),
