@@ -60,7 +60,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
 from crawl.fetch.fetcher import HOST_FIELDS
-from crawl.fetch.politeness import override_matches
+from crawl.fetch.politeness import override_value
 from crawl.crawldb import selection
 from crawl.crawldb.schedule import epoch_micros
 from crawl.crawldb.status import GENERATABLE_STATUSES
@@ -71,6 +71,7 @@ from jobs.engine.tables import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TI
                          check_segment_id, delete_path, ensure_tables, epoch_schema, fits_driver, from_epoch,
                          from_epoch_col, read_host_state, read_url_state, rows_where, table_exists, to_epoch,
                          write_marker)
+from jobs.engine.host_caps import per_host_cap
 from jobs.engine.tracking import record_step
 from jobs.engine.writes import merge_counts, merge_mode, run_concurrently
 
@@ -118,42 +119,6 @@ def select_due(url_state: DataFrame, host_state: DataFrame, now: float) -> DataF
     """URLs eligible for fetching now (see module docstring)."""
     held_back = host_state.filter(_held_back(now)).select("host_bucket", "host")
     return _due_regardless_of_host(url_state, now).join(held_back, ["host_bucket", "host"], "left_anti")
-
-
-def host_name_col() -> Column:
-    """The host without its port, lower-case (what fetch.host_overrides patterns match)."""
-    return F.lower(F.regexp_replace(F.col("host"), r":[0-9]+$", ""))
-
-
-def override_cap(cfg: Mapping[str, Any], key: str, default: int) -> Column:
-    """``default``, or ``key`` of the first fetch.host_overrides entry matching the row's host that sets it."""
-    name = host_name_col()
-    cap = F.lit(int(default))
-    # CASE WHEN is first-match-wins, like crawl.fetch.politeness.host_override: build it back to front
-    for entry in reversed(list(cfg["fetch.host_overrides"])):
-        if key not in entry:
-            continue
-        pattern = entry["pattern"]
-        if pattern.startswith("*."):
-            domain = pattern[2:]
-            matches = (name == domain) | name.endswith("." + domain)
-        else:
-            matches = name == pattern
-        cap = F.when(matches, F.lit(int(entry[key]))).otherwise(cap)
-    return cap
-
-
-def override_value(cfg: Mapping[str, Any], key: str, default: int, host: str) -> int:
-    """override_cap for one host, in Python: ``key`` of the first entry matching ``host`` that sets it."""
-    for entry in cfg["fetch.host_overrides"]:
-        if key in entry and override_matches(entry["pattern"], host):
-            return int(entry[key])
-    return int(default)
-
-
-def per_host_cap(cfg: Mapping[str, Any]) -> Column:
-    """generate.max_urls_per_host, or the first matching override's max_urls_per_cycle."""
-    return override_cap(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]))
 
 
 def largest_host_cap(cfg: Mapping[str, Any]) -> int:

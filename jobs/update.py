@@ -4,7 +4,7 @@ Inputs:   <crawl_root>/segments/<id>/fetched, <crawl_root>/crawldb, <crawl_root>
 Outputs:  ONE Delta MERGE into crawldb: each attempted URL gets its new state from
           crawl.crawldb.status.apply_fetch (status, http status, timestamps, content hash,
           next_fetch_at, canonical hint, noindex; lease released); what the segment discovered
-          (jobs/discover.py: outlinks, redirect targets, canonical hints, sitemap entries —
+          (jobs/engine/discover.py: outlinks, redirect targets, canonical hints, sitemap entries —
           deduplicated, anti-joined with the crawldb, within each host's total budget) is
           inserted as unfetched with depth + 1, an OPIC-like score and its in-link count; known
           URLs with a newer sitemap lastmod become due now.
@@ -45,12 +45,12 @@ from pyspark.sql import functions as F
 from crawl.crawldb import in_memory
 from crawl.crawldb.status import DUPLICATE, FetchStatus, apply_fetch, mark_duplicate, schedule_policy
 from crawl.fetch.warc import warc_location_uri
-from jobs import discover
+from jobs.engine import discover
 from jobs.engine.commit_info import writes_commits
 from jobs.engine.common import run_segment_step
 from jobs.engine.errors import UserError
-from jobs.discover import HOST_TOTAL_CAP
-from jobs.generate import per_host_cap
+from jobs.engine.discover import HOST_TOTAL_CAP
+from jobs.engine.host_caps import per_host_cap
 from jobs.engine.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CachedFrames, CrawlRoot,
                          ensure_tables, epoch_schema, fits_driver, from_epoch, from_epoch_col, path_exists,
                          read_host_state, read_url_state, rows_where, to_epoch, url_counts, write_marker)
