@@ -230,7 +230,8 @@ def run_spark(args: argparse.Namespace, spark: Any, cfg: Any, workdir: str, urls
               check, built: dict[tuple[int, int, int], Any]) -> dict[str, Any]:
     from crawl.net.bloom import BloomFilter
     from jobs.engine.seen_filter import HEADROOM, MIN_FILTER_CAPACITY, seen_filter
-    from jobs.engine.tables import CrawlRoot, read_url_state
+    from jobs.engine.crawl_root import CrawlRoot
+    from jobs.engine.reads import read_url_state
     n = args.spark_urls
     root = CrawlRoot(os.path.join(workdir, "crawl"))
     text = os.path.join(workdir, "urls.txt")
@@ -348,7 +349,8 @@ def run_crawl(args: argparse.Namespace, spark: Any, workdir: str, check) -> dict
     from crawl.devweb.web import DevWeb
     import jobs.fetch as fetch_job
     from jobs import dedup, fetch, generate, inject, update
-    from jobs.engine.tables import CrawlRoot, read_host_state, read_url_state
+    from jobs.engine.crawl_root import CrawlRoot
+    from jobs.engine.reads import read_host_state, read_url_state
 
     web = DevWeb(hosts=args.hosts, pages_per_host=args.pages, port=0, crawl_delay_s=0)
     web.start()

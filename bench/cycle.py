@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         from jobs import dedup, fetch, generate, inject, update
         from jobs.engine.session import build_spark
         from jobs.stats import collect_stats
-        from jobs.engine.tables import CrawlRoot
+        from jobs.engine.crawl_root import CrawlRoot
 
         t0 = time.perf_counter()
         spark = build_spark(cfg)

@@ -440,7 +440,8 @@ def main(argv: list[str] | None = None) -> int:
 
         from jobs.dedup import duplicates
         from jobs.engine.session import build_spark
-        from jobs.engine.tables import CrawlRoot, ensure_dedup_tables
+        from jobs.engine.crawl_root import CrawlRoot
+        from jobs.engine.tables import ensure_dedup_tables
 
         t0 = time.perf_counter()
         spark = build_spark(cfg)

@@ -169,7 +169,8 @@ def drive_crawl(spec_path: str) -> int:
     from jobs import dedup, fetch, generate, inject, update
     from jobs.engine.commit_info import set_crawl_cycle
     from jobs.engine.session import build_spark
-    from jobs.engine.tables import CrawlRoot, snapshots_built_meanwhile
+    from jobs.engine.crawl_root import CrawlRoot
+    from jobs.engine.tables import snapshots_built_meanwhile
     from jobs.engine.tracking import new_crawl_id
 
     cfg = build_config(overrides=spec["conf"])

@@ -50,7 +50,9 @@ def disk(path: str) -> tuple[int, int]:
 
 
 def build_crawldb(spark, staged: str, path: str, write_tasks: int, now: float) -> None:
-    from jobs.engine.tables import URL_STATE_SCHEMA, CrawlRoot, ensure_tables
+    from jobs.engine.crawl_root import CrawlRoot
+    from jobs.engine.schemas import URL_STATE_SCHEMA
+    from jobs.engine.tables import ensure_tables
     root = CrawlRoot(os.path.dirname(path))
     ensure_tables(spark, root)  # crawldb exactly as the steps create it
     (spark.read.parquet(staged).repartition(write_tasks).select(*URL_STATE_SCHEMA.fieldNames())
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     from crawl.config import build_config
     from jobs import maintain
     from jobs.engine.session import build_spark
-    from jobs.engine.tables import CrawlRoot
+    from jobs.engine.crawl_root import CrawlRoot
     cfg = build_config(overrides={"spark.master": "local[2]", "maintain.quiet_s": 0.0,
                                   "maintain.vacuum_retain_hours": 0, "maintain.unsafe_short_retention": True})
     spark = build_spark(cfg)

@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     from delta.tables import DeltaTable
     from crawl.config import build_config
     from jobs.engine.session import build_spark
-    from jobs.engine.tables import CrawlRoot
+    from jobs.engine.crawl_root import CrawlRoot
     from jobs.update import merge_crawldb
     from layout import load, stage_data
 

@@ -29,7 +29,7 @@ import json
 import os
 from typing import Any
 
-# name -> folder inside the crawl root (jobs/engine/tables.py CrawlRoot)
+# name -> folder inside the crawl root (jobs/engine/crawl_root.py CrawlRoot)
 TABLE_DIRS = {
     "crawldb": "crawldb",
     "hostdb": "hostdb",

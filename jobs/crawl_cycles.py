@@ -32,7 +32,8 @@ from jobs.engine.commit_info import set_crawl_cycle
 from jobs.engine.common import run_main
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.logs import step_logger
-from jobs.engine.tables import CrawlRoot, snapshots_built_meanwhile
+from jobs.engine.crawl_root import CrawlRoot
+from jobs.engine.tables import snapshots_built_meanwhile
 from jobs.engine.tracking import CrawlRecorder, CrawlTracker, OneLineWarnings, new_crawl_id
 
 

@@ -59,9 +59,10 @@ from crawl.crawldb.status import FetchStatus
 from jobs.engine.commit_info import writes_commits
 from jobs.engine.common import run_segment_step
 from jobs.engine.errors import UserError
-from jobs.engine.tables import (DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, CrawlRoot, arrow_rows, delete_path,
-                         ensure_dedup_tables, fits_driver, from_epoch_col, path_exists, read_delta, to_epoch,
-                         write_marker)
+from jobs.engine.crawl_root import CrawlRoot, delete_path, path_exists, write_marker
+from jobs.engine.reads import arrow_rows, fits_driver, read_delta
+from jobs.engine.schemas import DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, from_epoch_col, to_epoch
+from jobs.engine.tables import ensure_dedup_tables
 from jobs.engine.writes import append_once, merge_mode, run_concurrently, txn_app_id
 
 _PAGE_COLUMNS = ("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "first")

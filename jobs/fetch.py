@@ -63,8 +63,9 @@ from jobs.engine.common import run_segment_step
 from jobs.engine.errors import UserError
 from jobs.engine.logs import Progress, step_logger
 from jobs.engine.seen_filter import SeenFilter, seen_filter
-from jobs.engine.tables import (FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, path_exists, read_marker, read_url_state,
-                         to_epoch, write_marker)
+from jobs.engine.crawl_root import CrawlRoot, path_exists, read_marker, write_marker
+from jobs.engine.reads import read_url_state
+from jobs.engine.schemas import FETCHED_SCHEMA, FETCHLIST_TIMES, to_epoch
 
 _FETCHED_FIELDS = FETCHED_SCHEMA.fieldNames()
 

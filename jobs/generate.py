@@ -67,10 +67,11 @@ from crawl.crawldb.status import GENERATABLE_STATUSES
 from jobs.engine.commit_info import note_segment, writes_commits
 from jobs.engine.common import add_run_options, is_commit_conflict, run_spark_step
 from jobs.engine.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
-from jobs.engine.tables import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, CachedFrames, CrawlRoot,
-                         check_segment_id, delete_path, ensure_tables, epoch_schema, fits_driver, from_epoch,
-                         from_epoch_col, read_host_state, read_url_state, rows_where, table_exists, to_epoch,
-                         write_marker)
+from jobs.engine.crawl_root import CrawlRoot, check_segment_id, delete_path, write_marker
+from jobs.engine.reads import CachedFrames, fits_driver, read_host_state, read_url_state, rows_where
+from jobs.engine.schemas import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, epoch_schema, from_epoch,
+                                 from_epoch_col, to_epoch)
+from jobs.engine.tables import ensure_tables, table_exists
 from jobs.engine.host_caps import per_host_cap
 from jobs.engine.tracking import record_step
 from jobs.engine.writes import merge_counts, merge_mode, run_concurrently

@@ -30,8 +30,10 @@ from jobs.engine.commit_info import writes_commits
 from jobs.engine.common import add_run_options, run_spark_step
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.logs import step_logger
-from jobs.engine.tables import (URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch,
-                         url_counts)
+from jobs.engine.crawl_root import CrawlRoot
+from jobs.engine.reads import url_counts
+from jobs.engine.schemas import URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch
+from jobs.engine.tables import ensure_tables
 from jobs.engine.tracking import record_step
 from jobs.engine.writes import merge_counts
 

@@ -49,7 +49,8 @@ from crawl.net.urls import InvalidUrl, normalize_url, url_hash
 from jobs.engine.commit_info import writes_commits
 from jobs.engine.common import no_crawl_root, run_main
 from jobs.engine.errors import EXIT_NOTHING_TO_DO, EXIT_OK, UserError
-from jobs.engine.tables import CrawlRoot, list_segments, path_exists, table_exists
+from jobs.engine.crawl_root import CrawlRoot, list_segments, path_exists
+from jobs.engine.tables import table_exists
 
 # name -> path of each Delta table in a crawl root
 TABLES = {
@@ -110,7 +111,7 @@ def segments_frame(spark: SparkSession, root: CrawlRoot) -> DataFrame | None:
 
 
 def _is_segment_id(name: str) -> bool:
-    from jobs.engine.tables import check_segment_id
+    from jobs.engine.crawl_root import check_segment_id
     try:
         check_segment_id(name)
         return True

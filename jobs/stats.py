@@ -24,7 +24,10 @@ from crawl.net.addresses import REASON_PATTERN
 from jobs.engine.common import add_run_options, run_spark_step
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.logs import log_step
-from jobs.engine.tables import CrawlRoot, from_epoch_col, read_url_state, table_exists, table_version
+from jobs.engine.crawl_root import CrawlRoot
+from jobs.engine.reads import read_url_state
+from jobs.engine.schemas import from_epoch_col
+from jobs.engine.tables import table_exists, table_version
 
 
 def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> dict[str, Any]:

@@ -51,9 +51,11 @@ from jobs.engine.common import run_segment_step
 from jobs.engine.errors import UserError
 from jobs.engine.discover import HOST_TOTAL_CAP
 from jobs.engine.host_caps import per_host_cap
-from jobs.engine.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CachedFrames, CrawlRoot,
-                         ensure_tables, epoch_schema, fits_driver, from_epoch, from_epoch_col, path_exists,
-                         read_host_state, read_url_state, rows_where, to_epoch, url_counts, write_marker)
+from jobs.engine.crawl_root import CrawlRoot, path_exists, write_marker
+from jobs.engine.reads import CachedFrames, fits_driver, read_host_state, read_url_state, rows_where, url_counts
+from jobs.engine.schemas import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch,
+                                 from_epoch_col, to_epoch)
+from jobs.engine.tables import ensure_tables
 from jobs.engine.writes import (append_once, commit_once, local_merge_sources, merge_counts, merge_mode, run_concurrently,
                          txn_app_id)
 

@@ -55,7 +55,7 @@ def cfg():
 
 @pytest.fixture
 def root(tmp_path):
-    from jobs.engine.tables import CrawlRoot
+    from jobs.engine.crawl_root import CrawlRoot
     return CrawlRoot(str(tmp_path / "crawl"))
 
 

@@ -101,7 +101,7 @@ def test_generate_nothing_due_writes_no_segment(spark, cfg, root, tmp_path):
     now = time.time()
     _inject_hosts(spark, cfg, root, tmp_path, hosts=1, per_host=1, now=now)
     assert generate.run(spark, cfg, root, now=now - 100).segment_id is None
-    from jobs.engine.tables import list_segments
+    from jobs.engine.crawl_root import list_segments
     assert list_segments(spark, root) == []
 
 
@@ -196,7 +196,7 @@ def test_fetch_tasks_write_warc_files_to_s3(spark, cfg, devweb, moto_s3):
     a ranged GET as warc-get reads it."""
     from crawl.net.urls import host_bucket, host_of, url_hash
     from crawl.fetch.warc import S3WarcStore, read_record_at, sweep_unfinished, warc_store
-    from jobs.engine.tables import FETCHLIST_SCHEMA
+    from jobs.engine.schemas import FETCHLIST_SCHEMA
     from tests.s3server import aws_environ, new_bucket
     seg = "20261201000000-5e5e5e"
     fetchlist = spark.createDataFrame(  # what generate would write, without the Delta jobs

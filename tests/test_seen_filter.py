@@ -13,7 +13,7 @@ from jobs import inject
 from jobs.engine import seen_filter as seen_filter_module
 from jobs.engine.logs import step_logger
 from jobs.engine.seen_filter import seen_filter, usable
-from jobs.engine.tables import _snapshot
+from jobs.engine.tables import latest_snapshot
 from tests.conftest import write_seeds
 
 
@@ -27,7 +27,7 @@ def stored(root) -> list[str]:
 
 
 def table_and_version(spark, root) -> tuple[str, int]:
-    snapshot = _snapshot(spark, root.crawldb)
+    snapshot = latest_snapshot(spark, root.crawldb)
     return str(snapshot.metadata().id()), int(snapshot.version())
 
 

@@ -30,7 +30,7 @@ def crawled(spark, tmp_path_factory):
     questions about failures, traps and duplicates have answers; yields (root, CrawlResult)."""
     from crawl.devweb.web import DevWeb
     from jobs import crawl_cycles
-    from jobs.engine.tables import CrawlRoot
+    from jobs.engine.crawl_root import CrawlRoot
     base = tmp_path_factory.mktemp("sql")
     web = DevWeb(hosts=10, pages_per_host=8, port=0, seed=7, crawl_delay_s=0.4, hostile=True)
     web.seeded_hostile = tuple(make_config()["devweb.hostile"])
@@ -155,7 +155,9 @@ def test_change_data_feed_gives_a_downstream_indexer_the_changed_rows(spark, reg
 
 def test_change_data_feed_upgrade_of_an_older_crawl_root_is_idempotent(spark, tmp_path):
     from delta.tables import DeltaTable
-    from jobs.engine.tables import HOST_STATE_SCHEMA, URL_STATE_SCHEMA, CrawlRoot, ensure_tables
+    from jobs.engine.crawl_root import CrawlRoot
+    from jobs.engine.schemas import HOST_STATE_SCHEMA, URL_STATE_SCHEMA
+    from jobs.engine.tables import ensure_tables
     root = CrawlRoot(str(tmp_path / "old"))
     for path, schema in ((root.crawldb, URL_STATE_SCHEMA), (root.hostdb, HOST_STATE_SCHEMA)):
         DeltaTable.create(spark).location(path).addColumns(schema).partitionedBy("host_bucket").execute()

@@ -143,7 +143,7 @@ def test_a_new_store_keeps_the_default_experiments_artifacts_beside_it(tmp_path,
 
 
 def test_cycle_row_has_every_column():
-    from jobs.engine.tables import CYCLES_SCHEMA
+    from jobs.engine.schemas import CYCLES_SCHEMA
     row = cycle_row(fetch_figures(), "crawl-1", None, 2)
     assert set(row) == set(CYCLES_SCHEMA.fieldNames())
     assert (row["crawl_id"], row["cycle"], row["step"], row["by_outcome"]["ok"]) == ("crawl-1", 2, "fetch", 20)

@@ -22,7 +22,7 @@ jobs/engine/discover.py step for step (tests/test_update_local.py compares the t
   or duplicates themselves), except those attempted in this segment.
 
 Rows use epoch seconds (floats) for times, as the Spark path's Python stages do; jobs/update.py
-converts them with jobs.engine.tables.from_epoch.
+converts them with jobs.engine.schemas.from_epoch.
 """
 from __future__ import annotations
 

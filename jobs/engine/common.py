@@ -215,7 +215,7 @@ def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argpa
         if warning:
             step_logger(prog.split()[-1]).warning(warning)
         from jobs.engine.session import build_spark
-        from jobs.engine.tables import CrawlRoot
+        from jobs.engine.crawl_root import CrawlRoot
         return step(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), args)
     return run_main(prog, argv, configure, body, creates_root=creates_root, precheck=checks)
 
@@ -237,7 +237,7 @@ def run_segment_step(prog: str, argv: list[str] | None, description: str,
         return EXIT_OK
 
     def precheck(args: argparse.Namespace, cfg: Mapping[str, Any]) -> None:
-        from jobs.engine.tables import check_segment_id
+        from jobs.engine.crawl_root import check_segment_id
         check_segment_id(args.segment)
         if check is not None:
             check(cfg)

@@ -28,7 +28,7 @@ from crawl.crawldb.status import discovered_links, new_url_state, outlink_score
 from crawl.fetch.politeness import override_value
 from crawl.net.urls import host_bucket, host_of, url_hash
 from jobs.engine.host_caps import override_cap
-from jobs.engine.tables import URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch, from_epoch_col
+from jobs.engine.schemas import URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch, from_epoch_col
 
 HOST_TOTAL_CAP = "host_total_cap"   # link_rejects reason: the host holds all the URLs it may
 _URL_FIELDS = URL_STATE_SCHEMA.fieldNames()

@@ -44,7 +44,9 @@ from crawl.tracking import (CYCLE_STEPS, StepFigures, TrackingStore, config_docu
                             cycle_metrics, cycle_row, figures_document, tracking_store)
 from jobs.engine.commit_info import USER_METADATA_CONF, commit_metadata, run_context, set_crawl_cycle
 from jobs.engine.logs import log_step, step_logger
-from jobs.engine.tables import CYCLES_SCHEMA, CrawlRoot, ensure_cycles_table, table_version
+from jobs.engine.crawl_root import CrawlRoot
+from jobs.engine.schemas import CYCLES_SCHEMA
+from jobs.engine.tables import ensure_cycles_table, table_version
 from jobs.engine.writes import TXN_APP_ID, TXN_VERSION
 
 # MLflow limits per log_batch request (mlflow.utils.validation): 1000 metrics, 100 params.
