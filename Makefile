@@ -31,7 +31,7 @@ AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 
 .PHONY: demo test setup lock airflow clean-data
 
-# the demo's crawl fetches Delta's jars itself on first use (jobs/jars.py); it needs neither the
+# the demo's crawl fetches Delta's jars itself on first use (jobs/engine/jars.py); it needs neither the
 # S3 jars (hadoop-aws and the ~650 MB AWS SDK) nor Airflow, which only the tests use
 demo: $(STAMP)
 	$(BIN)/deltacrawl crawl --with-devweb --cycles 3 --crawl-root $(CRAWL_ROOT)

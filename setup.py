@@ -20,13 +20,13 @@ setup(
     long_description=open("README.md", encoding="utf-8").read() if __import__("os").path.exists("README.md") else "",
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=find_packages(include=["crawl", "crawl.*", "jobs", "conf"]),
+    packages=find_packages(include=["crawl", "crawl.*", "jobs", "jobs.*", "conf"]),
     package_data={"conf": ["*.toml", "*.properties"]},
     include_package_data=True,
     ext_modules=[FASTHASH],
     install_requires=[
         # pyspark and delta-spark are a matched pair: delta-spark 4.4.x is built for Spark 4.2
-        # (it declares pyspark<=4.2.0). The Delta jars (4.4.0) are cached by jobs/jars.py.
+        # (it declares pyspark<=4.2.0). The Delta jars (4.4.0) are cached by jobs/engine/jars.py.
         "pyspark==4.2.0",
         "delta-spark==4.4.0",
         "aiohttp>=3.9,<4",
@@ -43,7 +43,7 @@ setup(
         "datasketch>=2.0",
         # WARC files straight to S3-compatible object storage from the fetch tasks (crawl/s3.py)
         "boto3>=1.28",
-        # Run tracking (jobs/tracking.py). mlflow-skinny, not mlflow: this environment is packed
+        # Run tracking (jobs/engine/tracking.py). mlflow-skinny, not mlflow: this environment is packed
         # and shipped to every executor, and full mlflow adds its UI build, scikit-learn, graphene,
         # gunicorn and a pyarrow downgrade (measured: +206 MB on the venv with what follows,
         # against ~310 MB). The SQLite tracking store needs sqlalchemy and alembic; the PNG

@@ -116,10 +116,10 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.providers.standard.operators.bash import BashOperator
 from airflow.sdk import DAG, Param, TaskGroup
 
-# BashOperator's skip code, and deltacrawl generate's exit code for "nothing due" (jobs/errors.py);
+# BashOperator's skip code, and deltacrawl generate's exit code for "nothing due" (jobs/engine/errors.py);
 # the inject and generate scripts below also exit with it to skip (no seeds, cycle not requested)
 SKIP = 99
-# deltacrawl's exit code for bad input (jobs/errors.py), and the shell's for a command not found:
+# deltacrawl's exit code for bad input (jobs/engine/errors.py), and the shell's for a command not found:
 # running again cannot help, so these fail the task without its retries
 NOT_RETRIED = (2, 127)
 STEPS_AFTER_GENERATE = ("fetch", "dedup", "update")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Seen-URL Bloom filter benchmark (crawl/net/bloom.py, jobs/seen_filter.py): its
+"""Seen-URL Bloom filter benchmark (crawl/net/bloom.py, jobs/engine/seen_filter.py): its
 false-positive rate against the configured one, its memory, its speed, and how many outlink
 rows it keeps out of the shuffle in a real crawl.
 
@@ -11,11 +11,11 @@ Measures: (a) fpr: for each n in --sizes and fpr in --fprs, BloomFilter.for_capa
           were not added: observed false-positive rate next to the configured fpr and
           expected_fpr(n); m, k, bytes, bits per URL; ns per add (add_many, the build path) and
           per lookup (``url in bloom``, the fetch-task path) of absent and of present URLs. Then the
-          production sizing: a full build (jobs/seen_filter.py) sizes the filter for
+          production sizing: a full build (jobs/engine/seen_filter.py) sizes the filter for
           max(HEADROOM n, MIN_FILTER_CAPACITY) URLs capped at discovery.bloom_max_mb, so a small
           crawldb gets a roomier filter and later cycles can add to it.
           (b) spark: a Delta table with a ``url`` column of --spark-urls rows at <tmp>/crawl/crawldb,
-          then jobs.seen_filter.seen_filter on it with no stored filter (--builds full builds;
+          then jobs.engine.seen_filter.seen_filter on it with no stored filter (--builds full builds;
           seconds, MiB, serialised bytes); then once more with the stored filter (up to date); then
           --spark-added new URLs appended (as a cycle's update inserts them) and the stored filter
           brought up to date from the change data, against a full build of the grown table.
@@ -169,7 +169,7 @@ def run_fpr(args: argparse.Namespace, urls: list[str], probes: list[str], cfg: A
             built: dict[tuple[int, int, int], Any]) -> dict[str, Any]:
     """(a); filters of ``args.spark_urls`` URLs are left in ``built`` by (n, m, k) for (b)."""
     from crawl.net.bloom import BloomFilter
-    from jobs.seen_filter import HEADROOM, MIN_FILTER_CAPACITY
+    from jobs.engine.seen_filter import HEADROOM, MIN_FILTER_CAPACITY
     max_mb = int(cfg["discovery.bloom_max_mb"])
     rows = []
 
@@ -197,7 +197,7 @@ def run_fpr(args: argparse.Namespace, urls: list[str], probes: list[str], cfg: A
             print(f"bench: (a) {label}: observed {r['observed_fpr']:.5f}, expected {r['expected_fpr']:.5f}, "
                   f"{r['mib']:.2f} MiB, {r['ns_per_add']:.0f} ns/add, "
                   f"{r['ns_per_lookup_absent']:.0f} ns/lookup", flush=True)
-    # production sizing, as a full build in jobs/seen_filter.py: max(HEADROOM n, MIN_FILTER_CAPACITY) at
+    # production sizing, as a full build in jobs/engine/seen_filter.py: max(HEADROOM n, MIN_FILTER_CAPACITY) at
     # most bloom_max_mb
     production = []
     for fpr in args.fprs:
@@ -229,8 +229,9 @@ def run_fpr(args: argparse.Namespace, urls: list[str], probes: list[str], cfg: A
 def run_spark(args: argparse.Namespace, spark: Any, cfg: Any, workdir: str, urls: list[str], probes: list[str],
               check, built: dict[tuple[int, int, int], Any]) -> dict[str, Any]:
     from crawl.net.bloom import BloomFilter
-    from jobs.seen_filter import HEADROOM, MIN_FILTER_CAPACITY, seen_filter
-    from jobs.tables import CrawlRoot, read_url_state
+    from jobs.engine.seen_filter import HEADROOM, MIN_FILTER_CAPACITY, seen_filter
+    from jobs.engine.crawl_root import CrawlRoot
+    from jobs.engine.reads import read_url_state
     n = args.spark_urls
     root = CrawlRoot(os.path.join(workdir, "crawl"))
     text = os.path.join(workdir, "urls.txt")
@@ -348,7 +349,8 @@ def run_crawl(args: argparse.Namespace, spark: Any, workdir: str, check) -> dict
     from crawl.devweb.web import DevWeb
     import jobs.fetch as fetch_job
     from jobs import dedup, fetch, generate, inject, update
-    from jobs.tables import CrawlRoot, read_host_state, read_url_state
+    from jobs.engine.crawl_root import CrawlRoot
+    from jobs.engine.reads import read_host_state, read_url_state
 
     web = DevWeb(hosts=args.hosts, pages_per_host=args.pages, port=0, crawl_delay_s=0)
     web.start()
@@ -570,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
             part["seconds"] = time.perf_counter() - t
             result["fpr"] = part
         if "spark" in args.parts or "crawl" in args.parts:
-            from jobs.session import build_spark
+            from jobs.engine.session import build_spark
             t = time.perf_counter()
             spark = build_spark(cfg)
             result["spark_start_s"] = time.perf_counter() - t

@@ -106,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(seeds)} seeds in {seeds_path}; crawl root {root_path}", flush=True)
 
         from jobs import dedup, fetch, generate, inject, update
-        from jobs.session import build_spark
+        from jobs.engine.session import build_spark
         from jobs.stats import collect_stats
-        from jobs.tables import CrawlRoot
+        from jobs.engine.crawl_root import CrawlRoot
 
         t0 = time.perf_counter()
         spark = build_spark(cfg)

@@ -21,7 +21,7 @@ Data:     synthetic fingerprints, no HTML: every value is a counter-based hash (
           characters ("https://www.site123.example.org/articles/4567.html"). Existing pages were
           first fetched before every new page, so the canonical page of a planted copy is its
           source j. The dedup/pages and dedup/bands Delta tables (created by
-          jobs.tables.ensure_dedup_tables, bands partitioned by band) are written by Spark; band
+          jobs.engine.tables.ensure_dedup_tables, bands partitioned by band) are written by Spark; band
           rows are computed vectorised (numpy + hashlib.blake2b), checked equal to
           crawl.dedup.rules.band_rows on a sample of existing and new pages first.
 Measures: for each --new size, on one SparkSession: the new pages (the 8 columns segment_pages
@@ -439,8 +439,9 @@ def main(argv: list[str] | None = None) -> int:
         from pyspark.sql import functions as F
 
         from jobs.dedup import duplicates
-        from jobs.session import build_spark
-        from jobs.tables import CrawlRoot, ensure_dedup_tables
+        from jobs.engine.session import build_spark
+        from jobs.engine.crawl_root import CrawlRoot
+        from jobs.engine.tables import ensure_dedup_tables
 
         t0 = time.perf_counter()
         spark = build_spark(cfg)

@@ -93,7 +93,7 @@ def child_fetch_task(rows: list[dict[str, Any]], cfg: dict[str, Any], warc_dir: 
     ``warc_dir`` None: no WARC (as warc.enabled = false); ``profile_top`` > 0: cProfile the call
     (this process only, not the parser child) and return that many top functions by own time."""
     from jobs.fetch import FetchRun, fetch_task
-    from jobs.tables import FETCHED_SCHEMA
+    from jobs.engine.schemas import FETCHED_SCHEMA
     names = FETCHED_SCHEMA.fieldNames()
     pairs = ((r["host"], _Row(r)) for r in rows)
     profiler = None
@@ -214,7 +214,7 @@ def child_pid() -> int:
 def page_rows_from_fetchlist(spark, path: str) -> list[dict[str, Any]]:
     """The fetchlist rows exactly as jobs.fetch.fetch_segment hands them to a task (plain dicts)."""
     from crawl.fetch.fetcher import FETCHLIST_FIELDS
-    from jobs.tables import FETCHLIST_TIMES, to_epoch
+    from jobs.engine.schemas import FETCHLIST_TIMES, to_epoch
     df = to_epoch(spark.read.parquet(path), FETCHLIST_TIMES).select(*FETCHLIST_FIELDS)
     return [r.asDict() for r in df.collect()]
 
@@ -283,7 +283,7 @@ def bench_throughput(args, spark_box: dict, workdir: str, check: Checker) -> dic
 
         spark = spark_box["get"](cfg)
         from jobs import fetch, generate, inject
-        from jobs.tables import CrawlRoot
+        from jobs.engine.crawl_root import CrawlRoot
         root = CrawlRoot(os.path.join(wd, "crawl-root"))
         t = time.perf_counter()
         inj = inject.run(spark, cfg, root, seeds_path)
@@ -480,7 +480,7 @@ def bench_politeness(args, spark_box: dict, workdir: str, check: Checker) -> dic
               f"lower bound {lower_bound:.1f} s", flush=True)
         spark = spark_box["get"](cfg)
         from jobs import fetch, generate, inject
-        from jobs.tables import CrawlRoot
+        from jobs.engine.crawl_root import CrawlRoot
         root = CrawlRoot(os.path.join(wd, "crawl-root"))
         inject.run(spark, cfg, root, seeds_path)
         gen = generate.run(spark, cfg, root)
@@ -696,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def get_spark(cfg):
         if spark_box["spark"] is None:
-            from jobs.session import build_spark
+            from jobs.engine.session import build_spark
             t = time.perf_counter()
             spark_box["spark"] = build_spark(cfg)
             result["spark_start_s"] = time.perf_counter() - t

@@ -167,10 +167,11 @@ def drive_crawl(spec_path: str) -> int:
         spec = json.load(fh)
     from crawl.config import build_config
     from jobs import dedup, fetch, generate, inject, update
-    from jobs.commit_info import set_crawl_cycle
-    from jobs.session import build_spark
-    from jobs.tables import CrawlRoot, snapshots_built_meanwhile
-    from jobs.tracking import new_crawl_id
+    from jobs.engine.commit_info import set_crawl_cycle
+    from jobs.engine.session import build_spark
+    from jobs.engine.crawl_root import CrawlRoot
+    from jobs.engine.tables import snapshots_built_meanwhile
+    from jobs.engine.tracking import new_crawl_id
 
     cfg = build_config(overrides=spec["conf"])
     spark = build_spark(cfg)

@@ -35,7 +35,7 @@ def due_rows(spark, rows: int, giant: int, hosts: int, buckets: int):
     """URL_STATE_SCHEMA rows, all due and never fetched: ``giant`` on giant.example, the rest spread
     over ``hosts`` hosts; scores vary so the ranking has work to do."""
     from pyspark.sql import functions as F
-    from jobs.tables import URL_STATE_SCHEMA
+    from jobs.engine.schemas import URL_STATE_SCHEMA
     ids = spark.range(rows)
     host = F.when(F.col("id") < giant, F.lit("giant.example")).otherwise(
         F.concat(F.lit("h"), (F.col("id") % hosts).cast("string"), F.lit(".example")))
@@ -61,8 +61,8 @@ def main() -> int:
     args = p.parse_args()
     from crawl.config import build_config
     from jobs import generate
-    from jobs.session import build_spark
-    from jobs.tables import HOST_STATE_SCHEMA
+    from jobs.engine.session import build_spark
+    from jobs.engine.schemas import HOST_STATE_SCHEMA
     from pyspark.sql import functions as F
     check = Checker()
     cfg = build_config(overrides={"generate.top_n": args.top_n})

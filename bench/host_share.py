@@ -51,7 +51,7 @@ def child_fetch(rows: list[dict[str, Any]], cfg: dict[str, Any]) -> dict[str, An
     """jobs.fetch.fetch_task — one Spark fetch task's body (ParserPool as configured, no WARC) —
     in a fresh process; top-level so a spawned child finds it."""
     from jobs.fetch import FetchRun, fetch_task
-    from jobs.tables import FETCHED_SCHEMA
+    from jobs.engine.schemas import FETCHED_SCHEMA
     names = FETCHED_SCHEMA.fieldNames()
     started = time.perf_counter()
     out = [dict(zip(names, t)) for t in fetch_task(0, ((r["host"], _Row(r)) for r in rows), cfg, FetchRun("bench", None, None))]

@@ -5,7 +5,7 @@ Run:      .venv/bin/python bench/layout.py [--urls 300000] [--hosts 2000] [--seg
                                            [--segment-hosts 100] [--layouts a,b,c,d] [--rows-per-file N]
                                            [--merge-repeats 2] [--deletion-vectors] [--out-json FILE] [--keep]
 Layouts:  a  PARTITIONED BY host_bucket (crawldb.host_buckets buckets), rows sorted by host, url
-             inside each bucket: the current choice (jobs/tables.py). Results: docs/layout.md.
+             inside each bucket: the current choice (jobs/engine/tables.py). Results: docs/layout.md.
           b  no partitioning, rows sorted by host, url (range-partitioned write).
           c  liquid clustering: CLUSTER BY host, rows written unsorted, then OPTIMIZE.
           d  PARTITIONED BY host (the anti-pattern): one directory per host.
@@ -66,7 +66,7 @@ def synth_base(spark, n_urls: int, n_hosts: int, buckets: int, now: float):
     """url_state rows (without lease) as a DataFrame; deterministic for given sizes."""
     from pyspark.sql import functions as F
     from crawl.net.urls import host_bucket
-    from jobs.tables import URL_STATE_SCHEMA
+    from jobs.engine.schemas import URL_STATE_SCHEMA
 
     def uniform(col, salt: str):  # deterministic uniform [0, 1) from a row id
         return F.pmod(F.xxhash64(col, F.lit(salt)), F.lit(1_000_000_007)) / F.lit(1_000_000_007.0)
@@ -145,7 +145,7 @@ def stage_data(spark, args, buckets: int, now: float, staging: str) -> dict[str,
     """Write base rows (segment leased) and the MERGE source (updates + discovered) as Parquet."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-    from jobs.tables import URL_STATE_SCHEMA
+    from jobs.engine.schemas import URL_STATE_SCHEMA
 
     raw = synth_base(spark, args.urls, args.hosts, buckets, now)
     raw.write.mode("overwrite").parquet(f"{staging}/raw")
@@ -274,7 +274,7 @@ def table_shape(spark, path: str) -> dict[str, int]:
 
 def create_table(spark, path: str, layout: str, deletion_vectors: bool = False) -> None:
     from delta.tables import DeltaTable
-    from jobs.tables import URL_STATE_SCHEMA
+    from jobs.engine.schemas import URL_STATE_SCHEMA
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(URL_STATE_SCHEMA)
     if deletion_vectors:
         builder = builder.property("delta.enableDeletionVectors", "true")
@@ -313,7 +313,9 @@ def run_layout(spark, cfg, layout: str, root: str, staging: str, info: dict[str,
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
     from jobs.generate import select_due, select_fetchlist
-    from jobs.tables import HOST_STATE_SCHEMA, CrawlRoot, table_version
+    from jobs.engine.crawl_root import CrawlRoot
+    from jobs.engine.schemas import HOST_STATE_SCHEMA
+    from jobs.engine.tables import table_version
     from jobs.update import merge_crawldb
 
     croot = CrawlRoot(f"{root}/{layout}")
@@ -475,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("bad arguments")
 
     from crawl.config import build_config
-    from jobs.session import build_spark
+    from jobs.engine.session import build_spark
     cfg = build_config(overrides={"spark.master": "local[2]"})
     buckets = args.buckets or int(cfg["crawldb.host_buckets"])
     t_start = time.perf_counter()

@@ -5,7 +5,7 @@ whether ZORDER BY (host) earns its rewrite.
 Run:      .venv/bin/python bench/maintain.py [--urls 300000] [--hosts 2000] [--write-tasks 64]
                                              [--small-file-kb 256] [--out-json FILE] [--keep]
 Data:     bench/layout.py's synthetic url_state rows (synth_base), written to a crawldb created as
-          jobs/tables.py does (PARTITIONED BY host_bucket, deletion vectors and Change Data Feed
+          jobs/engine/tables.py does (PARTITIONED BY host_bucket, deletion vectors and Change Data Feed
           on) by --write-tasks unsorted tasks: up to tasks x buckets small files; then an UPDATE
           of 5% of the rows (a lease, as generate writes it) leaves a deletion vector on most files.
 Measures: 1. per variant, on a fresh copy: OPTIMIZE (bin-packing, what maintain runs) against
@@ -50,7 +50,9 @@ def disk(path: str) -> tuple[int, int]:
 
 
 def build_crawldb(spark, staged: str, path: str, write_tasks: int, now: float) -> None:
-    from jobs.tables import URL_STATE_SCHEMA, CrawlRoot, ensure_tables
+    from jobs.engine.crawl_root import CrawlRoot
+    from jobs.engine.schemas import URL_STATE_SCHEMA
+    from jobs.engine.tables import ensure_tables
     root = CrawlRoot(os.path.dirname(path))
     ensure_tables(spark, root)  # crawldb exactly as the steps create it
     (spark.read.parquet(staged).repartition(write_tasks).select(*URL_STATE_SCHEMA.fieldNames())
@@ -83,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench.layout import synth_base
     from crawl.config import build_config
     from jobs import maintain
-    from jobs.session import build_spark
-    from jobs.tables import CrawlRoot
+    from jobs.engine.session import build_spark
+    from jobs.engine.crawl_root import CrawlRoot
     cfg = build_config(overrides={"spark.master": "local[2]", "maintain.quiet_s": 0.0,
                                   "maintain.vacuum_retain_hours": 0, "maintain.unsafe_short_retention": True})
     spark = build_spark(cfg)

@@ -2,7 +2,7 @@
 """What one Delta MERGE costs on tiny input, by table feature (issue 13: a cycle's floor).
 
 Run:      .venv/bin/python bench/merge_cost.py [--rounds 3] [--out-json FILE]
-What:     in one warm SparkSession (deltacrawl's settings, jobs/session.build_spark), six tables
+What:     in one warm SparkSession (deltacrawl's settings, jobs/engine/session.build_spark), six tables
           of 2,000 rows (key, host_bucket, text) that differ only in the features deltacrawl's
           tables use: deletion vectors, Change Data Feed, partitioning by host_bucket (64
           values). Round after round, each table gets the same MERGE (20 source rows: 10
@@ -13,7 +13,7 @@ What:     in one warm SparkSession (deltacrawl's settings, jobs/session.build_sp
           warc_index).
           Each round also runs the MERGE once more with deletion vectors turned off for it
           (spark.databricks.delta.merge.deletionVectors.persistent=false: touched files
-          rewritten, what jobs/writes.merge_mode does below crawldb.deletion_vectors_min_mb) and
+          rewritten, what jobs/engine/writes.merge_mode does below crawldb.deletion_vectors_min_mb) and
           a count of the table's rows (the floor of any query that reads a Delta table).
 Prints:   per table kind, the median seconds of a MERGE (both ways), an append and a count;
           machine facts.
@@ -51,7 +51,7 @@ def main() -> int:
     from pyspark.sql import functions as F
 
     from crawl.config import build_config
-    from jobs.session import build_spark
+    from jobs.engine.session import build_spark
     work = tempfile.mkdtemp(prefix="deltacrawl-merge-cost-")
     spark = build_spark(build_config(None, {}), work)
 

@@ -5,7 +5,7 @@ Run:      .venv/bin/python bench/readers.py [--urls 300000] [--hosts 2000] [--se
                                             [--segment-hosts 100] [--out-json FILE] [--keep]
           (needs the analysis extra: pip install -e '.[analysis]')
 Data:     bench/layout.py's synthetic url_state (layout a: PARTITIONED BY host_bucket, sorted by
-          host), loaded twice: with delta.enableDeletionVectors (what jobs/tables.py creates) and
+          host), loaded twice: with delta.enableDeletionVectors (what jobs/engine/tables.py creates) and
           without. Then the same update MERGE on both (jobs.update.merge_crawldb: the segment's
           rows updated plus 2 x segment new URLs).
 Measures: per table: the MERGE's seconds and operationMetrics (files removed / added, rows
@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     import polars
     from delta.tables import DeltaTable
     from crawl.config import build_config
-    from jobs.session import build_spark
-    from jobs.tables import CrawlRoot
+    from jobs.engine.session import build_spark
+    from jobs.engine.crawl_root import CrawlRoot
     from jobs.update import merge_crawldb
     from layout import load, stage_data
 

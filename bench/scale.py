@@ -86,8 +86,9 @@ def build_root(spark, root, n_urls: int, n_hosts: int, buckets: int, now: float)
     from pyspark.sql import functions as F
 
     from jobs.dedup import page_bands
-    from jobs.tables import (DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, HOST_STATE_SCHEMA, URL_STATE_SCHEMA,
-                             WARC_INDEX_SCHEMA, ensure_dedup_tables, ensure_tables)
+    from jobs.engine.schemas import (DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, HOST_STATE_SCHEMA, URL_STATE_SCHEMA,
+                                     WARC_INDEX_SCHEMA)
+    from jobs.engine.tables import ensure_dedup_tables, ensure_tables
     ensure_tables(spark, root)
     ensure_dedup_tables(spark, root)
     started = time.perf_counter()
@@ -129,7 +130,7 @@ def make_fetched(spark, root, segment_id: str, new_links: int, now: float) -> in
     """A fetch result for the segment's fetchlist (see the module docstring); returns its URL rows."""
     from pyspark.sql import functions as F
 
-    from jobs.tables import FETCHED_SCHEMA
+    from jobs.engine.schemas import FETCHED_SCHEMA
     fetchlist = spark.read.parquet(root.fetchlist(segment_id))
     links = [F.concat(F.lit("http://"), F.col("host"), F.lit("/n"), F.abs(F.xxhash64("url", F.lit(i))))
              for i in range(new_links)] + [F.col("url")]  # and one known URL: the page itself
@@ -222,7 +223,7 @@ def cycle(spark, cfg, root, new_links: int, now: float, out: dict[str, Any], rer
     """One round; with ``rerun`` update finds its _update_started marker (the re-run path) and
     stats and warc-get are left out."""
     from jobs import dedup, generate, stats, update, warc_get
-    from jobs.tables import write_marker
+    from jobs.engine.crawl_root import write_marker
     out["generate_s"], result = timed(lambda: generate.run(spark, cfg, root, now=now))
     segment = result.segment_id
     out["fetchlist_urls"], out["fetchlist_hosts"] = result.urls, result.hosts
@@ -281,7 +282,7 @@ def reads(spark, cfg, root, now: float, baseline_rev: str | None, repeats: int, 
 def run_size(spark, cfg, workdir: str, n_urls: int, args, now: float) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from jobs.tables import CrawlRoot
+    from jobs.engine.crawl_root import CrawlRoot
     root = CrawlRoot(os.path.join(workdir, f"crawl-{n_urls}"))
     out: dict[str, Any] = {"urls": n_urls, "hosts": args.hosts}
     heap = HeapSampler(spark)
@@ -332,7 +333,7 @@ def _url_counts_exact(spark, root) -> bool:
 
 def maintenance_rounds(spark, cfg, root_path: str, rounds: int, new_links: int, now: float) -> dict[str, Any]:
     from jobs import maintain
-    from jobs.tables import CrawlRoot
+    from jobs.engine.crawl_root import CrawlRoot
     root = CrawlRoot(root_path)
     for k in range(rounds):
         cycle(spark, cfg, root, new_links, now + (k + 1) * 3600, {})
@@ -408,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
 
     from crawl.config import build_config, parse_pairs
-    from jobs.session import build_spark
+    from jobs.engine.session import build_spark
     overrides = {"generate.top_n": args.top_n, "spark.ui_enabled": False}
     overrides.update(parse_pairs(args.conf))
     cfg = build_config(overrides=overrides)

@@ -64,8 +64,8 @@ def child_build(base: str, hosts: int, overrides: dict[str, str]) -> None:
     from crawl.config import build_config
     from crawl.devweb.web import DevWeb
     from jobs import dedup, fetch, generate, inject, update
-    from jobs.session import build_spark
-    from jobs.tables import CrawlRoot
+    from jobs.engine.session import build_spark
+    from jobs.engine.crawl_root import CrawlRoot
     # the guard refuses loopback: allow exactly this web (only this child fetches, always with this
     # tree's code, so a --baseline from before fetch.allow_networks existed still runs)
     cfg = build_config(None, {"fetch.allow_networks": devweb_networks(hosts), **overrides})
@@ -96,8 +96,8 @@ def child_measure(base: str, overrides: dict[str, str]) -> dict[str, tuple[float
     import io
     from crawl.config import build_config
     from jobs import dedup, generate, stats, update
-    from jobs.session import build_spark
-    from jobs.tables import CrawlRoot
+    from jobs.engine.session import build_spark
+    from jobs.engine.crawl_root import CrawlRoot
     cfg = build_config(None, overrides)
     segment = open(os.path.join(base, "bench-segment")).read().strip()
     spark = build_spark(cfg, base)

@@ -29,7 +29,7 @@ import json
 import os
 from typing import Any
 
-# name -> folder inside the crawl root (jobs/tables.py CrawlRoot)
+# name -> folder inside the crawl root (jobs/engine/crawl_root.py CrawlRoot)
 TABLE_DIRS = {
     "crawldb": "crawldb",
     "hostdb": "hostdb",
@@ -41,7 +41,7 @@ TABLE_DIRS = {
 
 
 # DESCRIBE HISTORY's columns as Spark's crawldb_history / hostdb_history views have them (jobs/sql.py),
-# with userMetadata's fields (jobs/commit_info.py) as columns of their own
+# with userMetadata's fields (jobs/engine/commit_info.py) as columns of their own
 HISTORY_VIEWS = {"crawldb_history": "crawldb", "hostdb_history": "hostdb"}
 COMMIT_FIELDS = ("step", "segment", "cycle", "crawl_id")
 

@@ -2,7 +2,7 @@
 which both the ``cycles`` Delta table's rows and the MLflow metrics of a cycle are derived (so
 the two never disagree), the MLflow params of a config, and where the tracking store is.
 
-Spark collects the figures (jobs/tracking.py); this module only shapes them.
+Spark collects the figures (jobs/engine/tracking.py); this module only shapes them.
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ class StepFigures:
 
 
 def cycle_row(fig: StepFigures, crawl_id: str | None, mlflow_run_id: str | None, cycle: int | None) -> dict[str, Any]:
-    """The ``cycles`` table row of one step (times as epoch seconds; jobs/tracking.py converts)."""
+    """The ``cycles`` table row of one step (times as epoch seconds; jobs/engine/tracking.py converts)."""
     row = {name: getattr(fig, name) for name in
            ("step", "segment_id", "started_at", "seconds", "urls", "hosts", "by_outcome", "bytes", "new_urls",
             "duplicates", "crawldb_urls", "crawldb_by_status")}

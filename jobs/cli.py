@@ -10,15 +10,15 @@
 
 Global options (before or after the subcommand): --crawl-root PATH, --conf key=value (repeatable),
 --conf-file FILE, -v/--verbose (debug lines, and Spark's own log on stderr instead of a file).
-Results go to stdout, progress and errors to stderr (jobs/logs.py). Every config key is documented in conf/defaults.toml.
+Results go to stdout, progress and errors to stderr (jobs/engine/logs.py). Every config key is documented in conf/defaults.toml.
 """
 from __future__ import annotations
 
 import json
 import sys
 
-from jobs.common import run_main
-from jobs.errors import EXIT_OK, UserError
+from jobs.engine.common import run_main
+from jobs.engine.errors import EXIT_OK, UserError
 
 STEPS = ("inject", "generate", "fetch", "dedup", "update", "stats", "crawl", "maintain")
 # A step's module is jobs/<step>.py, but for crawl: a jobs/crawl.py would shadow the crawl package
@@ -58,7 +58,7 @@ def devweb_main(argv: list[str] | None) -> int:
 def package_main(argv: list[str] | None) -> int:
     from pathlib import Path
 
-    from jobs.package import build_code_zip, build_env_archive, default_cache_dir
+    from jobs.engine.package import build_code_zip, build_env_archive, default_cache_dir
 
     def configure(parser) -> None:
         parser.description = ("Build (once) what a cluster's executors need: the packed Python environment "
@@ -86,7 +86,7 @@ def jars_main(argv: list[str] | None) -> int:
         parser.add_argument("--s3", action="store_true", help="add the jars of Spark's s3a file system")
 
     def body(args, cfg) -> int:
-        from jobs.jars import JAR_SETS, default_jars_dir, ensure_jars
+        from jobs.engine.jars import JAR_SETS, default_jars_dir, ensure_jars
         jars_dir = default_jars_dir(cfg["spark.jars_dir"])
         found = []
         for name in ["delta", "s3"] if args.s3 else ["delta"]:

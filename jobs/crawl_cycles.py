@@ -7,7 +7,7 @@ Outputs:  everything the individual steps write; the stats table at the end; aft
           an MLflow run (params = the effective config, metrics per cycle with step = cycle
           number, stats/figures/config JSON and PNG charts as artifacts) in the store
           --mlflow-uri / mlflow.tracking_uri names, by default <crawl_root>/mlflow.db (see
-          jobs/tracking.py; "off" disables it, and a tracking failure never fails the crawl).
+          jobs/engine/tracking.py; "off" disables it, and a tracking failure never fails the crawl).
 Re-run:   safe: inject is idempotent, each cycle makes a new segment, each run has a new crawl id
           (its cycles rows are appended, earlier ones stay). Stops early (exit 0) when nothing
           is due any more.
@@ -28,12 +28,13 @@ from pyspark.sql import SparkSession
 from crawl.config import with_values
 from crawl.tracking import INJECT_CYCLE
 from jobs import dedup, fetch, generate, inject, stats, update
-from jobs.commit_info import set_crawl_cycle
-from jobs.common import run_main
-from jobs.errors import EXIT_OK, UserError
-from jobs.logs import step_logger
-from jobs.tables import CrawlRoot, snapshots_built_meanwhile
-from jobs.tracking import CrawlRecorder, CrawlTracker, OneLineWarnings, new_crawl_id
+from jobs.engine.commit_info import set_crawl_cycle
+from jobs.engine.common import run_main
+from jobs.engine.errors import EXIT_OK, UserError
+from jobs.engine.logs import step_logger
+from jobs.engine.crawl_root import CrawlRoot
+from jobs.engine.tables import snapshots_built_meanwhile
+from jobs.engine.tracking import CrawlRecorder, CrawlTracker, OneLineWarnings, new_crawl_id
 
 
 @dataclass
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             inject.load_seeds(args.seeds, cfg)
 
     def body(args, cfg) -> int:
-        from jobs.session import build_spark
+        from jobs.engine.session import build_spark
         with ExitStack() as stack:  # the test web (if any) lives as long as the crawl
             seeds = args.seeds
             if not seeds:  # --with-devweb (checks() refused a run with neither)

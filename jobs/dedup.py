@@ -56,13 +56,14 @@ from pyspark.sql.types import DoubleType, StructField, StructType
 from crawl.dedup.in_memory import Decision, decide
 from crawl.dedup.rules import BANDS_PER_PAGE, SIMHASH_BANDS, band_rows, is_near_duplicate
 from crawl.crawldb.status import FetchStatus
-from jobs.commit_info import writes_commits
-from jobs.common import run_segment_step
-from jobs.errors import UserError
-from jobs.tables import (DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, CrawlRoot, arrow_rows, delete_path,
-                         ensure_dedup_tables, fits_driver, from_epoch_col, path_exists, read_delta, to_epoch,
-                         write_marker)
-from jobs.writes import append_once, merge_mode, run_concurrently, txn_app_id
+from jobs.engine.commit_info import writes_commits
+from jobs.engine.common import run_segment_step
+from jobs.engine.errors import UserError
+from jobs.engine.crawl_root import CrawlRoot, delete_path, path_exists, write_marker
+from jobs.engine.reads import arrow_rows, fits_driver, read_delta
+from jobs.engine.schemas import DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, from_epoch_col, to_epoch
+from jobs.engine.tables import ensure_dedup_tables
+from jobs.engine.writes import append_once, merge_mode, run_concurrently, txn_app_id
 
 _PAGE_COLUMNS = ("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "first")
 _BAND_ROW = "url_hash long, url string, band int, value long, simhash long"

@@ -9,7 +9,7 @@ How:      every host is assigned to exactly one of fetch.tasks tasks, balancing 
           outlinks are normalised and filtered there, and those the crawldb already knows are
           dropped by a Bloom filter of the crawldb's URLs (discovery.bloom_fpr; kept in
           <crawl_root>/seen_filter and brought up to date from the crawldb's change data at the
-          start of the step: jobs/seen_filter.py), so they never reach the shuffle.
+          start of the step: jobs/engine/seen_filter.py), so they never reach the shuffle.
 Outputs:  <crawl_root>/segments/<id>/fetched (Parquet, partitioned by kind: one "url" row per
           URL of the fetchlist, one "host" row per host), committed atomically by Spark
           (_SUCCESS); <crawl_root>/warc/*.warc.gz (named after segment, task and attempt, so a
@@ -59,12 +59,13 @@ from crawl.net.addresses import REASON_PATTERN
 from crawl.s3 import is_s3_uri
 from crawl.tracking import merge_counts
 from crawl.fetch.warc import WarcStore, remove_files, sweep_unfinished, unindexed_files, warc_store
-from jobs.common import run_segment_step
-from jobs.errors import UserError
-from jobs.logs import Progress, step_logger
-from jobs.seen_filter import SeenFilter, seen_filter
-from jobs.tables import (FETCHED_SCHEMA, FETCHLIST_TIMES, CrawlRoot, path_exists, read_marker, read_url_state,
-                         to_epoch, write_marker)
+from jobs.engine.common import run_segment_step
+from jobs.engine.errors import UserError
+from jobs.engine.logs import Progress, step_logger
+from jobs.engine.seen_filter import SeenFilter, seen_filter
+from jobs.engine.crawl_root import CrawlRoot, path_exists, read_marker, write_marker
+from jobs.engine.reads import read_url_state
+from jobs.engine.schemas import FETCHED_SCHEMA, FETCHLIST_TIMES, to_epoch
 
 _FETCHED_FIELDS = FETCHED_SCHEMA.fieldNames()
 

@@ -30,7 +30,7 @@ Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's
           lease (lease_until = now + generate.lease_s, segment_id) onto the selected crawldb rows
           (an UPDATE listing their keys for a fetchlist chosen in memory, else a MERGE), and the
           marker segments/<segment_id>/_leased says it committed (fetch requires it).
-          Run on its own, a row in <crawl_root>/cycles (jobs/tracking.py), nothing due included.
+          Run on its own, a row in <crawl_root>/cycles (jobs/engine/tracking.py), nothing due included.
 Re-run:   safe: leased URLs are not selected again, so a second run makes a disjoint segment
           (or exits 99). If the lease fails, the segment is removed; if the job is killed
           between the two writes, the orphan has no _leased marker and fetch refuses it. Two
@@ -39,7 +39,7 @@ Re-run:   safe: leased URLs are not selected again, so a second run makes a disj
           committed before this one's began, this lease passes over the rows it holds: fewer rows
           leased than chosen, so this one gives its leases back, removes its segment and exits 3
           the same way.
-Exit:     0 segment written · 99 nothing due (Airflow's skip code; jobs/common.py says why not Nutch's 1)
+Exit:     0 segment written · 99 nothing due (Airflow's skip code; jobs/engine/common.py says why not Nutch's 1)
           · 2 bad input · 3 failure (also: lost the race to a concurrent step; retry).
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/generate.py --crawl-root /data/crawl
 """
@@ -60,19 +60,21 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
 from crawl.fetch.fetcher import HOST_FIELDS
-from crawl.fetch.politeness import override_matches
+from crawl.fetch.politeness import override_value
 from crawl.crawldb import selection
 from crawl.crawldb.schedule import epoch_micros
 from crawl.crawldb.status import GENERATABLE_STATUSES
-from jobs.commit_info import note_segment, writes_commits
-from jobs.common import add_run_options, is_commit_conflict, run_spark_step
-from jobs.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
-from jobs.tables import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, CachedFrames, CrawlRoot,
-                         check_segment_id, delete_path, ensure_tables, epoch_schema, fits_driver, from_epoch,
-                         from_epoch_col, read_host_state, read_url_state, rows_where, table_exists, to_epoch,
-                         write_marker)
-from jobs.tracking import record_step
-from jobs.writes import merge_counts, merge_mode, run_concurrently
+from jobs.engine.commit_info import note_segment, writes_commits
+from jobs.engine.common import add_run_options, is_commit_conflict, run_spark_step
+from jobs.engine.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
+from jobs.engine.crawl_root import CrawlRoot, check_segment_id, delete_path, write_marker
+from jobs.engine.reads import CachedFrames, fits_driver, read_host_state, read_url_state, rows_where
+from jobs.engine.schemas import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, epoch_schema, from_epoch,
+                                 from_epoch_col, to_epoch)
+from jobs.engine.tables import ensure_tables, table_exists
+from jobs.engine.host_caps import per_host_cap
+from jobs.engine.tracking import record_step
+from jobs.engine.writes import merge_counts, merge_mode, run_concurrently
 
 LEASE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 
@@ -118,42 +120,6 @@ def select_due(url_state: DataFrame, host_state: DataFrame, now: float) -> DataF
     """URLs eligible for fetching now (see module docstring)."""
     held_back = host_state.filter(_held_back(now)).select("host_bucket", "host")
     return _due_regardless_of_host(url_state, now).join(held_back, ["host_bucket", "host"], "left_anti")
-
-
-def host_name_col() -> Column:
-    """The host without its port, lower-case (what fetch.host_overrides patterns match)."""
-    return F.lower(F.regexp_replace(F.col("host"), r":[0-9]+$", ""))
-
-
-def override_cap(cfg: Mapping[str, Any], key: str, default: int) -> Column:
-    """``default``, or ``key`` of the first fetch.host_overrides entry matching the row's host that sets it."""
-    name = host_name_col()
-    cap = F.lit(int(default))
-    # CASE WHEN is first-match-wins, like crawl.fetch.politeness.host_override: build it back to front
-    for entry in reversed(list(cfg["fetch.host_overrides"])):
-        if key not in entry:
-            continue
-        pattern = entry["pattern"]
-        if pattern.startswith("*."):
-            domain = pattern[2:]
-            matches = (name == domain) | name.endswith("." + domain)
-        else:
-            matches = name == pattern
-        cap = F.when(matches, F.lit(int(entry[key]))).otherwise(cap)
-    return cap
-
-
-def override_value(cfg: Mapping[str, Any], key: str, default: int, host: str) -> int:
-    """override_cap for one host, in Python: ``key`` of the first entry matching ``host`` that sets it."""
-    for entry in cfg["fetch.host_overrides"]:
-        if key in entry and override_matches(entry["pattern"], host):
-            return int(entry[key])
-    return int(default)
-
-
-def per_host_cap(cfg: Mapping[str, Any]) -> Column:
-    """generate.max_urls_per_host, or the first matching override's max_urls_per_cycle."""
-    return override_cap(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]))
 
 
 def largest_host_cap(cfg: Mapping[str, Any]) -> int:

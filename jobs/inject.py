@@ -4,7 +4,7 @@ Inputs:   a local seeds file (one URL per line, # comments; see crawl/crawldb/se
 Outputs:  new rows in <crawl_root>/crawldb (status unfetched, depth 0, due now); the seeds'
           hosts' url_count in <crawl_root>/hostdb, counted from the crawldb (a row for a host
           new to the hostdb); creates the crawldb and hostdb if they do not exist. Run on its own, a row in <crawl_root>/cycles
-          (jobs/tracking.py).
+          (jobs/engine/tracking.py).
 Re-run:   safe. A URL already in the crawldb is left untouched (MERGE ... WHEN NOT MATCHED);
           url_count is counted again, not added to.
 Exit:     0 done · 2 seeds file missing/unreadable or without a single valid URL (nothing
@@ -26,14 +26,16 @@ from crawl.crawldb.seeds import SeedFileEncodingError, SeedParse, read_seed_file
 from crawl.crawldb.status import new_url_state
 from crawl.net.addresses import AddressPolicy
 from crawl.net.urls import host_bucket, host_of, url_hash
-from jobs.commit_info import writes_commits
-from jobs.common import add_run_options, run_spark_step
-from jobs.errors import EXIT_OK, UserError
-from jobs.logs import step_logger
-from jobs.tables import (URL_STATE_SCHEMA, URL_STATE_TIMES, CrawlRoot, ensure_tables, epoch_schema, from_epoch,
-                         url_counts)
-from jobs.tracking import record_step
-from jobs.writes import merge_counts
+from jobs.engine.commit_info import writes_commits
+from jobs.engine.common import add_run_options, run_spark_step
+from jobs.engine.errors import EXIT_OK, UserError
+from jobs.engine.logs import step_logger
+from jobs.engine.crawl_root import CrawlRoot
+from jobs.engine.reads import url_counts
+from jobs.engine.schemas import URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch
+from jobs.engine.tables import ensure_tables
+from jobs.engine.tracking import record_step
+from jobs.engine.writes import merge_counts
 
 MERGE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 SHOWN_REJECTS = 5

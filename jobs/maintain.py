@@ -54,11 +54,12 @@ from pyspark.sql import functions as F
 
 from crawl.fetch.warc import WarcStore, remove_files, segment_of_file, sweep_unfinished, unindexed_files, warc_store
 from crawl.s3 import is_s3_uri
-from jobs.common import run_spark_step
-from jobs.errors import EXIT_OK, UserError
-from jobs.logs import log_step, step_logger
-from jobs.tables import (CrawlRoot, _snapshot, check_segment_id, delete_path, from_epoch_col, list_segments,
-                         path_exists, table_exists)
+from jobs.engine.common import run_spark_step
+from jobs.engine.errors import EXIT_OK, UserError
+from jobs.engine.logs import log_step, step_logger
+from jobs.engine.crawl_root import CrawlRoot, check_segment_id, delete_path, list_segments, path_exists
+from jobs.engine.schemas import from_epoch_col
+from jobs.engine.tables import latest_snapshot, table_exists
 
 # Operations maintain itself commits: they do not count as "a step wrote recently".
 MAINTENANCE_OPERATIONS = ("OPTIMIZE", "VACUUM START", "VACUUM END", "REORG", "SET TBLPROPERTIES")
@@ -122,7 +123,7 @@ def maintained_tables(root: CrawlRoot) -> list[tuple[str, str]]:
 def file_stats(spark: SparkSession, path: str) -> tuple[int, int, int]:
     """(data files, bytes, files with a deletion vector) of the newest version, from Delta's own
     file list (the snapshot's add actions): what a reader has to open."""
-    files = DataFrame(_snapshot(spark, path).allFiles().toDF(), spark)
+    files = DataFrame(latest_snapshot(spark, path).allFiles().toDF(), spark)
     row = files.agg(F.count("*").alias("n"), F.sum("size").alias("bytes"),
                     F.count("deletionVector").alias("dvs")).collect()[0]
     return int(row["n"]), int(row["bytes"] or 0), int(row["dvs"])
@@ -137,7 +138,7 @@ def table_properties(cfg: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _properties_differ(spark: SparkSession, path: str, wanted: Mapping[str, str]) -> bool:
-    configuration = _snapshot(spark, path).metadata().configuration()
+    configuration = latest_snapshot(spark, path).metadata().configuration()
     return any(not configuration.contains(k) or str(configuration.apply(k)) != v for k, v in wanted.items())
 
 
@@ -146,7 +147,7 @@ def _last_step_commit_age(spark: SparkSession, path: str, now: float, quiet_s: f
     only maintain's). The newest commit's time comes from the snapshot (no Spark job); only when
     that one is younger than ``quiet_s`` is the history read, to skip maintain's own commits (a
     second maintain right after a first must not refuse)."""
-    age = now - int(_snapshot(spark, path).timestamp()) / 1000.0
+    age = now - int(latest_snapshot(spark, path).timestamp()) / 1000.0
     if age >= quiet_s:
         return age
     history = (DeltaTable.forPath(spark, path).history(20)
@@ -290,13 +291,13 @@ def maintain_table(spark: SparkSession, cfg: Mapping[str, Any], name: str, path:
     spark.sql(f"OPTIMIZE {table}" + (f" ZORDER BY ({zorder_by})" if zorder_by else "")).collect()
     if file_stats(spark, path)[2]:
         spark.sql(f"REORG TABLE {table} APPLY (PURGE)").collect()
-    before_vacuum = int(_snapshot(spark, path).version())
+    before_vacuum = int(latest_snapshot(spark, path).version())
     with session_settings(spark, {LISTING_PARALLELISM: listing}):
         spark.sql(f"VACUUM {table} RETAIN {retain_h} HOURS").collect()
     result.files_vacuumed = vacuumed_files(spark, path, before_vacuum)
     delta_log = DeltaTable.forPath(spark, path)._jdt.deltaLog()
     none = spark.sparkContext._jvm.scala.Option.empty()
-    delta_log.checkpoint(_snapshot(spark, path), none)
+    delta_log.checkpoint(latest_snapshot(spark, path), none)
     result.files_after, result.bytes_after, dvs_after = file_stats(spark, path)
     result.dvs_purged = dvs - dvs_after
     return result

@@ -8,7 +8,7 @@ Inputs:   the crawl root's Delta tables, registered under their names for the se
           crawldb, hostdb, warc_index, dedup_pages, dedup_bands and cycles (each if it exists);
           the view ``segments`` (every segment's fetched URL rows, Parquet, with segment_id); the
           views ``crawldb_history`` / ``hostdb_history`` (DESCRIBE HISTORY as a table, plus
-          step, cycle, segment and crawl_id from each commit's userMetadata: jobs/commit_info.py).
+          step, cycle, segment and crawl_id from each commit's userMetadata: jobs/engine/commit_info.py).
           The Delta tables are session-only *tables* of Spark's in-memory catalog, not temporary
           views, because only tables take ``VERSION AS OF`` / ``TIMESTAMP AS OF``, ``DESCRIBE
           HISTORY`` and ``table_changes()`` by name (a view refuses time travel:
@@ -46,10 +46,11 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from crawl.sqltext import FORMATS, KNOWN_WRITING_VERBS, format_rows, split_statements, write_verb
 from crawl.net.urls import InvalidUrl, normalize_url, url_hash
-from jobs.commit_info import writes_commits
-from jobs.common import no_crawl_root, run_main
-from jobs.errors import EXIT_NOTHING_TO_DO, EXIT_OK, UserError
-from jobs.tables import CrawlRoot, list_segments, path_exists, table_exists
+from jobs.engine.commit_info import writes_commits
+from jobs.engine.common import no_crawl_root, run_main
+from jobs.engine.errors import EXIT_NOTHING_TO_DO, EXIT_OK, UserError
+from jobs.engine.crawl_root import CrawlRoot, list_segments, path_exists
+from jobs.engine.tables import table_exists
 
 # name -> path of each Delta table in a crawl root
 TABLES = {
@@ -61,7 +62,7 @@ TABLES = {
     "cycles": lambda root: f"{root.root}/cycles",
 }
 HISTORY_VIEWS = {"crawldb_history": "crawldb", "hostdb_history": "hostdb"}
-# what userMetadata holds (jobs/commit_info.py)
+# what userMetadata holds (jobs/engine/commit_info.py)
 COMMIT_INFO_SCHEMA = StructType([StructField("step", StringType()), StructField("segment", StringType()),
                                  StructField("cycle", IntegerType()), StructField("crawl_id", StringType())])
 # Errors in the SQL a user typed (exit 2); anything else is a failure (exit 3).
@@ -110,7 +111,7 @@ def segments_frame(spark: SparkSession, root: CrawlRoot) -> DataFrame | None:
 
 
 def _is_segment_id(name: str) -> bool:
-    from jobs.tables import check_segment_id
+    from jobs.engine.crawl_root import check_segment_id
     try:
         check_segment_id(name)
         return True
@@ -280,7 +281,7 @@ def _add_format(parser) -> None:
 
 
 def _session(cfg: Mapping[str, Any], crawl_root: str) -> tuple[SparkSession, CrawlRoot]:
-    from jobs.session import build_spark
+    from jobs.engine.session import build_spark
     root = CrawlRoot(crawl_root)
     if root.is_local and not path_exists_local(root):
         raise no_crawl_root(root.root)

@@ -21,10 +21,13 @@ from crawl import native
 from crawl.report import format_stats
 from crawl.crawldb.status import BLOCKED_ADDRESS, GENERATABLE_STATUSES
 from crawl.net.addresses import REASON_PATTERN
-from jobs.common import add_run_options, run_spark_step
-from jobs.errors import EXIT_OK, UserError
-from jobs.logs import log_step
-from jobs.tables import CrawlRoot, from_epoch_col, read_url_state, table_exists, table_version
+from jobs.engine.common import add_run_options, run_spark_step
+from jobs.engine.errors import EXIT_OK, UserError
+from jobs.engine.logs import log_step
+from jobs.engine.crawl_root import CrawlRoot
+from jobs.engine.reads import read_url_state
+from jobs.engine.schemas import from_epoch_col
+from jobs.engine.tables import table_exists, table_version
 
 
 def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> dict[str, Any]:
@@ -131,7 +134,7 @@ def configure(parser) -> None:
 def step(spark, cfg, root, args) -> int:
     stats, _ = log_step("stats", "", lambda: run(spark, cfg, root, fmt=args.format),
                         lambda stats: f"{stats['total_urls']} URLs on {stats['hosts']} hosts in the crawldb")
-    from jobs.tracking import finish_run
+    from jobs.engine.tracking import finish_run
     finish_run(spark, cfg, root, args, stats)  # --crawl-id: that crawl run's MLflow run ends here
     return EXIT_OK
 

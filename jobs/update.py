@@ -4,7 +4,7 @@ Inputs:   <crawl_root>/segments/<id>/fetched, <crawl_root>/crawldb, <crawl_root>
 Outputs:  ONE Delta MERGE into crawldb: each attempted URL gets its new state from
           crawl.crawldb.status.apply_fetch (status, http status, timestamps, content hash,
           next_fetch_at, canonical hint, noindex; lease released); what the segment discovered
-          (jobs/discover.py: outlinks, redirect targets, canonical hints, sitemap entries —
+          (jobs/engine/discover.py: outlinks, redirect targets, canonical hints, sitemap entries —
           deduplicated, anti-joined with the crawldb, within each host's total budget) is
           inserted as unfetched with depth + 1, an OPIC-like score and its in-link count; known
           URLs with a newer sitemap lastmod become due now.
@@ -17,7 +17,7 @@ Outputs:  ONE Delta MERGE into crawldb: each attempted URL gets its new state fr
 Re-run:   safe, changes nothing. With the marker present the job stops at once. Without it (the
           job died before writing it), each table takes the segment's write once: every write
           carries Delta's idempotent-write pair (application id deltacrawl-update-<segment>,
-          version 1; jobs/writes.commit_once), so a table that committed it skips it, whatever
+          version 1; jobs/engine/writes.commit_once), so a table that committed it skips it, whatever
           other steps committed in between. Such a run (segments/<id>/_update_started is there)
           counts the touched hosts' url_count from the crawldb instead of adding the new URLs
           it finds: those the dead run inserted are known by now. The MERGE conditions guard
@@ -45,16 +45,18 @@ from pyspark.sql import functions as F
 from crawl.crawldb import in_memory
 from crawl.crawldb.status import DUPLICATE, FetchStatus, apply_fetch, mark_duplicate, schedule_policy
 from crawl.fetch.warc import warc_location_uri
-from jobs import discover
-from jobs.commit_info import writes_commits
-from jobs.common import run_segment_step
-from jobs.errors import UserError
-from jobs.discover import HOST_TOTAL_CAP
-from jobs.generate import per_host_cap
-from jobs.tables import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, CachedFrames, CrawlRoot,
-                         ensure_tables, epoch_schema, fits_driver, from_epoch, from_epoch_col, path_exists,
-                         read_host_state, read_url_state, rows_where, to_epoch, url_counts, write_marker)
-from jobs.writes import (append_once, commit_once, local_merge_sources, merge_counts, merge_mode, run_concurrently,
+from jobs.engine import discover
+from jobs.engine.commit_info import writes_commits
+from jobs.engine.common import run_segment_step
+from jobs.engine.errors import UserError
+from jobs.engine.discover import HOST_TOTAL_CAP
+from jobs.engine.host_caps import per_host_cap
+from jobs.engine.crawl_root import CrawlRoot, path_exists, write_marker
+from jobs.engine.reads import CachedFrames, fits_driver, read_host_state, read_url_state, rows_where, url_counts
+from jobs.engine.schemas import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch,
+                                 from_epoch_col, to_epoch)
+from jobs.engine.tables import ensure_tables
+from jobs.engine.writes import (append_once, commit_once, local_merge_sources, merge_counts, merge_mode, run_concurrently,
                          txn_app_id)
 
 URL_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"

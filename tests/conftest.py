@@ -40,7 +40,7 @@ def make_config(**overrides):
 
 @pytest.fixture(scope="session")
 def spark():
-    from jobs.session import build_spark
+    from jobs.engine.session import build_spark
     # it lives as long as the whole run, where the optimising compiler can pay for itself: the
     # documented default JVM options, not FAST's
     session = build_spark(make_config(spark__jvm_options=build_config()["spark.jvm_options"]))
@@ -55,7 +55,7 @@ def cfg():
 
 @pytest.fixture
 def root(tmp_path):
-    from jobs.tables import CrawlRoot
+    from jobs.engine.crawl_root import CrawlRoot
     return CrawlRoot(str(tmp_path / "crawl"))
 
 

@@ -174,7 +174,7 @@ def test_installed_entry_point_reports_bad_config_without_traceback(tmp_path):
 
 def test_step_runs_under_spark_submit(spark, tmp_path):
     """Each step is also a standalone Spark application: spark-submit jobs/<step>.py ..."""
-    from jobs.jars import default_jars_dir, ensure_delta_jars
+    from jobs.engine.jars import default_jars_dir, ensure_delta_jars
     bin_dir = os.path.dirname(sys.executable)
     jars = ",".join(str(p) for p in ensure_delta_jars(default_jars_dir()))
     seeds = write_seeds(tmp_path / "seeds.txt", ["http://a.example/", "junk"])

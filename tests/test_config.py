@@ -76,7 +76,7 @@ def test_spark_log_level_is_checked_before_a_jvm_starts():
 
 
 def test_jvm_options_join_ours_and_reach_a_clusters_executors():
-    from jobs.session import java_options
+    from jobs.engine.session import java_options
     plain = java_options(build_config(), "local[2]")
     assert list(plain) == ["spark.driver.extraJavaOptions"]
     assert plain["spark.driver.extraJavaOptions"].startswith("-Dlog4j.configurationFile=file:")

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from jobs import dedup, fetch, generate, inject, update
-from jobs.tables import CrawlRoot
+from jobs.engine.crawl_root import CrawlRoot
 from tests.conftest import make_config, write_seeds
 from tests.both_paths import both_update_paths
 
@@ -172,7 +172,7 @@ def _dedup_through_spark(spark, server, tmp_path, monkeypatch):
     assert sorted(tuple(r) for r in spark.read.format("delta").load(root.dedup_bands).collect()) == bands_before
     assert canonical in pages_before and not (set(result) & pages_before)
     # an append made again for the segment (a run that died after one table's append, say) adds nothing
-    from jobs.tables import read_delta
+    from jobs.engine.reads import read_delta
     known, bands = read_delta(spark, root.dedup_pages, True), read_delta(spark, root.dedup_bands, True)
     small = dedup.decide_in_memory(spark, cfg, dedup.fetched_pages(spark, root, seg), known, bands, root)
     assert not small.all_new  # a re-run finds its pages there: it MERGEs (above)
@@ -286,7 +286,7 @@ def test_duplicates_of_a_changed_lost_or_duplicate_page_are_due_now(spark):
 
 
 def _page_rows(spark, n, segment_id):
-    from jobs.tables import DEDUP_PAGES_SCHEMA
+    from jobs.engine.schemas import DEDUP_PAGES_SCHEMA
     import datetime as dt
     when = dt.datetime(2026, 12, 1)
     return spark.createDataFrame([(f"http://127.0.0.63/{i}", i, i % 16, 1000 + i, 7 * i, None, 1.0, when, segment_id)
@@ -304,7 +304,8 @@ def test_dedup_pages_merge_marks_rows_instead_of_rewriting_the_table(spark, tmp_
     once."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
-    from jobs.tables import DEDUP_PAGES_SCHEMA, ensure_dedup_tables
+    from jobs.engine.schemas import DEDUP_PAGES_SCHEMA
+    from jobs.engine.tables import ensure_dedup_tables
     root = CrawlRoot(str(tmp_path / "crawl"))
     # an older crawl root's dedup/pages: no deletion vectors
     DeltaTable.create(spark).location(root.dedup_pages).addColumns(DEDUP_PAGES_SCHEMA).execute()
@@ -368,7 +369,7 @@ def test_in_memory_decision_is_the_spark_decision(spark, seed):
     import datetime as dt
     from crawl.dedup.in_memory import decide
     from crawl.dedup.rules import band_rows
-    from jobs.tables import DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA
+    from jobs.engine.schemas import DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA
     rng = random.Random(seed)
     page = _fingerprints(rng, 4)
     earlier = [page(i, "old") for i in range(40)]

@@ -11,7 +11,7 @@ import pytest
 from crawl.devweb.web import DevWeb
 from jobs import crawl_cycles as crawl_job
 from jobs import stats
-from jobs.tables import CrawlRoot
+from jobs.engine.crawl_root import CrawlRoot
 from tests.conftest import make_config, write_seeds
 from tests.politeness import assert_polite
 from tests.both_paths import both_generate_paths, both_update_paths

@@ -47,7 +47,7 @@ def test_one_cycle_over_the_hostile_web(spark, tmp_path, capsys):
     holds back the hosts that asked for it, and per-host overrides cap generate."""
     from crawl.devweb.web import HOSTILE, DevWeb
     from jobs import fetch, generate, inject, stats, update
-    from jobs.tables import CrawlRoot
+    from jobs.engine.crawl_root import CrawlRoot
     from tests.conftest import make_config
 
     web = DevWeb(hosts=1, pages_per_host=4, port=0, seed=5, hostile=True).start()

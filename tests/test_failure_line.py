@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.common import describe_failure
+from jobs.engine.common import describe_failure
 
 
 def _raise_in_task(_):
@@ -30,12 +30,12 @@ def test_a_plain_error_keeps_its_first_line():
 
 
 class ConcurrentAppendException(Exception):
-    """Named as Delta's (the Python classes Delta raises are matched by name, see jobs/common.py)."""
+    """Named as Delta's (the Python classes Delta raises are matched by name, see jobs/engine/common.py)."""
 
 
 def test_a_delta_commit_conflict_is_one_line_and_exit_3(capsys, monkeypatch):
-    from jobs.common import run_main
-    from jobs.errors import EXIT_FAILURE
+    from jobs.engine.common import run_main
+    from jobs.engine.errors import EXIT_FAILURE
 
     def body(_args, _cfg):
         raise ConcurrentAppendException("Files were added to partition [host_bucket=3] by a concurrent update."

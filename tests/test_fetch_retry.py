@@ -228,7 +228,7 @@ def test_stale_request_logs_on_local_disks_are_swept(tmp_path):
 
 
 def test_local_masters_retry_failed_tasks(spark):
-    from jobs.session import with_task_retries
+    from jobs.engine.session import with_task_retries
     assert spark.sparkContext.master == "local[2, 4]"  # conftest asks for local[2]; the default is 4
     assert [with_task_retries(m, 4) for m in ("local", "local[*]", " local[ 3 ] ", "local[2,1]", "yarn",
                                               "spark://h:7077", "local-cluster[2,1,512]")] == [

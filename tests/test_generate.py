@@ -10,8 +10,9 @@ from crawl.crawldb.status import new_url_state
 from crawl.net.urls import host_bucket, host_of, url_hash
 from jobs import generate
 from jobs.inject import rows_to_url_state
-from jobs.tables import (HOST_STATE_SCHEMA, HOST_STATE_TIMES, URL_STATE_SCHEMA, CrawlRoot, ensure_tables,
-                         epoch_schema, from_epoch)
+from jobs.engine.crawl_root import CrawlRoot
+from jobs.engine.schemas import HOST_STATE_SCHEMA, HOST_STATE_TIMES, URL_STATE_SCHEMA, epoch_schema, from_epoch
+from jobs.engine.tables import ensure_tables
 from tests.both_paths import both_generate_paths
 from tests.conftest import make_config
 
@@ -225,7 +226,7 @@ def test_hosts_are_cut_to_the_largest_cap_before_the_shuffle(spark):
     best rows per partition before the window's shuffle (WindowGroupLimit): a giant host's due
     URLs are never all shuffled and sorted in one task. The plan says so; the caps' results are
     test_per_host_caps_hold_and_rank_by_priority's."""
-    from jobs.tables import HOST_STATE_SCHEMA
+    from jobs.engine.schemas import HOST_STATE_SCHEMA
     cfg = make_config(generate__max_urls_per_host=5,
                       fetch__host_overrides='[{"pattern": "big.example", "max_urls_per_cycle": 40}, '
                                             '{"pattern": "slow.example", "delay_s": 9}]')

@@ -11,8 +11,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs import fetch, generate, inject
-from jobs.errors import ConcurrentStepError, UserError
-from jobs.tables import ensure_cycles_table, list_segments
+from jobs.engine.errors import ConcurrentStepError, UserError
+from jobs.engine.crawl_root import list_segments
+from jobs.engine.tables import ensure_cycles_table
 from tests.conftest import write_seeds
 
 DELTACRAWL = os.path.join(os.path.dirname(sys.executable), "deltacrawl")

@@ -9,7 +9,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from jobs import fetch, generate, inject, stats, update
-from jobs.errors import UserError
+from jobs.engine.errors import UserError
 from tests.conftest import make_config, write_seeds
 
 
@@ -24,7 +24,7 @@ def table(spark, path):
 def test_inject_is_idempotent_and_skips_bad_lines(spark, cfg, root, tmp_path, capsys):
     seeds = write_seeds(tmp_path / "seeds.txt", ["http://a.example/", "HTTP://A.example:80/", "bad url",
                                                  "mailto:x@y", "http://b.example/x"])
-    from jobs import logs
+    from jobs.engine import logs
     logs.setup("deltacrawl inject")  # what the CLI does: our lines to stderr
     first = inject.run(spark, cfg, root, seeds)
     assert (first.inserted, first.rejected, first.duplicates) == (2, 2, 1)
@@ -101,7 +101,7 @@ def test_generate_nothing_due_writes_no_segment(spark, cfg, root, tmp_path):
     now = time.time()
     _inject_hosts(spark, cfg, root, tmp_path, hosts=1, per_host=1, now=now)
     assert generate.run(spark, cfg, root, now=now - 100).segment_id is None
-    from jobs.tables import list_segments
+    from jobs.engine.crawl_root import list_segments
     assert list_segments(spark, root) == []
 
 
@@ -196,7 +196,7 @@ def test_fetch_tasks_write_warc_files_to_s3(spark, cfg, devweb, moto_s3):
     a ranged GET as warc-get reads it."""
     from crawl.net.urls import host_bucket, host_of, url_hash
     from crawl.fetch.warc import S3WarcStore, read_record_at, sweep_unfinished, warc_store
-    from jobs.tables import FETCHLIST_SCHEMA
+    from jobs.engine.schemas import FETCHLIST_SCHEMA
     from tests.s3server import aws_environ, new_bucket
     seg = "20261201000000-5e5e5e"
     fetchlist = spark.createDataFrame(  # what generate would write, without the Delta jobs

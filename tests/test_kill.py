@@ -20,8 +20,9 @@ from pyspark.sql import functions as F
 from crawl.devweb.web import DevWeb
 from crawl.fetch.warc import read_record
 from jobs import dedup, fetch, generate, inject, update
-from jobs.errors import UserError
-from jobs.tables import ensure_dedup_tables, list_segments, table_version
+from jobs.engine.errors import UserError
+from jobs.engine.crawl_root import list_segments
+from jobs.engine.tables import ensure_dedup_tables, table_version
 from tests.conftest import FAST, make_config, write_seeds
 from tests.test_fetcher import host_urls
 from tests.test_update_recovery import assert_consistent

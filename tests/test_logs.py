@@ -1,4 +1,4 @@
-"""Output discipline (jobs/logs.py): results on stdout, our progress lines on stderr, Spark's own
+"""Output discipline (jobs/engine/logs.py): results on stdout, our progress lines on stderr, Spark's own
 JVM output in a log file unless --verbose, and a failed command naming that file."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from jobs import logs
+from jobs.engine import logs
 from tests.conftest import FAST, write_seeds
 
 CONF = [arg for k, v in FAST.items() for arg in ("--conf", f"{k}={v}")]
@@ -54,7 +54,7 @@ def test_results_on_stdout_progress_on_stderr_spark_in_its_file(tmp_path):
 
 
 def test_a_failure_names_sparks_log(monkeypatch, capsys):
-    from jobs.common import run_main
+    from jobs.engine.common import run_main
 
     def body(args, cfg):
         monkeypatch.setitem(logs._state, "jvm_log", "/var/log/example.log")

@@ -13,8 +13,9 @@ from delta.tables import DeltaTable
 
 from crawl.config import ConfigError
 from jobs import cli, dedup, fetch, generate, inject, maintain, update
-from jobs.errors import UserError
-from jobs.tables import list_segments, table_exists
+from jobs.engine.errors import UserError
+from jobs.engine.crawl_root import list_segments
+from jobs.engine.tables import table_exists
 from tests.conftest import FAST, make_config, write_seeds
 
 DAY = 86400
@@ -33,7 +34,7 @@ def maintain_cfg(**extra):
 @pytest.fixture(scope="module")
 def crawled(spark, tmp_path_factory):
     from crawl.devweb.web import DevWeb
-    from jobs.tables import CrawlRoot
+    from jobs.engine.crawl_root import CrawlRoot
     tmp = tmp_path_factory.mktemp("maintain")
     root = CrawlRoot(str(tmp / "crawl"))
     web = DevWeb(hosts=3, pages_per_host=6, port=0, seed=11, crawl_delay_s=0.0)

@@ -43,14 +43,14 @@ def test_a_missing_module_is_named(monkeypatch):
 
 def test_a_step_warns_at_start(monkeypatch, capsys, tmp_path):
     """After the input checks and before the JVM starts (build_spark is replaced to stop there)."""
-    import jobs.session
+    import jobs.engine.session
     from jobs import stats
     monkeypatch.setattr(native, "missing_warning", lambda: "compiled code missing (test)")
 
     def no_jvm(*_args, **_kwargs):
         raise RuntimeError("stopped before the JVM")
 
-    monkeypatch.setattr(jobs.session, "build_spark", no_jvm)
+    monkeypatch.setattr(jobs.engine.session, "build_spark", no_jvm)
     (tmp_path / "crawl").mkdir()  # stats refuses a missing crawl root before it gets this far
     assert stats.main(["--crawl-root", str(tmp_path / "crawl")]) == 3
     err = capsys.readouterr().err

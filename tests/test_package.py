@@ -1,10 +1,10 @@
-"""jobs/package.py: what the executors of a cluster get. The archive itself runs on a real
+"""jobs/engine/package.py: what the executors of a cluster get. The archive itself runs on a real
 standalone cluster in tests/test_cluster.py; here, what goes into it (no archive is built)."""
 from __future__ import annotations
 
 import zipfile
 
-from jobs import package
+from jobs.engine import package
 
 
 def test_executors_get_the_crawlers_requirements_only():
@@ -57,3 +57,25 @@ def test_code_zip_is_pure_python(tmp_path):
     assert {"crawl/net/urls.py", "jobs/fetch.py", "conf/defaults.toml", "conf/log4j2.properties"} <= names
     assert not [n for n in names if n.endswith(".so")]
     assert package.build_code_zip(tmp_path) == path  # unchanged code: the same zip, reused
+
+
+def test_code_zip_carries_every_module_of_jobs_and_its_engine(tmp_path):
+    """The steps import jobs.engine.*: an executor that got jobs/ without its subpackage would
+    fail every task. Every module of the source tree is in the zip, and imports from it alone."""
+    import pathlib
+    import subprocess
+    import sys
+    source = pathlib.Path(package.__file__).resolve().parents[2]
+    wanted = {p.relative_to(source).as_posix() for p in (source / "jobs").rglob("*.py")}
+    assert "jobs/engine/session.py" in wanted and "jobs/engine/__init__.py" in wanted
+    path = package.build_code_zip(tmp_path)
+    with zipfile.ZipFile(path) as zf:
+        assert wanted - set(zf.namelist()) == set()
+    code = ("import sys\n"
+            f"sys.path.insert(0, {str(path)!r})\n"
+            "import jobs.engine.session, jobs.engine.tables, jobs.update\n"
+            "print(jobs.engine.session.__file__, jobs.update.__file__)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                          env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [f"{path}/jobs/engine/session.py", f"{path}/jobs/update.py"]

@@ -1,4 +1,4 @@
-"""jobs/seen_filter.py on a real crawldb: the seen-URL filter is stored in the crawl root, used as
+"""jobs/engine/seen_filter.py on a real crawldb: the seen-URL filter is stored in the crawl root, used as
 it is while the crawldb is unchanged, brought up to date from the Change Data Feed when URLs were
 inserted, and built again from the whole table whenever that would not be exact: rows removed,
 change data missing, a broken or foreign file, a filter grown too full."""
@@ -10,10 +10,10 @@ from delta.tables import DeltaTable
 
 from crawl.net.bloom import BloomFilter
 from jobs import inject
-from jobs import seen_filter as seen_filter_module
-from jobs.logs import step_logger
-from jobs.seen_filter import seen_filter, usable
-from jobs.tables import _snapshot
+from jobs.engine import seen_filter as seen_filter_module
+from jobs.engine.logs import step_logger
+from jobs.engine.seen_filter import seen_filter, usable
+from jobs.engine.tables import latest_snapshot
 from tests.conftest import write_seeds
 
 
@@ -27,7 +27,7 @@ def stored(root) -> list[str]:
 
 
 def table_and_version(spark, root) -> tuple[str, int]:
-    snapshot = _snapshot(spark, root.crawldb)
+    snapshot = latest_snapshot(spark, root.crawldb)
     return str(snapshot.metadata().id()), int(snapshot.version())
 
 
@@ -125,7 +125,7 @@ def test_a_filter_too_small_to_use_is_not_used(spark, cfg, root, tmp_path, monke
 
     add_seeds(spark, cfg, root, tmp_path, "g", ["http://g0.test/"])
     monkeypatch.setattr(seen_filter_module, "MAX_USABLE_FACTOR", 0.0)  # no filter is good enough
-    logger = step_logger("fetch")  # our loggers may not propagate (jobs/logs.py setup)
+    logger = step_logger("fetch")  # our loggers may not propagate (jobs/engine/logs.py setup)
     logger.addHandler(caplog.handler)
     try:
         assert seen_filter(spark, root, cfg) is None

@@ -1,5 +1,5 @@
 """Snapshots built ahead: while fetch waits on hosts, the driver builds the table snapshots dedup
-and update read next (jobs/tables.snapshots_built_meanwhile, used by jobs/crawl_cycles.py)."""
+and update read next (jobs/engine/tables.snapshots_built_meanwhile, used by jobs/crawl_cycles.py)."""
 from __future__ import annotations
 
 import threading
@@ -9,7 +9,7 @@ import pytest
 
 from pyspark.sql import Row
 
-from jobs.tables import build_snapshots, snapshots_built_meanwhile
+from jobs.engine.tables import build_snapshots, snapshots_built_meanwhile
 
 
 def _jobs_of(spark, call) -> int:

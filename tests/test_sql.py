@@ -31,7 +31,7 @@ def crawled(spark, tmp_path_factory):
     questions about failures, traps and duplicates have answers; yields (root, CrawlResult)."""
     from crawl.devweb.web import DevWeb
     from jobs import crawl_cycles
-    from jobs.tables import CrawlRoot
+    from jobs.engine.crawl_root import CrawlRoot
     base = tmp_path_factory.mktemp("sql")
     web = DevWeb(hosts=10, pages_per_host=8, port=0, seed=7, crawl_delay_s=0.4, hostile=True)
     web.seeded_hostile = tuple(make_config()["devweb.hostile"])
@@ -156,7 +156,9 @@ def test_change_data_feed_gives_a_downstream_indexer_the_changed_rows(spark, reg
 
 def test_change_data_feed_upgrade_of_an_older_crawl_root_is_idempotent(spark, tmp_path):
     from delta.tables import DeltaTable
-    from jobs.tables import HOST_STATE_SCHEMA, URL_STATE_SCHEMA, CrawlRoot, ensure_tables
+    from jobs.engine.crawl_root import CrawlRoot
+    from jobs.engine.schemas import HOST_STATE_SCHEMA, URL_STATE_SCHEMA
+    from jobs.engine.tables import ensure_tables
     root = CrawlRoot(str(tmp_path / "old"))
     for path, schema in ((root.crawldb, URL_STATE_SCHEMA), (root.hostdb, HOST_STATE_SCHEMA)):
         DeltaTable.create(spark).location(path).addColumns(schema).partitionedBy("host_bucket").execute()
@@ -238,8 +240,8 @@ def test_shell_has_spark_and_the_tables(crawled, monkeypatch, capfd):
 
 
 def test_build_spark_refuses_a_session_without_delta():
-    from jobs.errors import UserError
-    from jobs.session import check_delta_session
+    from jobs.engine.errors import UserError
+    from jobs.engine.session import check_delta_session
 
     class Conf:
         def get(self, key, default=None):

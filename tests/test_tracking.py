@@ -1,5 +1,5 @@
 """Run tracking: the figures (crawl/tracking.py), the charts (crawl/charts.py), and through real
-crawls (jobs/tracking.py, jobs/crawl_cycles.py): the MLflow run in a real SQLite store read back with
+crawls (jobs/engine/tracking.py, jobs/crawl_cycles.py): the MLflow run in a real SQLite store read back with
 MLflow's own client, the cycles Delta table, url_state.discovered_segment, tracking off, a broken
 tracking store, and steps run by hand."""
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_cycle_metrics():
 
 def test_hosts_with_a_robots_error_are_a_fetch_metric():
     from jobs.fetch import FetchResult
-    from jobs.tracking import result_figures
+    from jobs.engine.tracking import result_figures
     result = FetchResult("s", 5, 2, {"ok": 3, "not_attempted": 2}, {"robots.txt unparsable": 1}, robots_errors=1)
     fig = result_figures("fetch", result, 0.0, 1.0)
     assert cycle_metrics([fig])["fetch/robots_errors"] == 1.0
@@ -130,7 +130,7 @@ def test_a_new_store_keeps_the_default_experiments_artifacts_beside_it(tmp_path,
     directory (for an Airflow task, a temporary folder that is deleted)."""
     from crawl.config import build_config
     from crawl.tracking import tracking_store
-    from jobs.tracking import CrawlTracker, OneLineWarnings
+    from jobs.engine.tracking import CrawlTracker, OneLineWarnings
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
@@ -143,7 +143,7 @@ def test_a_new_store_keeps_the_default_experiments_artifacts_beside_it(tmp_path,
 
 
 def test_cycle_row_has_every_column():
-    from jobs.tables import CYCLES_SCHEMA
+    from jobs.engine.schemas import CYCLES_SCHEMA
     row = cycle_row(fetch_figures(), "crawl-1", None, 2)
     assert set(row) == set(CYCLES_SCHEMA.fieldNames())
     assert (row["crawl_id"], row["cycle"], row["step"], row["by_outcome"]["ok"]) == ("crawl-1", 2, "fetch", 20)
@@ -421,10 +421,10 @@ def test_crawl_bookkeeping_runs_behind_the_crawl_and_reads_what_the_step_left(sp
     import glob
     import threading
     from jobs import inject
-    from jobs.commit_info import USER_METADATA_CONF, set_crawl_cycle
-    from jobs.tracking import CrawlRecorder, OneLineWarnings
+    from jobs.engine.commit_info import USER_METADATA_CONF, set_crawl_cycle
+    from jobs.engine.tracking import CrawlRecorder, OneLineWarnings
     from jobs.update import UpdateResult
-    from jobs.writes import commit_once
+    from jobs.engine.writes import commit_once
     inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", ["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"]))
     crawldb = spark.read.format("delta").load(root.crawldb)
     as_update_left_it = {r["status"]: r["n"] for r in crawldb.groupBy("status").count().withColumnRenamed("count", "n").collect()}
@@ -461,7 +461,7 @@ def test_crawl_bookkeeping_runs_behind_the_crawl_and_reads_what_the_step_left(sp
 def test_a_store_failing_mid_crawl_is_one_line_and_no_exception(tmp_path, capsys):
     """The store works at start, then every call fails: one stderr line, nothing raised."""
     from crawl.tracking import tracking_store
-    from jobs.tracking import CrawlTracker, OneLineWarnings
+    from jobs.engine.tracking import CrawlTracker, OneLineWarnings
     from crawl.config import build_config
     store = tracking_store(str(tmp_path / "crawl"), None, "", {})
     tracker = CrawlTracker(store, "deltacrawl", OneLineWarnings("deltacrawl crawl"))

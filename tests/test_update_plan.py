@@ -6,7 +6,8 @@ from __future__ import annotations
 from crawl.crawldb import in_memory
 from crawl.crawldb.status import DUPLICATE, FETCHED, FetchStatus, new_url_state
 from crawl.net.urls import host_bucket, host_of, url_hash
-from jobs.generate import override_cap, override_value
+from crawl.fetch.politeness import override_value
+from jobs.engine.host_caps import override_cap
 from tests.conftest import make_config
 
 SEGMENT = "20261201000000-abcdef"

@@ -255,7 +255,7 @@ def test_read_errors_are_one_line_os_errors(moto_s3):
 def test_warc_get_finds_the_file_of_a_moved_crawl_root(tmp_path):
     """warc_uri holds absolute local paths: after the crawl root moved, the index row's path is
     gone, and the file in this root's warc/ folder is read instead."""
-    from jobs.tables import CrawlRoot
+    from jobs.engine.crawl_root import CrawlRoot
     from jobs.warc_get import record_location
     old, new = tmp_path / "old-root", tmp_path / "new-root"
     (new / "warc").mkdir(parents=True)

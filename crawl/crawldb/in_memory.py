@@ -1,13 +1,13 @@
 """What jobs/update.py writes for one segment, computed in memory for a small segment.
 
-jobs/update.py computes its MERGE sources with Spark queries (updated_states, jobs/discover.py,
+jobs/update.py computes its MERGE sources with Spark queries (updated_states, jobs/engine/discover.py,
 orphaned_duplicates): on a small segment their data is a few hundred rows and their cost is
 Spark's planning and job start, about half of a warm update's time (BENCHMARKS.md "Cycle cost,
 sixth round"). For a segment of at most ``update.local_max_urls`` URLs, jobs/update.py instead
 collects the segment, the crawldb rows it can touch (its own URLs, the URLs it discovered, the
 duplicates of its pages) and the url_count of the hosts it discovered URLs on: all bounded by
 the segment, not by the tables. This module then computes, with the rules of jobs/update.py and
-jobs/discover.py step for step (tests/test_update_local.py compares the two on real crawls):
+jobs/engine/discover.py step for step (tests/test_update_local.py compares the two on real crawls):
 
 - updates: each attempted URL still leased to the segment gets
   crawl.crawldb.status.apply_fetch (and mark_duplicate when dedup found its content elsewhere);
@@ -22,7 +22,7 @@ jobs/discover.py step for step (tests/test_update_local.py compares the two on r
   or duplicates themselves), except those attempted in this segment.
 
 Rows use epoch seconds (floats) for times, as the Spark path's Python stages do; jobs/update.py
-converts them with jobs.tables.from_epoch.
+converts them with jobs.engine.schemas.from_epoch.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from crawl.crawldb.schedule import epoch_micros
 from crawl.net.urls import host_bucket, host_of, url_hash
 
 Key = tuple[int, int, str]  # (host_bucket, url_hash, url): the crawldb's row key
-# the fields of one candidate, in jobs/discover.py's _CANDIDATE_SCHEMA order
+# the fields of one candidate, in jobs/engine/discover.py's _CANDIDATE_SCHEMA order
 CANDIDATE_FIELDS = ("url", "host", "host_bucket", "url_hash", "depth", "score", "redirect_hops", "inlinks", "lastmod")
 LINK_SOURCES = (FetchStatus.OK, FetchStatus.REDIRECT)
 # Answers after which a page no longer holds the content its duplicates copy.

@@ -13,6 +13,7 @@ previous penalty doubled (exponential backoff), capped.
 from __future__ import annotations
 
 from email.utils import parsedate_to_datetime
+from typing import Any, Mapping
 
 from crawl.net.urls import host_without_port
 
@@ -80,6 +81,15 @@ def host_override(host: str, overrides: list[dict]) -> dict | None:
         if override_matches(entry["pattern"], host):
             return entry
     return None
+
+
+def override_value(cfg: Mapping[str, Any], key: str, default: int, host: str) -> int:
+    """``key`` of the first fetch.host_overrides entry matching ``host`` that sets it, else
+    ``default``: the rule jobs.engine.host_caps.override_cap computes as a Spark Column."""
+    for entry in cfg["fetch.host_overrides"]:
+        if key in entry and override_matches(entry["pattern"], host):
+            return int(entry[key])
+    return int(default)
 
 
 def validate_overrides(overrides: object) -> list[dict]:

@@ -45,7 +45,7 @@ OUR_PACKAGES = ("crawl", "jobs", "conf")
 # Supplied by the Spark installation that runs the executors (and 480 MB).
 SPARK_SUPPLIED = ("pyspark", "py4j")
 KEEP_ARCHIVES = 3
-# deltacrawl's requirements that only the driver imports (jobs/tracking.py, crawl/charts.py,
+# deltacrawl's requirements that only the driver imports (jobs/engine/tracking.py, crawl/charts.py,
 # crawl/sqltext.py): the executors' archive leaves them out, with whatever only they require.
 DRIVER_ONLY = ("mlflow-skinny", "sqlalchemy", "alembic", "matplotlib", "sqlparse")
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Mapping
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.tables import table_bytes
+from jobs.engine.tables import table_bytes
 
 # Delta's idempotent writes: a commit carrying an (application id, version) the table has
 # recorded already is skipped, atomically with the check (the pair is part of the commit).

@@ -40,8 +40,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawl.net.bloom import BloomFilter
-from jobs.logs import step_logger
-from jobs.tables import CrawlRoot, _hadoop_path, _snapshot
+from jobs.engine.logs import step_logger
+from jobs.engine.crawl_root import CrawlRoot, hadoop_path
+from jobs.engine.tables import latest_snapshot
 
 # The filter is sized for at least this many URLs (1.2 MB at 1 %): a small crawl's filter would
 # otherwise be a few bytes, whose false positives are at the mercy of a handful of bits.
@@ -88,7 +89,7 @@ def seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Mapping[str, Any]) ->
         return None
     max_bytes = int(cfg["discovery.bloom_max_mb"]) * 2**20
     store = _FilterStore(spark, f"{root.root}/seen_filter")
-    snapshot = _snapshot(spark, root.crawldb)
+    snapshot = latest_snapshot(spark, root.crawldb)
     table, version = str(snapshot.metadata().id()), int(snapshot.version())
     bloom, why, stored_version, added = None, "none stored", None, 0
     newest = store.newest(table, version)
@@ -217,7 +218,7 @@ class _FilterStore:
     def _names(self) -> list[str]:
         if self.local is not None:
             return os.listdir(self.local) if os.path.isdir(self.local) else []
-        fs, path = _hadoop_path(self.spark, self.folder)
+        fs, path = hadoop_path(self.spark, self.folder)
         if not fs.exists(path):
             return []
         return [st.getPath().getName() for st in fs.listStatus(path)]
@@ -238,7 +239,7 @@ class _FilterStore:
             with open(os.path.join(self.local, name), "rb") as fh:
                 return fh.read()
         jvm = self.spark.sparkContext._jvm
-        fs, path = _hadoop_path(self.spark, f"{self.folder}/{name}")
+        fs, path = hadoop_path(self.spark, f"{self.folder}/{name}")
         stream = fs.open(path)
         try:
             return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
@@ -254,7 +255,7 @@ class _FilterStore:
                 fh.write(data)
             os.replace(partial, final)  # readers see the whole file or none
             return
-        fs, path = _hadoop_path(self.spark, f"{self.folder}/{name}")
+        fs, path = hadoop_path(self.spark, f"{self.folder}/{name}")
         out = fs.create(path, True)  # an object store shows the object only once it is closed
         try:
             view = memoryview(data)
@@ -278,5 +279,5 @@ class _FilterStore:
                     pass
             return
         for name in doomed:
-            fs, path = _hadoop_path(self.spark, f"{self.folder}/{name}")
+            fs, path = hadoop_path(self.spark, f"{self.folder}/{name}")
             fs.delete(path, False)

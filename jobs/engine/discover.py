@@ -1,4 +1,4 @@
-"""What a segment discovered, as crawldb rows: used by update (pure DataFrame -> DataFrame).
+"""What a segment discovered, as crawldb rows: update's DataFrame -> DataFrame pieces (not a step of its own).
 
 Sources, all already normalised and filtered in the fetch task (crawl/crawldb/discovery.py):
   * outlinks of fetched pages (and the canonical hint of a page), depth + 1, each with an
@@ -25,8 +25,10 @@ from pyspark.sql import functions as F
 
 from crawl.crawldb.in_memory import LINK_SOURCES
 from crawl.crawldb.status import discovered_links, new_url_state, outlink_score
+from crawl.fetch.politeness import override_value
 from crawl.net.urls import host_bucket, host_of, url_hash
-from jobs.tables import URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch, from_epoch_col
+from jobs.engine.host_caps import override_cap
+from jobs.engine.schemas import URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch, from_epoch_col
 
 HOST_TOTAL_CAP = "host_total_cap"   # link_rejects reason: the host holds all the URLs it may
 _URL_FIELDS = URL_STATE_SCHEMA.fieldNames()
@@ -92,13 +94,11 @@ def candidates(spark: SparkSession, outcomes: DataFrame, hosts: DataFrame, cfg: 
 
 def host_total_cap(cfg: Mapping[str, Any]) -> Column:
     """discovery.max_urls_per_host_total, or the first matching override's max_urls_total."""
-    from jobs.generate import override_cap
     return override_cap(cfg, "max_urls_total", int(cfg["discovery.max_urls_per_host_total"]))
 
 
 def host_total_cap_of(cfg: Mapping[str, Any], host: str) -> int:
     """host_total_cap for one host, in Python."""
-    from jobs.generate import override_value
     return override_value(cfg, "max_urls_total", int(cfg["discovery.max_urls_per_host_total"]), host)
 
 

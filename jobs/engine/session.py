@@ -3,7 +3,7 @@
 Runs started by deltacrawl (``deltacrawl ...``) start their own JVM with the configured master,
 the cached jars and the Delta SQL extension, and on a cluster master (anything but ``local``)
 ship what the executors need (``spark.python_env``): by default the packed Python environment
-with deltacrawl installed in it (jobs/package.py), unpacked on each executor and used as its
+with deltacrawl installed in it (jobs/engine/package.py), unpacked on each executor and used as its
 Python. Under ``spark-submit`` the JVM already exists: master, memory, jars and archives come from
 spark-submit (README, "Running on a cluster"), and only SQL and storage settings are applied here.
 
@@ -27,7 +27,7 @@ from typing import Any, Mapping
 from pyspark.sql import SparkSession
 
 from crawl.config import spark_settings
-from jobs.jars import JAR_SETS, default_jars_dir, ensure_jars
+from jobs.engine.jars import JAR_SETS, default_jars_dir, ensure_jars
 
 
 def _under_spark_submit() -> bool:
@@ -78,7 +78,7 @@ def _jar_conf(cfg: Mapping[str, Any], sets: list[str]) -> dict[str, str]:
 
 def _ship_python(cfg: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
     """Make the executors run our code: returns the settings and a code zip to add after start (if any)."""
-    from jobs.package import ENV_ALIAS, EXECUTOR_PYTHON, build_code_zip, build_env_archive
+    from jobs.engine.package import ENV_ALIAS, EXECUTOR_PYTHON, build_code_zip, build_env_archive
     mode = str(cfg["spark.python_env"]).strip()
     if mode == "code":
         return {}, str(build_code_zip())
@@ -90,11 +90,11 @@ def _ship_python(cfg: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
 
 
 def _start_jvm(settings: Mapping[str, str]) -> None:
-    """Start the driver's JVM with its output in a log file (jobs/logs.py), so stderr carries our
+    """Start the driver's JVM with its output in a log file (jobs/engine/logs.py), so stderr carries our
     lines only; with --verbose (no file) pyspark starts it as usual when the session is built."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
-    from jobs.logs import open_jvm_log
+    from jobs.engine.logs import open_jvm_log
     handle = open_jvm_log()
     if handle is None:
         return
@@ -113,7 +113,7 @@ def check_delta_session(spark: SparkSession) -> SparkSession:
     """A session someone else started (a pyspark shell, a notebook) is used as it is, so it must
     have Delta's SQL extension: without it every table read fails later, far from the cause."""
     if DELTA_EXTENSION not in (spark.conf.get("spark.sql.extensions", None) or ""):
-        from jobs.errors import UserError
+        from jobs.engine.errors import UserError
         raise UserError(
             "the running SparkSession has no Delta Lake (spark.sql.extensions lacks "
             f"{DELTA_EXTENSION}), and Spark cannot add it to a session that exists: use "

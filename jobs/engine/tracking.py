@@ -42,10 +42,12 @@ from pyspark.sql import functions as F
 
 from crawl.tracking import (CYCLE_STEPS, StepFigures, TrackingStore, config_document, config_params,
                             cycle_metrics, cycle_row, figures_document, tracking_store)
-from jobs.commit_info import USER_METADATA_CONF, commit_metadata, run_context, set_crawl_cycle
-from jobs.logs import log_step, step_logger
-from jobs.tables import CYCLES_SCHEMA, CrawlRoot, ensure_cycles_table, table_version
-from jobs.writes import TXN_APP_ID, TXN_VERSION
+from jobs.engine.commit_info import USER_METADATA_CONF, commit_metadata, run_context, set_crawl_cycle
+from jobs.engine.logs import log_step, step_logger
+from jobs.engine.crawl_root import CrawlRoot
+from jobs.engine.schemas import CYCLES_SCHEMA
+from jobs.engine.tables import ensure_cycles_table, table_version
+from jobs.engine.writes import TXN_APP_ID, TXN_VERSION
 
 # MLflow limits per log_batch request (mlflow.utils.validation): 1000 metrics, 100 params.
 _METRICS_PER_BATCH, _PARAMS_PER_BATCH = 1000, 100
@@ -433,7 +435,7 @@ class CrawlRecorder:
     step (they took 1.4-1.7 s between a cycle's update and the next generate: BENCHMARKS.md "Cycle
     cost, fourth round"). They use a session of their own (``spark.newSession()``, sharing the
     SparkContext): its settings are its own, so the cycles commit carries its cycle's label
-    (jobs/commit_info.py) and never a step's write settings, and the step's commits never carry
+    (jobs/engine/commit_info.py) and never a step's write settings, and the step's commits never carry
     the bookkeeping's. What they read does not move under them: the segment's fetched files, and
     the crawldb at the version update left it (pinned). ``close()`` waits for them."""
     spark: SparkSession

@@ -1,6 +1,6 @@
 """What every job shares: the global options, config loading, crawl-root checks and the
 error policy (a user's mistake is one clear line on stderr and exit code 2, never a traceback;
-the exit codes and errors themselves are in jobs/errors.py).
+the exit codes and errors themselves are in jobs/engine/errors.py).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import traceback
 from typing import Any, Callable, Mapping
 
 from crawl.config import ConfigError, build_config, parse_pairs
-from jobs.errors import ConcurrentStepError, EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, UserError
+from jobs.engine.errors import ConcurrentStepError, EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, UserError
 
 
 def add_global_options(parser: argparse.ArgumentParser) -> None:
@@ -165,7 +165,7 @@ def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.Ar
     configure(parser)
     add_global_options(parser)
     args = parser.parse_args(argv)
-    from jobs import logs
+    from jobs.engine import logs
     logs.setup(prog, args.verbose)
     try:
         cfg = config_from_args(args)
@@ -203,19 +203,19 @@ def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argpa
     """run_main for a Spark step: ``precheck(args, cfg)`` validates input before a JVM is started, then
     ``step(spark, cfg, root, args)`` runs with the one SparkSession and the crawl root."""
     def checks(args: argparse.Namespace, cfg: Mapping[str, Any]) -> None:
-        from jobs.commit_info import run_context
+        from jobs.engine.commit_info import run_context
         run_context(args, prog.split()[-1])  # --crawl-id / --cycle checked before a JVM starts
         if precheck is not None:
             precheck(args, cfg)
 
     def body(args: argparse.Namespace, cfg: Mapping[str, Any]) -> int:
         from crawl import native
-        from jobs.logs import step_logger
+        from jobs.engine.logs import step_logger
         warning = native.missing_warning()
         if warning:
             step_logger(prog.split()[-1]).warning(warning)
-        from jobs.session import build_spark
-        from jobs.tables import CrawlRoot
+        from jobs.engine.session import build_spark
+        from jobs.engine.crawl_root import CrawlRoot
         return step(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), args)
     return run_main(prog, argv, configure, body, creates_root=creates_root, precheck=checks)
 
@@ -223,7 +223,7 @@ def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argpa
 def run_segment_step(prog: str, argv: list[str] | None, description: str,
                      run: Callable[..., Any], check: Callable[[Mapping[str, Any]], Any] | None = None) -> int:
     """main() of a step that works on one segment (fetch, dedup, update): ``run(spark, cfg, root,
-    segment_id)``; the run is appended to the cycles table (jobs/tracking.py). ``check(cfg)``
+    segment_id)``; the run is appended to the cycles table (jobs/engine/tracking.py). ``check(cfg)``
     refuses bad input before a JVM starts."""
     def configure(parser: argparse.ArgumentParser) -> None:
         parser.description = description
@@ -231,13 +231,13 @@ def run_segment_step(prog: str, argv: list[str] | None, description: str,
         add_run_options(parser)
 
     def step(spark, cfg, root, args) -> int:
-        from jobs.tracking import record_step  # (jobs.tracking imports this module)
+        from jobs.engine.tracking import record_step  # (jobs.engine.tracking imports this module)
         record_step(spark, cfg, root, prog.split()[-1], lambda: run(spark, cfg, root, args.segment), args,
                     f"segment {args.segment}")
         return EXIT_OK
 
     def precheck(args: argparse.Namespace, cfg: Mapping[str, Any]) -> None:
-        from jobs.tables import check_segment_id
+        from jobs.engine.crawl_root import check_segment_id
         check_segment_id(args.segment)
         if check is not None:
             check(cfg)

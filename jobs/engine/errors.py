@@ -1,6 +1,6 @@
-"""The error policy's vocabulary, shared by every job (and by jobs/common.py, which applies it):
+"""The error policy's vocabulary, shared by every job (and by jobs/engine/common.py, which applies it):
 the exit codes and the two errors a step raises on purpose. It imports nothing of ours, so any
-module (jobs/tables.py, jobs/session.py) can raise them without an import cycle.
+module (jobs/engine/tables.py, jobs/engine/session.py) can raise them without an import cycle.
 
 Exit codes of every step:  0 done · 1 nothing to do (warc-get: not archived) · 2 bad input
 (config, seeds, paths; nothing was changed) · 3 unexpected failure (the crawl root stays

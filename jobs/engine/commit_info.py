@@ -6,7 +6,7 @@ Every Delta commit a deltacrawl step makes carries a JSON object in its commit i
     {"step": "update", "segment": "20261201120000-a1b2c3", "cycle": 3, "crawl_id": "20261201115900-9f8e7d"}
 
 ``cycle`` and ``crawl_id`` are set by ``deltacrawl crawl`` (jobs/crawl_cycles.py: inject is cycle 0)
-and by a step given ``--crawl-id``/``--cycle`` (jobs/tracking.py: the Airflow DAG's steps); a
+and by a step given ``--crawl-id``/``--cycle`` (jobs/engine/tracking.py: the Airflow DAG's steps); a
 step run on its own by hand has them null. ``segment`` is null for inject. So
 "the crawldb as of the end of cycle 3" is the newest commit whose userMetadata says cycle 3
 (README, "SQL on the crawl database"; ``crawldb_history`` in jobs/sql.py has these fields as
@@ -31,12 +31,12 @@ from typing import Any, Callable, TypeVar
 
 from pyspark.sql import SparkSession
 
-from jobs.errors import UserError
+from jobs.engine.errors import UserError
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 # What crawl run and cycle the steps are in: set by jobs/crawl_cycles.py at the start of each cycle, or by
-# jobs/tracking.record_step around a step given --crawl-id; cleared at the end.
+# jobs/engine/tracking.record_step around a step given --crawl-id; cleared at the end.
 _crawl: dict[str, Any] = {"crawl_id": None, "cycle": None}
 
 F = TypeVar("F", bound=Callable[..., Any])
