@@ -4,7 +4,7 @@ from the web's request log, against uniform refresh, Nutch's adaptive rule and t
 Garcia-Molina optimum given the same fetches at the same instants.
 
 Run:      .venv/bin/python bench/freshness.py [--seed 1] [--pages 320] [--hosts 8] [--budget 0.25]
-          [--cycles 18] [--warmup-cycles N] [--fetch-value-s 4] [--conf key=value ...]
+          [--cycles 18] [--warmup-cycles N] [--fetch-value-s MU] [--conf key=value ...]
           [--cycle-s 15] [--out-json FILE] [--keep]   (8–10 min; ``--score-only DIR`` re-scores a kept run)
 The web:  bench/_changing_web.py, in this process (its own thread), on 127.0.0.2 … (one address per
           host, loopback only): a home page per host, important pages (10 %), normal pages and
@@ -21,7 +21,8 @@ The crawl: what ``deltacrawl crawl`` runs (inject, then generate → fetch → d
           due for a while after the discovery waves, and those are exactly the cycles whose
           budget went unused). Seeds: every home page. The schedule's clock is compressed only
           through config: schedule.min_interval_s 5, max_interval_s 7200, prior_min_change_s 5,
-          prior_max_change_s 86400, fetch_value_s (--fetch-value-s, 4), retry 30 s, gone 60 s;
+          prior_max_change_s 86400, the fetch value fitted to the budget by update (the default;
+          --fetch-value-s sets one by hand instead), retry 30 s, gone 60 s;
           generate.top_n = round(--budget × pages) (a quarter of the pages per cycle by default),
           max_urls_per_host = top_n; fetch.delay_s 0.25; fetch.allow_networks = exactly the web's
           addresses (the address guard refuses loopback).
@@ -111,10 +112,12 @@ def crawl_conf(args: argparse.Namespace, web: ChangingWeb) -> dict[str, str]:
     conf = {
         "schedule.min_interval_s": args.min_interval_s, "schedule.max_interval_s": args.max_interval_s,
         "schedule.prior_min_change_s": args.prior_min_change_s, "schedule.prior_max_change_s": args.prior_max_change_s,
-        "schedule.fetch_value_s": args.fetch_value_s, "schedule.retry_interval_s": 30, "schedule.gone_interval_s": 60,
+        "schedule.retry_interval_s": 30, "schedule.gone_interval_s": 60,
         "generate.top_n": top_n, "generate.max_urls_per_host": top_n, "fetch.delay_s": args.delay_s,
         "fetch.allow_networks": json.dumps(web.networks()),
     }
+    if args.fetch_value_s is not None:  # a hand-set fetch value instead of update's fit to the budget
+        conf.update({"schedule.fit_fetch_value": "false", "schedule.fetch_value_s": args.fetch_value_s})
     # as --conf strings; a whole float as an int (some [schedule] defaults are ints)
     conf = {k: str(int(v)) if isinstance(v, float) and v.is_integer() else str(v) for k, v in conf.items()}
     for kv in args.conf:
@@ -485,7 +488,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--min-change-s", type=float, default=10.0, help="fastest mean time between changes (10)")
     p.add_argument("--max-change-s", type=float, default=7200.0, help="slowest finite mean time between changes (7200)")
     p.add_argument("--never-share", type=float, default=0.2, help="share of pages that never change (0.2)")
-    p.add_argument("--fetch-value-s", type=float, default=4.0, help="schedule.fetch_value_s (4)")
+    p.add_argument("--fetch-value-s", type=float, default=None,
+                   help="a hand-set schedule.fetch_value_s (fit_fetch_value off); default: fitted by update")
     p.add_argument("--min-interval-s", type=float, default=5.0, help="schedule.min_interval_s (5)")
     p.add_argument("--max-interval-s", type=float, default=7200.0, help="schedule.max_interval_s (7200)")
     p.add_argument("--prior-min-change-s", type=float, default=5.0, help="schedule.prior_min_change_s (5)")

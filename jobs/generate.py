@@ -45,8 +45,6 @@ Example:  spark-submit --jars "$(deltacrawl jars)" jobs/generate.py --crawl-root
 """
 from __future__ import annotations
 
-import math
-import secrets
 import sys
 import time
 from dataclasses import dataclass, field
@@ -62,6 +60,8 @@ from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 from crawl.fetch.fetcher import HOST_FIELDS
 from crawl.fetch.politeness import override_value
 from crawl.crawldb import selection
+from crawl.crawldb.segment_ids import new_segment_id
+from crawl.crawldb.selection import budget_split
 from crawl.crawldb.schedule import epoch_micros
 from crawl.crawldb.status import GENERATABLE_STATUSES
 from jobs.engine.commit_info import note_segment, writes_commits
@@ -89,11 +89,6 @@ class GenerateResult:
         if self.segment_id is None:
             return "nothing due"
         return f"segment {self.segment_id}: {self.urls} URLs from {self.hosts} hosts"
-
-
-def new_segment_id(now: float) -> str:
-    """Sortable by time, unique across concurrent generators."""
-    return time.strftime("%Y%m%d%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(3)
 
 
 # The crawldb columns select_fetchlist reads: keys, the priority's inputs (score, depth,
@@ -161,13 +156,6 @@ def priority_col(cfg: Mapping[str, Any], now: float) -> Column:
 def is_discovery_col() -> Column:
     """The URL has never had an answer (fetch_count 0): it belongs to the discovery pool."""
     return F.coalesce(F.col("fetch_count"), F.lit(0)) == 0
-
-
-def budget_split(top_n: int, discovery_share: float) -> tuple[int, int]:
-    """(discovery quota, refresh quota) of a cycle of ``top_n`` URLs: ceil(share × top_n), the rest."""
-    # round first: 0.7 × 10 is 7.000000000000001 in binary floating point, and must give 7
-    discovery = min(int(top_n), max(0, math.ceil(round(float(discovery_share) * int(top_n), 9))))
-    return discovery, int(top_n) - discovery
 
 
 def split_budget(capped: DataFrame, top_n: int, discovery_share: float, order: list[Column]) -> DataFrame:

@@ -41,7 +41,6 @@ Example:  spark-submit --jars "$(deltacrawl jars)" jobs/maintain.py --crawl-root
 """
 from __future__ import annotations
 
-import calendar
 import sys
 import time
 from contextlib import contextmanager
@@ -52,6 +51,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from crawl.crawldb.segment_ids import segment_time
 from crawl.fetch.warc import WarcStore, remove_files, segment_of_file, sweep_unfinished, unindexed_files, warc_store
 from crawl.s3 import is_s3_uri
 from jobs.engine.common import run_spark_step
@@ -156,11 +156,6 @@ def _last_step_commit_age(spark: SparkSession, path: str, now: float, quiet_s: f
         if row["operation"] not in MAINTENANCE_OPERATIONS:
             return now - row["ms"] / 1000.0
     return None
-
-
-def segment_time(segment_id: str) -> float:
-    """When generate made the segment (its id starts with the UTC time, jobs/generate.new_segment_id)."""
-    return float(calendar.timegm(time.strptime(segment_id[:14], "%Y%m%d%H%M%S")))
 
 
 def leased_by_segment(spark: SparkSession, root: CrawlRoot, now: float) -> dict[str, int]:

@@ -42,16 +42,21 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawl.crawldb import in_memory
-from crawl.crawldb.status import DUPLICATE, FetchStatus, apply_fetch, mark_duplicate, schedule_policy
+from crawl.config import with_values
+from crawl.crawldb import in_memory, schedule
+from crawl.crawldb.segment_ids import segment_time
+from crawl.crawldb.selection import budget_split
+from crawl.crawldb.status import (DUPLICATE, FETCHED, NOTMODIFIED, UNFETCHED, FetchStatus, apply_fetch,
+                                  mark_duplicate, schedule_policy)
 from crawl.fetch.warc import warc_location_uri
 from jobs.engine import discover
 from jobs.engine.commit_info import writes_commits
 from jobs.engine.common import run_segment_step
 from jobs.engine.errors import UserError
+from jobs.engine.logs import step_logger
 from jobs.engine.discover import HOST_TOTAL_CAP
 from jobs.engine.host_caps import per_host_cap
-from jobs.engine.crawl_root import CrawlRoot, path_exists, write_marker
+from jobs.engine.crawl_root import CrawlRoot, list_segments, path_exists, write_marker
 from jobs.engine.reads import CachedFrames, fits_driver, read_host_state, read_url_state, rows_where, url_counts
 from jobs.engine.schemas import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch,
                                  from_epoch_col, to_epoch)
@@ -410,6 +415,76 @@ def sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segmen
     return local_sources(spark, cfg, root, segment_id, now) or spark_sources(spark, cfg, root, segment_id, now)
 
 
+_HISTORY = ("observed_count", "change_count", "first_observed_at", "last_observed_at", "score", "depth")
+
+
+def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot) -> tuple[dict, int, float]:
+    """({column: numpy array} of the histories of (a random sample of at most
+    schedule.fit_sample_urls of) the URLs update schedules from their history (fetched or not
+    modified), the number of never-fetched URLs, the share sampled)."""
+    import numpy as np
+    limit = int(cfg["schedule.fit_sample_urls"])
+    known = F.col("status").isin(FETCHED, NOTMODIFIED) & (F.coalesce("observed_count", F.lit(0)) > 0)
+    pending = F.col("status") == UNFETCHED  # what generate's discovery pool will take first
+    times = ["first_observed_at", "last_observed_at"]
+    table = read_url_state(spark, root)
+    if fits_driver(spark, cfg, root.crawldb):
+        whole = to_epoch(table.select(*_HISTORY, "status"), times).toArrow()
+        is_known = pc.fill_null(pc.and_kleene(pc.is_in(whole["status"], value_set=pa.array([FETCHED, NOTMODIFIED])),
+                                              pc.greater(whole["observed_count"], 0)), False)
+        is_new = pc.fill_null(pc.equal(whole["status"], UNFETCHED), False)
+        rows = whole.filter(is_known)
+        n_known, n_new = rows.num_rows, pc.sum(is_new).as_py() or 0
+        if n_known > limit:
+            pick = np.sort(np.random.default_rng().choice(n_known, size=limit, replace=False))
+            rows = rows.take(pa.array(pick))
+    else:
+        counts = table.agg(F.sum(known.cast("long")).alias("known"), F.sum(pending.cast("long")).alias("new")).first()
+        n_known, n_new = int(counts["known"] or 0), int(counts["new"] or 0)
+        chosen = table.filter(known).select(*_HISTORY)
+        if n_known > limit:
+            chosen = chosen.sample(fraction=min(1.0, 1.2 * limit / n_known)).limit(limit)
+        rows = to_epoch(chosen, times).toArrow()
+    arrays = {c: rows[c].to_numpy(zero_copy_only=False).astype(float) for c in _HISTORY}
+    return arrays, int(n_new), (rows.num_rows / n_known if n_known else 1.0)
+
+
+def fitted_schedule(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
+                    now: float) -> Mapping[str, Any]:
+    """``cfg`` with schedule.fetch_value_s fitted to the fetch budget (schedule.fit_fetch_value;
+    crawl.crawldb.schedule.fit_fetch_value), and one line saying what it chose; ``cfg`` as it
+    is when the option is off or no URL has a history yet."""
+    if not cfg["schedule.fit_fetch_value"]:
+        return cfg
+    histories, pending_new, share = _known_histories(spark, cfg, root)
+    if histories["observed_count"].size == 0:
+        return cfg
+    starts = []
+    for name in list_segments(spark, root):
+        try:
+            starts.append(segment_time(name))
+        except ValueError:  # not a segment id (a stray folder): not a cycle's start
+            continue
+    mine = segment_time(segment_id)
+    cycle_s = schedule.cycle_seconds([t for t in starts if t <= mine], now)
+    quota, _ = budget_split(int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"]))
+    refresh = schedule.refresh_budget(int(cfg["generate.top_n"]), quota, pending_new)
+    weight = schedule.importance(histories["score"], histories["depth"],
+                                 score_exponent=float(cfg["schedule.score_exponent"]),
+                                 depth_decay=float(cfg["schedule.depth_decay"]),
+                                 score_floor=float(cfg["schedule.score_floor"]))
+    mu = schedule.fit_fetch_value(
+        histories["observed_count"], histories["change_count"], histories["first_observed_at"],
+        histories["last_observed_at"], weight, refresh_per_cycle=refresh, cycle_s=cycle_s, sampled_share=share,
+        headroom=float(cfg["schedule.fit_headroom"]), min_interval_s=float(cfg["schedule.min_interval_s"]),
+        max_interval_s=float(cfg["schedule.max_interval_s"]),
+        prior_min_change_s=float(cfg["schedule.prior_min_change_s"]),
+        prior_max_change_s=float(cfg["schedule.prior_max_change_s"]))
+    step_logger("update").info("fetch value fitted to the budget: %.4g s (%d refresh fetches per %.0f s cycle, "
+                               "%d URL histories read)", mu, refresh, cycle_s, histories["observed_count"].size)
+    return with_values(cfg, {"schedule.fetch_value_s": mu})
+
+
 @writes_commits("update")
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
         now: float | None = None) -> UpdateResult:
@@ -425,6 +500,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         raise UserError(f"segment {segment_id}: its dedup started and did not finish: run "
                         f"'deltacrawl dedup {segment_id}' first")
     ensure_tables(spark, root)  # crawl roots of older versions get the new columns and tables
+    cfg = fitted_schedule(spark, cfg, root, segment_id, now)
     rerun = path_exists(spark, root.update_started_marker(segment_id))
     if not rerun:
         write_marker(spark, root.update_started_marker(segment_id), f"update started at {now}\n")

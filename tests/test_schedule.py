@@ -183,6 +183,41 @@ def test_calibrated_fetch_value_meets_the_budget():
     assert huge == 0.0 and tiny == math.inf
 
 
+def test_fitted_fetch_value_asks_for_the_headroom_times_the_refresh_budget():
+    """Issue 32, finding 1: μ fitted to the cycle's refresh budget, from a sample of the
+    histories, makes all of them ask for headroom × top_n's refresh share per cycle."""
+    rng = np.random.default_rng(11)
+    n = 3000
+    fc = rng.integers(1, 12, n)
+    cc = np.floor(rng.uniform(0, 1, n) * (fc - 1))
+    last = (fc - 1) * rng.uniform(0.1, 10, n) * DAY
+    w = rng.lognormal(0, 1, n)
+    cycle_s, per_cycle = 6 * 3600.0, 150
+    sample = rng.choice(n, size=1000, replace=False)
+    mu = S.fit_fetch_value(fc[sample], cc[sample], np.zeros(1000), last[sample], w[sample],
+                           refresh_per_cycle=per_cycle, cycle_s=cycle_s, sampled_share=1000 / n, headroom=1.25,
+                           **LIMITS, **PRIOR)
+    asked = np.sum(1.0 / S.next_interval(fc, cc, np.zeros(n), last, w, fetch_value_s=mu, **LIMITS, **PRIOR))
+    assert asked * cycle_s == pytest.approx(1.25 * per_cycle, rel=0.1)  # the sample stands for all
+    assert S.fit_fetch_value([], [], [], [], [], refresh_per_cycle=10, cycle_s=60, sampled_share=1.0,
+                             headroom=1.25, **LIMITS, **PRIOR) == math.inf  # no history: nothing to fit
+    assert S.fit_fetch_value(fc, cc, np.zeros(n), last, w, refresh_per_cycle=0, cycle_s=60, sampled_share=1.0,
+                             headroom=1.25, **LIMITS, **PRIOR) == math.inf  # no refresh budget
+
+
+def test_cycle_seconds_is_the_median_gap_of_the_last_segments():
+    assert S.cycle_seconds([0, 60, 120, 190, 250, 900, 960, 1020], now=2000) == 60  # one long pause
+    assert S.cycle_seconds([100], now=130) == 30  # one segment: at least as long as it has lasted
+    assert S.cycle_seconds([], now=5) == 1.0
+    assert S.cycle_seconds([100, 100], now=100) == 1.0  # two generates in one second
+
+
+def test_refresh_budget_leaves_new_urls_their_quota_only():
+    assert S.refresh_budget(100, 30, 500) == 70
+    assert S.refresh_budget(100, 30, 12) == 88  # few new URLs: the rest of their quota refreshes
+    assert S.refresh_budget(100, 30, 0) == 100
+
+
 # --------------------------------------------------------------------------- errors
 
 def test_gone_intervals_grow_then_stop_growing_then_stop():

@@ -76,9 +76,11 @@ Consequences, all deliberate:
 
 μ is ``schedule.fetch_value_s``: the importance-weighted page-seconds of freshness one more fetch
 must buy (importance 1 = a seed). A larger μ means longer intervals and fewer fetches.
-``calibrate_fetch_value`` finds the μ at which a crawldb's intervals add up to a fetch budget
-(e.g. run over the crawldb by a maintenance job, its result written to the config); generate's
-top-N enforces the budget anyway, μ decides how it is shared.
+``calibrate_fetch_value`` finds the μ at which a crawldb's intervals add up to a fetch budget;
+``fit_fetch_value`` is what update calls with it at every run (schedule.fit_fetch_value, the
+default): the budget is generate.top_n's refresh share per cycle, the cycle's length measured
+from the segments' start times (``cycle_seconds``). generate's top-N enforces the budget anyway;
+μ decides how it is shared.
 
 Errors
 ------
@@ -319,6 +321,46 @@ def calibrate_fetch_value(fetch_count, change_count, first_fetched_at, last_fetc
         else:
             hi = mid
     return math.exp(hi)
+
+
+def cycle_seconds(segment_starts, now: float, recent: int = 5) -> float:
+    """The crawl's cycle length in seconds, as the segments' start times show it: the median gap
+    between the last ``recent`` + 1 starts; with one segment only, the time from its start to
+    ``now`` (a lower bound: the cycle has lasted at least that long). At least 1 s."""
+    starts = sorted(float(t) for t in segment_starts)[-(int(recent) + 1):]
+    gaps = [b - a for a, b in zip(starts, starts[1:]) if b > a]
+    if gaps:
+        return max(float(np.median(gaps)), 1.0)
+    return max(float(now) - starts[-1], 1.0) if starts else 1.0
+
+
+def refresh_budget(top_n: int, discovery_quota: int, pending_new: int) -> int:
+    """Fetches per cycle left for refreshing known URLs: generate gives never-fetched URLs up to
+    their quota and the rest to refresh (jobs/generate.py, split_budget)."""
+    return max(int(top_n) - min(int(discovery_quota), max(int(pending_new), 0)), 0)
+
+
+def fit_fetch_value(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, *,
+                    refresh_per_cycle: float, cycle_s: float, sampled_share: float, headroom: float,
+                    min_interval_s: float, max_interval_s: float, prior_min_change_s: float,
+                    prior_max_change_s: float) -> float:
+    """The fetch value μ that makes the intervals of a crawldb's known URLs ask for ``headroom`` ×
+    the fetches a cycle has for refresh (``refresh_per_cycle`` every ``cycle_s`` seconds).
+
+    The arrays are the histories of a ``sampled_share`` (0 < share ≤ 1) of those URLs: the budget
+    is scaled by the same share. A headroom above 1 keeps slightly more URLs due than a cycle
+    takes, so every cycle is full (issue 32: with a hand-set μ, pages discovered together came due
+    together and the cycles between those waves used a fraction of top_n) and generate's
+    priority (importance × staleness) decides which of the overdue ones wait. 0.0 when every URL
+    at min_interval_s fits, ``inf`` when not even every URL at max_interval_s does (as
+    ``calibrate_fetch_value``)."""
+    share = min(max(float(sampled_share), 1e-12), 1.0)
+    per_s = float(refresh_per_cycle) * float(headroom) * share / max(float(cycle_s), 1e-9)
+    if np.size(fetch_count) == 0 or per_s <= 0:
+        return math.inf
+    return calibrate_fetch_value(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, per_s,
+                                 min_interval_s=min_interval_s, max_interval_s=max_interval_s,
+                                 prior_min_change_s=prior_min_change_s, prior_max_change_s=prior_max_change_s)
 
 
 # --------------------------------------------------------------------------- errors

@@ -18,12 +18,20 @@ Times are epoch seconds (floats) here; jobs/generate.py converts them.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from crawl.crawldb.schedule import epoch_micros, priority
+
+
+def budget_split(top_n: int, discovery_share: float) -> tuple[int, int]:
+    """(discovery quota, refresh quota) of a cycle of ``top_n`` URLs: ceil(share × top_n), the rest."""
+    # round first: 0.7 × 10 is 7.000000000000001 in binary floating point, and must give 7
+    discovery = min(int(top_n), max(0, math.ceil(round(float(discovery_share) * int(top_n), 9))))
+    return discovery, int(top_n) - discovery
 
 
 def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_budget: Mapping[str, int | None],
