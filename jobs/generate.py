@@ -1,6 +1,9 @@
 """generate — select the due URLs into a new segment's fetchlist and lease them.
 
-Inputs:   <crawl_root>/crawldb, <crawl_root>/hostdb.
+Inputs:   <crawl_root>/crawldb, <crawl_root>/hostdb, and the change hints pushed since the last
+          generate (<crawl_root>/hints, `deltacrawl hint`): first they are applied to the crawldb
+          (jobs/hint_inbox.py: known URLs due at the hint's time, unknown ones inserted), so they
+          count in this very segment.
 Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= now, no lease
           in force, whose host is not deferred or backing off, ranked by priority =
           importance × staleness (crawl.crawldb.schedule.priority, computed here as a Spark Column:
@@ -67,6 +70,7 @@ from crawl.crawldb.status import GENERATABLE_STATUSES
 from jobs.commit_info import note_segment, writes_commits
 from jobs.common import add_run_options, is_commit_conflict, run_spark_step
 from jobs.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
+from jobs.hint_inbox import consume_hints
 from jobs.tables import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, CachedFrames, CrawlRoot,
                          check_segment_id, delete_path, ensure_tables, epoch_schema, fits_driver, from_epoch,
                          from_epoch_col, read_host_state, read_url_state, rows_where, table_exists, to_epoch,
@@ -419,6 +423,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
     ensure_tables(spark, root)  # crawl roots of older versions get the new columns
+    consume_hints(spark, cfg, root)  # pushed change hints count in this very segment
     segment_id = new_segment_id(now)
     note_segment(spark, segment_id)  # the lease's commit names the segment
     chosen = fetchlist(spark, cfg, root, segment_id, now)

@@ -539,6 +539,21 @@ def url_counts(spark: SparkSession, root: CrawlRoot, hosts: DataFrame) -> DataFr
             .groupBy("host_bucket", "host").agg(F.count("*").alias("url_count")))
 
 
+def recount_url_counts(spark: SparkSession, root: CrawlRoot, rows: DataFrame) -> None:
+    """Set host_state.url_count of the hosts of ``rows`` (host_bucket, host) from the crawldb
+    (url_counts), making a hostdb row for a host new to it: counted, not added, so a step that
+    runs again (or died between its crawldb commit and this one) gives the same value."""
+    exact = url_counts(spark, root, rows)
+    (DeltaTable.forPath(spark, root.hostdb).alias("t")
+     .merge(exact.alias("s"), "t.host_bucket = s.host_bucket AND t.host = s.host")
+     .whenMatchedUpdate(condition="t.url_count IS NULL OR t.url_count <> s.url_count",
+                        set={"url_count": F.col("s.url_count")})
+     .whenNotMatchedInsert(values={"host": F.col("s.host"), "host_bucket": F.col("s.host_bucket"),
+                                   "url_count": F.col("s.url_count"),
+                                   **{c: F.lit(0).cast("long") for c in ("requests", "pages_fetched", "errors")}})
+     .execute())
+
+
 def table_exists(spark: SparkSession, path: str) -> bool:
     """A Delta table is there; a folder with other things in it is bad input (check_not_foreign)."""
     if DeltaTable.isDeltaTable(spark, path):
