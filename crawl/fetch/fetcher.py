@@ -545,6 +545,7 @@ class HostQueue:
         if result.canonical and result.canonical not in candidates:
             candidates.append(result.canonical)  # a hint: crawled as a URL of its own
         fields["outlinks"] = links.keep(candidates, depth)
+        self.sitemaps.add_feeds(result.feeds)  # read next, like sitemaps: their dates are change hints
         fields["canonical"] = result.canonical
         fields["noindex"] = bool(result.noindex)
         fields["parse_error"] = result.error
