@@ -111,7 +111,7 @@ def _unread_hints(spark: SparkSession, path: str, after: int | None, upto: int) 
                 .option("endingVersion", upto).load(path)
                 .filter(F.col("_change_type") == "insert").select(*HINTS_SCHEMA.fieldNames())).cache()
             return changes, changes.count()
-        except Exception as exc:
+        except Exception as exc:  # logged below; every hint is read instead, which changes nothing twice
             if changes is not None:
                 changes.unpersist()
             step_logger("generate").warning("the hints' change feed from version %d is not readable (%s): "
@@ -130,7 +130,9 @@ def consume_hints(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot) 
     upto = table_version(spark, path)
     marker = read_marker(spark, consumed_marker(root))
     after = int(marker) if marker and marker.isdigit() else None
-    if after is not None and after >= upto:
+    if after is not None and after > upto:
+        after = None  # the table was made anew since (removed by hand): read every hint, applied twice is no harm
+    if after == upto:
         return HintsConsumed()
     hints, hinted = _unread_hints(spark, path, after, upto)
     try:

@@ -12,7 +12,7 @@ from crawl.crawldb.hints import SHOWN_BAD_LINES, parse_hint_lines
 from crawl.net.filters import LinkFilter
 from jobs import cli, fetch, generate, hint, inject, update
 from jobs.hint_inbox import consume_hints, consumed_marker, hints_path
-from jobs.tables import read_marker, table_version
+from jobs.tables import read_marker, table_version, write_marker
 from tests.conftest import make_config, write_seeds
 from tests.fixed_web import FixedWeb
 from tests.test_update_recovery import assert_consistent
@@ -79,6 +79,8 @@ def test_hints_make_known_urls_due_and_add_new_ones(spark, root, tmp_path, capsy
         again = consume_hints(spark, cfg, root)
         assert (again.hinted, again.made_due, again.inserted) == (2, 0, 0)
         assert generate.run(spark, cfg, root).segment_id is None
+        write_marker(spark, consumed_marker(root), "99\n")  # a marker beyond the table (made anew since)
+        assert consume_hints(spark, cfg, root).hinted == 2
         due = spark.read.format("delta").load(root.crawldb).filter(F.col("next_fetch_at") <= F.current_timestamp())
         assert due.count() == 0
     finally:
