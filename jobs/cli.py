@@ -3,6 +3,7 @@
 
     deltacrawl inject SEEDS_FILE      deltacrawl fetch SEGMENT      deltacrawl dedup SEGMENT
     deltacrawl generate               deltacrawl update SEGMENT     deltacrawl stats
+    deltacrawl hint URLS_FILE         (URLs that changed, IndexNow-style: due in the next generate)
     deltacrawl crawl --seeds FILE --cycles N     deltacrawl maintain [--dry-run]
     deltacrawl warc-get URL           deltacrawl devweb             deltacrawl jars [--s3]
     deltacrawl package [--code]       (what a cluster's executors need: docs/cluster.md)
@@ -20,7 +21,7 @@ import sys
 from jobs.engine.common import run_main
 from jobs.engine.errors import EXIT_OK, UserError
 
-STEPS = ("inject", "generate", "fetch", "dedup", "update", "stats", "crawl", "maintain")
+STEPS = ("inject", "generate", "fetch", "dedup", "update", "stats", "crawl", "maintain", "hint")
 # A step's module is jobs/<step>.py, but for crawl: a jobs/crawl.py would shadow the crawl package
 # when spark-submit runs a job file (the file's folder comes first on sys.path).
 STEP_MODULES = {"crawl": "crawl_cycles"}

@@ -23,15 +23,16 @@ Outputs:  <crawl_root>/segments/<id>/fetched (Parquet, partitioned by kind: one 
           <crawl_root>/segments/<id>/requests/: every request each task attempt sent, logged
           just before sending (crawl/fetch/requestlog.py), so a retried task (spark.task_max_failures)
           or a run after one whose driver died keeps each host's gap to the dead attempt's last
-          request and never requests one of its pages again; segments/<id>/_fetched_run names the
-          run that succeeded. Once the results are committed, the segment's complete WARC files
+          request, and requests the dead attempt's pages again, with the crawldb's validators (their
+          answers died with it: nothing is lost; a page two attempts died with is left due);
+          segments/<id>/_fetched_run names the run that succeeded. Once the results are committed, the segment's complete WARC files
           they do not name (closed by task attempts or runs that died) are removed: nothing would
           ever index them (crawl.fetch.warc.unindexed_files).
 Re-run:   safe. A segment whose results are committed is not fetched again (every URL has its
           result, and a second request would break the lease's one request per URL): the run
           only finishes the clean-up above (what a driver that died after the commit left) and
           reports the results there are; update is next. Before the commit (a run that died), it
-          fetches, without the pages the dead run requested (the request log). Refused once the
+          fetches, keeping the gaps to what the dead run requested (the request log). Refused once the
           segment is updated.
 Exit:     0 done (or fetched already) · 2 unknown segment / already updated / not leased (its
           generate did not commit the lease: see check_leased) · 3 failure.

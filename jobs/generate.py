@@ -1,6 +1,9 @@
 """generate — select the due URLs into a new segment's fetchlist and lease them.
 
-Inputs:   <crawl_root>/crawldb, <crawl_root>/hostdb.
+Inputs:   <crawl_root>/crawldb, <crawl_root>/hostdb, and the change hints pushed since the last
+          generate (<crawl_root>/hints, `deltacrawl hint`): first they are applied to the crawldb
+          (jobs/hint_inbox.py: known URLs due at the hint's time, unknown ones inserted), so they
+          count in this very segment.
 Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= now, no lease
           in force, whose host is not deferred or backing off, ranked by priority =
           importance × staleness (crawl.crawldb.schedule.priority, computed here as a Spark Column:
@@ -72,6 +75,7 @@ from jobs.engine.reads import CachedFrames, fits_driver, read_host_state, read_u
 from jobs.engine.schemas import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, epoch_schema, from_epoch,
                                  from_epoch_col, to_epoch)
 from jobs.engine.tables import ensure_tables, table_exists
+from jobs.engine.hint_inbox import consume_hints
 from jobs.engine.host_caps import per_host_cap
 from jobs.engine.tracking import record_step
 from jobs.engine.writes import merge_counts, merge_mode, run_concurrently
@@ -373,6 +377,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
     ensure_tables(spark, root)  # crawl roots of older versions get the new columns
+    consume_hints(spark, cfg, root)  # pushed change hints count in this very segment
     segment_id = new_segment_id(now)
     note_segment(spark, segment_id)  # the lease's commit names the segment
     chosen = fetchlist(spark, cfg, root, segment_id, now)

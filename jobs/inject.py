@@ -20,7 +20,6 @@ from typing import Any, Mapping
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from crawl.crawldb.seeds import SeedFileEncodingError, SeedParse, read_seed_file
 from crawl.crawldb.status import new_url_state
@@ -31,11 +30,10 @@ from jobs.engine.common import add_run_options, run_spark_step
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.logs import step_logger
 from jobs.engine.crawl_root import CrawlRoot
-from jobs.engine.reads import url_counts
 from jobs.engine.schemas import URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch
 from jobs.engine.tables import ensure_tables
 from jobs.engine.tracking import record_step
-from jobs.engine.writes import merge_counts
+from jobs.engine.writes import merge_counts, recount_url_counts
 
 MERGE_KEY = "t.host_bucket = s.host_bucket AND t.url_hash = s.url_hash AND t.url = s.url"
 SHOWN_REJECTS = 5
@@ -109,21 +107,6 @@ def warn_refused_seeds(urls: list[str], cfg: Mapping[str, Any]) -> None:
             len(refused), url, refusal.message())
 
 
-def count_seed_hosts(spark: SparkSession, root: CrawlRoot, seeds: DataFrame) -> None:
-    """host_state.url_count counts every crawldb row of its host, seeds included: for the seeds'
-    hosts it is set from the crawldb (a row is made for a host new to the hostdb). Counted, not
-    added, so a re-run, or an inject that died between its two commits, gives the same value."""
-    exact = url_counts(spark, root, seeds)
-    (DeltaTable.forPath(spark, root.hostdb).alias("t")
-     .merge(exact.alias("s"), "t.host_bucket = s.host_bucket AND t.host = s.host")
-     .whenMatchedUpdate(condition="t.url_count IS NULL OR t.url_count <> s.url_count",
-                        set={"url_count": F.col("s.url_count")})
-     .whenNotMatchedInsert(values={"host": F.col("s.host"), "host_bucket": F.col("s.host_bucket"),
-                                   "url_count": F.col("s.url_count"),
-                                   **{c: F.lit(0).cast("long") for c in ("requests", "pages_fetched", "errors")}})
-     .execute())
-
-
 @writes_commits("inject")
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path: str,
         now: float | None = None, parsed: SeedParse | None = None) -> InjectResult:
@@ -135,7 +118,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
     crawldb = DeltaTable.forPath(spark, root.crawldb)
     inserted = merge_counts(crawldb.alias("t").merge(source.alias("s"), MERGE_KEY)
                             .whenNotMatchedInsertAll().execute())["inserted"]
-    count_seed_hosts(spark, root, source)
+    recount_url_counts(spark, root, source)  # seeds count in url_count (a re-run counts again)
     result = InjectResult(valid=len(parsed.urls), inserted=inserted, already_known=len(parsed.urls) - inserted,
                           rejected=len(parsed.rejected), duplicates=parsed.duplicates)
     return result

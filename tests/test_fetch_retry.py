@@ -1,8 +1,8 @@
-"""A fetch task that dies is retried, and the retry is safe (issue 14, item 1): the request log
-(crawl/fetch/requestlog.py) read and written; a retried attempt against the real test web keeping the
-gap to the dead attempt's last request and not requesting its pages again; and a real kill -9 of
-the pyspark worker in the middle of a segment's fetch, followed by update and a check of every
-table and of the server's own request log."""
+"""A fetch task that dies is retried, and the retry is safe (issue 14, item 1) and loses nothing
+(issue 32, finding 5): the request log (crawl/fetch/requestlog.py) read and written; a retried
+attempt against the real test web keeping the gap to the dead attempt's last request and requesting
+its lost pages again; and a real kill -9 of the pyspark worker in the middle of a refetch cycle's
+fetch, followed by update and a check of every table and of the server's own request log."""
 from __future__ import annotations
 
 import glob
@@ -10,7 +10,7 @@ import os
 import signal
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 
 from crawl.devweb.web import DevWeb
 from crawl.fetch.fetcher import LOST_ANSWER, fetch_partition
@@ -37,14 +37,15 @@ def test_request_log_round_trip(tmp_path):
     second.sent("page", "h:1", "http://h:1/b")
     second.close()
     seen = second.earlier
-    assert seen.files == 1 and seen.pages == {"http://h:1/a"}  # not its own, not torn, not foreign
+    assert seen.files == 1 and seen.pages == {"http://h:1/a": 1}  # not its own, not torn, not foreign
     assert set(seen.last_at) == {"h:1", "h:2"} and time.time() - 60 < seen.last_at["h:1"] <= time.time()
     assert seen.gap_s == {"h:1": 2.0, "h:2": 1.0}
     # a later run reads both; once a run has completed, its pages count for timing only
     later = read_earlier(folder, None)
-    assert later.pages == {"http://h:1/a", "http://h:1/b"}
+    assert later.pages == {"http://h:1/a": 1, "http://h:1/b": 1}
+    assert not later.given_up("http://h:1/a")
     done = read_earlier(folder, None, completed_run="20260101000000-aaaaaa")
-    assert done.pages == set() and set(done.last_at) == {"h:1", "h:2"}
+    assert not done.pages and set(done.last_at) == {"h:1", "h:2"}
     assert log_name("r", 7, 2) == "r-00007-2.log"
 
 
@@ -59,9 +60,11 @@ def test_the_last_logged_request_counts_as_under_way_until_the_log_is_read():
     assert earlier.last_contact("never", 60.0) is None
 
 
-def test_a_retried_attempt_keeps_the_gap_and_does_not_request_again(tmp_path):
-    """The dead attempt (its log written here) requested robots.txt and two pages of each host a
-    moment ago; the retry waits out each host's gap from that moment and fetches only the rest."""
+def test_a_retried_attempt_keeps_the_gap_and_requests_the_lost_pages_again(tmp_path):
+    """Two attempts died (their logs written here): the first requested robots.txt and two pages
+    of each host a moment ago, the second the first of those pages again. The retry waits out each
+    host's gap from that moment, requests again the page one attempt died with (its answer was
+    lost), leaves the page two attempts died with (a suspect) due, and fetches the rest."""
     delay = 1.0
     web = DevWeb(hosts=4, pages_per_host=6, port=0, seed=3, crawl_delay_s=1.5)
     web.start()
@@ -70,34 +73,41 @@ def test_a_retried_attempt_keeps_the_gap_and_does_not_request_again(tmp_path):
         urls = [u for i in hosts for u in host_urls(web, i, pages=3)]
         rows = rows_for(urls)
         folder = str(tmp_path / "requests")
-        requested = {}
+        suspects, lost = set(), set()
+
         def gap_of(host):  # what the dead attempt knew once it had read robots.txt
             index = web.host_names.index(host)
             return max(delay, web.crawl_delay_s) if web.robots_kind(index) == "crawl_delay" else delay
 
-        with RequestLog(folder, "run", 0, 0) as dead:
+        with RequestLog(folder, "run", 0, 0) as dead, RequestLog(folder, "run", 0, 1) as second:
             for i in hosts:
                 host = web.host_names[i]
                 dead.sent("robots", host, f"http://{host}/robots.txt", delay)
-                for row in [r for r in rows if r["host"] == host][:2]:
-                    dead.sent("page", host, row["url"], gap_of(host))
-                    requested[row["url"]] = time.time()
+                first, other = [r["url"] for r in rows if r["host"] == host][:2]
+                for url in (first, other):
+                    dead.sent("page", host, url, gap_of(host))
+                second.sent("page", host, first, gap_of(host))
+                suspects.add(first)
+                lost.add(other)
         last_logged = read_earlier(folder).last_at
         assert set(last_logged) == {web.host_names[i] for i in hosts}
-        time.sleep(0.6)  # the dead attempt's last requests may have been under way until it died
-        retry = RequestLog(folder, "run", 0, 1)
+        time.sleep(0.6)  # the dead attempts' last requests may have been under way until they died
+        retry = RequestLog(folder, "run", 0, 2)
+        assert retry.earlier.pages == {**{u: 2 for u in suspects}, **{u: 1 for u in lost}}
         out = fetch_partition(rows, fetcher_cfg(fetch__delay_s=delay), request_log=retry)
         retry.close()
     finally:
         web.stop()
     by_url = {r["url"]: r for r in out if r["kind"] == "url"}
     assert set(by_url) == {r["url"] for r in rows}
-    for url in requested:
+    for url in suspects:
         assert by_url[url]["fetch_status"] == FS.NOT_ATTEMPTED and by_url[url]["error"] == LOST_ANSWER
-    assert all(r["fetch_status"] != FS.NOT_ATTEMPTED for u, r in by_url.items() if u not in requested)
+    assert all(r["fetch_status"] != FS.NOT_ATTEMPTED for u, r in by_url.items() if u not in suspects), by_url
+    assert all(by_url[u]["fetch_status"] == FS.OK for u in lost)
     log = web.requests()
     seen_paths = Counter(f"http://{e['host']}{e['path']}" for e in log)
-    assert not set(requested) & set(seen_paths), "a page the dead attempt requested was requested again"
+    assert not suspects & set(seen_paths), "a page two attempts died with was requested again"
+    assert lost <= set(seen_paths), "a page whose answer died with an attempt was not requested again"
     assert max(seen_paths.values()) == 1
     for host, entries in requests_by_host(log).items():
         gap = gap_of(host)
@@ -138,23 +148,35 @@ def _worker_holding(pattern: str) -> int | None:
     return None
 
 
-def test_killed_fetch_worker_is_retried_without_a_second_request(spark, root, tmp_path):
-    """kill -9 of the Python worker running a fetch task, after it has requested a few pages:
-    Spark retries the task; the retry writes its own WARC files, sends no page twice and keeps
-    every gap; the segment's results hold each URL once; update then leaves the crawldb, the
-    hostdb counters and the WARC index consistent, with the lost pages due again."""
+def test_killed_fetch_worker_is_retried_and_loses_nothing(spark, root, tmp_path):
+    """kill -9 of the Python worker running a fetch task of a refetch cycle, after it has
+    requested a few pages (issue 32, finding 5): Spark retries the task; the retry writes its own
+    WARC files, requests again the pages whose answers died with the worker, conditionally (the
+    crawldb's ETag), and keeps every gap; every URL of the segment ends with a result whose WARC
+    record is readable; update then leaves the crawldb, the hostdb counters and the WARC index
+    consistent, with every page fetched or not modified."""
+    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     from jobs import fetch, generate, inject, update
+    from tests.fixed_web import FixedWeb
     from tests.test_update_recovery import assert_consistent
 
     delay = 0.3
-    web = DevWeb(hosts=2, pages_per_host=12, port=0, seed=5, crawl_delay_s=0.4)
-    web.start()
+    web = FixedWeb(hosts=2).start()
     try:
-        urls = [u for i in range(2) for u in host_urls(web, i, pages=10) if not web.is_disallowed(u)]
+        urls = [web.put(h, f"/p/{k}.html", f"<html><body><p>page {h}/{k}</p></body></html>")
+                for h in range(2) for k in range(10)]
         cfg = make_config(fetch__delay_s=delay, fetch__tasks=1, sitemaps__enabled=False)
         inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", urls))
+        first = generate.run(spark, cfg, root).segment_id
+        fetch.run(spark, cfg, root, first)
+        update.run(spark, cfg, root, first)
+        etags = {r["url"]: r["etag"] for r in spark.read.format("delta").load(root.crawldb).collect()}
+        assert set(etags) == set(urls) and all(etags.values())  # validators to send next time
+        DeltaTable.forPath(spark, root.crawldb).update(set={"next_fetch_at": "timestamp'2000-01-01'"})
+        before = len(web.requests())
+
         segment = generate.run(spark, cfg, root).segment_id
         logs = os.path.join(root.request_log_dir(segment), "*-00000-0.log")
         outcome: dict = {}
@@ -175,39 +197,36 @@ def test_killed_fetch_worker_is_retried_without_a_second_request(spark, root, tm
         assert killed is not None, "the fetch ended before its worker could be killed"
         assert "result" in outcome, "fetch failed: the killed task was not retried"
 
-        log = web.requests()
-        pages = Counter(f"http://{e['host']}{e['path']}" for e in log if e["path"] != "/robots.txt")
-        assert max(pages.values()) == 1, [u for u, n in pages.items() if n > 1]
-        by_host = defaultdict(list)
-        for e in log:
-            by_host[e["host"]].append(e)
-        for host, entries in by_host.items():
-            index = web.host_names.index(host)
-            gap = max(delay, web.crawl_delay_s) if web.robots_kind(index) == "crawl_delay" else delay
+        log = web.requests()[before:]
+        page_requests = [e for e in log if e["path"] != "/robots.txt"]
+        # every request of the refetch cycle, the dead attempt's and the retry's, was conditional
+        assert page_requests and all(e["inm"] == etags[f"http://{e['host']}{e['path']}"] for e in page_requests)
+        assert all(e["status"] == 304 for e in page_requests)
+        dead_log = "".join(open(path).read() for path in glob.glob(logs))
+        repeated = {u for u, n in Counter(f"http://{e['host']}{e['path']}" for e in page_requests).items() if n > 1}
+        assert max(Counter(f"http://{e['host']}{e['path']}" for e in page_requests).values()) <= 2
+        assert all(url in dead_log for url in repeated), (repeated, _request_logs(root, segment))
+        for host, entries in requests_by_host(log).items():
             gaps = [b["ts"] - a["ts"] for a, b in zip(entries, entries[1:])]
-            assert min(gaps) >= gap - TOLERANCE_S, (host, min(gaps), [(e["path"], round(e["ts"] - entries[0]["ts"], 4))
-                                                                       for e in entries], _request_logs(root, segment))
+            assert not gaps or min(gaps) >= delay - TOLERANCE_S, (
+                host, [(e["path"], round(e["ts"] - entries[0]["ts"], 4)) for e in entries],
+                _request_logs(root, segment))
 
         fetched = spark.read.parquet(root.fetched(segment)).filter(F.col("kind") == "url").collect()
         assert sorted(r["url"] for r in fetched) == sorted(urls)  # each URL once: one attempt's rows
-        lost = {r["url"] for r in fetched if r["error"] == LOST_ANSWER}
-        assert lost and {r["fetch_task"] for r in fetched} == {"0.1"}  # the retry's rows
-        # the dead attempt logged them (the log is written just before a request is sent, so a
-        # worker killed in between logged a URL the server never saw); none was requested twice
-        # (checked above)
-        dead_log = "".join(open(path).read() for path in glob.glob(logs))
-        assert all(url in dead_log for url in lost), (lost, _request_logs(root, segment))
-        ok = [r for r in fetched if r["fetch_status"] == FS.OK]
-        assert ok and all("-00000-1-" in r["warc_file"] for r in ok)  # the retry's own WARC files
-        for r in ok:
+        assert {r["fetch_task"] for r in fetched} == {"0.1"}  # the retry's rows
+        # nothing lost: the pages the dead attempt requested have their answers too
+        assert {r["fetch_status"] for r in fetched} == {FS.NOT_MODIFIED}, [
+            (r["url"], r["fetch_status"], r["error"]) for r in fetched if r["fetch_status"] != FS.NOT_MODIFIED]
+        for r in fetched:
+            assert "-00000-1-" in r["warc_file"]  # the retry's own WARC files
             record = read_record(os.path.join(root.local_path(root.warc_dir), r["warc_file"]), r["warc_offset"])
             assert record["target_uri"] == r["url"]
         assert not glob.glob(os.path.join(root.local_path(root.warc_dir), "*.open"))  # the dead one's swept
 
         update.run(spark, cfg, root, segment)
         rows = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}
-        assert all(rows[u]["status"] == "unfetched" and rows[u]["lease_until"] is None for u in lost)
-        assert all(rows[r["url"]]["status"] == "fetched" for r in ok)
+        assert all(rows[u]["status"] == "notmodified" and rows[u]["lease_until"] is None for u in urls)
         assert_consistent(spark, root)
     finally:
         web.stop()

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from crawl.parse.links import PageLinks, extract_links, extract_outlinks
+from crawl.parse.links import MAX_FEEDS, PageLinks, extract_links, extract_outlinks
 from crawl.net.urls import UrlRules, check_url
 
 PAGE = "http://a.com/dir/page.html"
@@ -248,6 +248,22 @@ def test_canonical_equal_to_page_after_rules():
     rules = UrlRules(tracking_params=("utm_*",))
     html = '<head><link rel="canonical" href="/dir/page.html"></head>'
     assert links(html, page="http://a.com/dir/page.html?utm_source=x", rules=rules).canonical is None
+
+
+def test_feeds_announced_by_alternate_links():
+    html = ("<head><link rel='alternate' type='application/rss+xml' href='/feed.xml'>"
+            "<link rel='Alternate Feed' type='application/atom+xml; charset=utf-8' href='http://a.com/atom?utm_source=x'>"
+            "<link rel='alternate' type='text/html' href='/fr/'><link rel='alternate' hreflang='de' href='/de/'>"
+            "<link rel='stylesheet' type='application/rss+xml' href='/not-a-feed'>"
+            "<link rel='alternate' type='application/rss+xml' href='/feed.xml'>"
+            "<link rel='alternate' type='application/rss+xml' href='javascript:x'></head>"
+            "<body><link rel='alternate' type='application/rss+xml' href='/comments.rss'><a href='/x'>x</a></body>")
+    found = links(html, rules=UrlRules(tracking_params=("utm_*",)))
+    assert found.feeds == ["http://a.com/feed.xml", "http://a.com/atom", "http://a.com/comments.rss"]
+    assert found.outlinks == ["http://a.com/x"]  # a feed is read as a sitemap, not crawled as a page
+    many = "".join(f"<link rel=alternate type=application/rss+xml href=/f{i}.xml>" for i in range(10))
+    assert len(links(many).feeds) == MAX_FEEDS
+    assert links("<meta name=robots content=nofollow>" + many).feeds == []
 
 
 # ------------------------------------------------------------------------------ meta refresh

@@ -243,8 +243,6 @@ def test_doctype_rejected(body):
 
 def test_undeclared_entity_and_not_a_sitemap():
     assert parse(urlset(url("http://a.com/&nbsp;"))).error.startswith("malformed xml: undefined entity")
-    rss = '<?xml version="1.0"?><rss version="2.0"><channel><item><link>http://a.com/x</link></item></channel></rss>'
-    assert parse(rss) == Sitemap([], [], "not a sitemap: root element <rss>", False, {})
     assert parse("<html><body>oops</body></html>").error == "not a sitemap: root element <html>"
 
 
@@ -309,3 +307,44 @@ def test_an_encoding_expat_cannot_use_is_named_not_an_internal_error(encoding, e
     body = urlset(url("http://a.com/x")).replace('encoding="UTF-8"', f'encoding="{encoding}"')
     result = parse(body)
     assert result.error == error and result.urls == []
+
+
+def test_rss_items_are_entries_with_their_pubdate():
+    rss = """<?xml version="1.0" encoding="utf-8"?>
+<rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom"><channel>
+  <title>news</title><link>http://a.com/</link><atom:link href="http://a.com/feed.xml" rel="self"/>
+  <item><title>one</title><link> http://a.com/one?utm_source=rss </link><pubDate>Fri, 04 Dec 2026 10:00:00 GMT</pubDate></item>
+  <item><link>http://a.com/two</link><pubDate>Thu, 03 Dec 2026 12:30:00 +0100</pubDate><guid>x</guid></item>
+  <item><link>http://a.com/three</link><pubDate>yesterday</pubDate></item>
+  <item><link>http://b.com/elsewhere</link></item>
+  <item><title>no link</title></item>
+</channel></rss>"""
+    result = parse(rss, rules=UrlRules(tracking_params=("utm_*",)))
+    assert result.urls == [SitemapEntry("http://a.com/one", datetime(2026, 12, 4, 10, tzinfo=timezone.utc).timestamp()),
+                           SitemapEntry("http://a.com/two", datetime(2026, 12, 3, 11, 30, tzinfo=timezone.utc).timestamp()),
+                           SitemapEntry("http://a.com/three", None)]
+    assert result.error is None and result.rejected == {"other_host": 1, "no_loc": 1}
+    assert parse(gzip.compress(rss.encode())).urls[1].url == "http://a.com/two"
+
+
+def test_atom_entries_use_the_alternate_link_and_updated_else_published():
+    atom = """<?xml version="1.0" encoding="utf-8"?>
+<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title><link href="http://a.com/" /><updated>2026-12-04T00:00:00Z</updated>
+  <entry><link rel="edit" href="http://a.com/edit/1"/><link href="http://a.com/1"/><published>2026-12-01T00:00:00Z</published>
+         <updated>2026-12-02T08:00:00+02:00</updated></entry>
+  <entry><link rel="alternate" type="text/html" href="http://a.com/2"/><published>2026-12-01</published></entry>
+  <entry><link rel="enclosure" href="http://a.com/2.mp3"/></entry>
+</feed>"""
+    result = parse(atom)
+    assert result.urls == [SitemapEntry("http://a.com/1", datetime(2026, 12, 2, 6, tzinfo=timezone.utc).timestamp()),
+                           SitemapEntry("http://a.com/2", datetime(2026, 12, 1, tzinfo=timezone.utc).timestamp())]
+    assert result.rejected == {"no_loc": 1}
+
+
+def test_feeds_keep_the_sitemap_safety():
+    bomb = BILLION_LAUGHS.replace("<urlset><url><loc>http://a.com/&lol9;</loc></url></urlset>",
+                                  "<rss><channel><item><link>http://a.com/&lol9;</link></item></channel></rss>")
+    assert "<rss>" in bomb and parse(bomb) == Sitemap([], [], "doctype not allowed", False, {})
+    many = "<rss><channel>" + "".join(f"<item><link>http://a.com/{i}</link></item>" for i in range(50)) + "</channel></rss>"
+    capped = parse(many, max_urls=10)
+    assert len(capped.urls) == 10 and capped.truncated

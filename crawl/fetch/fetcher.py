@@ -67,8 +67,8 @@ RECENT_REQUESTS = 1001
 # The task's expected span is recomputed at most this often (seconds): it looks at every host.
 SPAN_REFRESH_S = 1.0
 SLOW_STOP_REASON = "slow"
-LOST_ANSWER = ("an earlier attempt of this fetch task requested it and died before its answer was recorded: "
-               "not requested again under this lease")
+LOST_ANSWER = ("earlier attempts of this fetch task requested it and died before its answer was recorded, "
+               "more than once: not requested again under this lease (it may be what killed them)")
 # fetchlist fields about the host, which generate sets on one row of the host (jobs/generate.py)
 HOST_FIELDS = ("robots_status", "robots_txt", "robots_fetched_at", "sitemaps", "sitemaps_fetched_at")
 
@@ -343,10 +343,13 @@ class HostQueue:
         if self.sitemaps.queue:
             await self.sitemaps.read_next()
             return
-        requested = self.ctx.earlier.pages
+        # a page an attempt that died requested is requested again (with the crawldb's validators,
+        # like any page): its answer died with that attempt. Not after repeated deaths
+        # (crawl/fetch/requestlog.py, MAX_LOST_REQUESTS).
+        earlier = self.ctx.earlier
         while self.pending:
             row = self.pending[0]
-            if row["url"] in requested:
+            if earlier.given_up(row["url"]):
                 self.pending.popleft()
                 self.results.append(self._outcome(row, FetchStatus.NOT_ATTEMPTED, error=LOST_ANSWER))
                 continue
@@ -542,6 +545,7 @@ class HostQueue:
         if result.canonical and result.canonical not in candidates:
             candidates.append(result.canonical)  # a hint: crawled as a URL of its own
         fields["outlinks"] = links.keep(candidates, depth)
+        self.sitemaps.add_feeds(result.feeds)  # read next, like sitemaps: their dates are change hints
         fields["canonical"] = result.canonical
         fields["noindex"] = bool(result.noindex)
         fields["parse_error"] = result.error

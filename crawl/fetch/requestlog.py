@@ -11,9 +11,13 @@ keeps two promises:
     only, and an attempt that was killed may have had a request under way (the server sees it
     later than it was logged): such a request counts as reaching the host as late as it could,
     when the retry reads the log (at most ``fetch.total_timeout_s`` after it was sent);
-  * one request per URL per lease: a page an earlier attempt requested is not requested again,
-    since its answer died with that attempt (no committed row, no indexed WARC record). It is
-    reported ``not_attempted`` and stays due, so the next cycle fetches it under a new lease.
+  * nothing lost: a page an earlier attempt requested is requested again in this attempt, since
+    its answer died with that attempt (no committed row, no indexed WARC record: the dead
+    attempt's WARC files are never indexed and are removed once the fetch has committed). The
+    request carries the crawldb's validators (ETag / Last-Modified, from the fetchlist), so a page
+    we already held costs the server a 304. Only a page that ``MAX_LOST_REQUESTS`` earlier attempts
+    requested and died with is not requested again (it may be what kills them: the task must
+    end): it is reported ``not_attempted`` and stays due for the next cycle.
 
 Each attempt appends to its own file, ``<run>-<task>-<attempt>.log``, one line per request:
 ``<epoch seconds>\\t<kind>\\t<host>\\t<gap seconds>\\t<url>`` (kind: robots, sitemap or page; gap:
@@ -32,8 +36,14 @@ import os
 import re
 import shutil
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
+# A page requested by this many attempts (or runs) that died is not requested again under the
+# lease: two deaths with the same page under way make it a suspect, and a retry that requested it
+# a third time could use up spark.task_max_failures and fail the whole fetch. One death alone
+# (an executor lost, a worker killed under load) is the common case and costs one more request.
+MAX_LOST_REQUESTS = 2
 _NAME_RE = re.compile(r"(?P<run>[0-9A-Za-z_-]+)-(?P<task>\d{5})-(?P<attempt>\d+)\.log")  # fullmatch
 KINDS = ("robots", "sitemap", "page")
 
@@ -42,12 +52,17 @@ KINDS = ("robots", "sitemap", "page")
 class EarlierRequests:
     """What earlier attempts and runs sent: the last request time per host (epoch seconds), the
     largest gap they kept to the host (its delay, Crawl-delay included, which a retry only learns
-    again from robots.txt), and the pages requested by attempts whose results were not committed."""
+    again from robots.txt), and the pages requested by attempts whose results were not committed,
+    each with the number of such attempts that requested it."""
     last_at: dict[str, float] = field(default_factory=dict)
     gap_s: dict[str, float] = field(default_factory=dict)
-    pages: set[str] = field(default_factory=set)
+    pages: Counter[str] = field(default_factory=Counter)
     files: int = 0
     read_at: float = field(default_factory=time.time)
+
+    def given_up(self, url: str) -> bool:
+        """Whether ``url`` is not to be requested again under this lease (``MAX_LOST_REQUESTS``)."""
+        return self.pages[url] >= MAX_LOST_REQUESTS
 
     def last_contact(self, host: str, max_request_s: float) -> float | None:
         """The latest moment (epoch seconds) an earlier request may have reached ``host``, or None.
@@ -85,6 +100,7 @@ def read_earlier(directory: str, own: str | None = None, completed_run: str | No
                 data = fh.read()
         except OSError:
             continue
+        file_pages: set[str] = set()
         for line in data.split(b"\n")[:-1]:  # the part after the last newline may be torn
             parts = line.decode("utf-8", "replace").split("\t", 4)
             if len(parts) != 5 or parts[1] not in KINDS:
@@ -99,7 +115,8 @@ def read_earlier(directory: str, own: str | None = None, completed_run: str | No
             if gap > earlier.gap_s.get(host, 0.0):
                 earlier.gap_s[host] = gap
             if pages_count and parts[1] == "page":
-                earlier.pages.add(parts[4])
+                file_pages.add(parts[4])
+        earlier.pages.update(file_pages)  # once per attempt, however often it logged the page
     return earlier
 
 

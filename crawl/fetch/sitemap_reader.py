@@ -10,7 +10,9 @@ keeps the host's gap like any page. Files are parsed in the guarded parser child
 (crawl/parse/sitemaps.py: gzip and size limits, no DOCTYPE), and at most
 ``sitemaps.max_urls_per_host`` URLs are kept, filtered like links. They leave the task in the
 host's row (``sitemap_entries``: url and lastmod) and update inserts the new ones and makes
-known ones due when their lastmod is newer than our copy.
+known ones due when their lastmod is newer than our copy. RSS and Atom feeds are sitemaps too
+(crawl/parse/sitemaps.py): those robots.txt lists, and those the host's pages announce
+(``add_feeds``), read in the cycle that fetched the page.
 """
 from __future__ import annotations
 
@@ -56,6 +58,17 @@ class SitemapReader:
         self.read_at = time.time()
         for url in candidates:
             self._add(url)
+
+    def add_feeds(self, feeds: list[str]) -> None:
+        """RSS/Atom feeds a page of the host announced (crawl.parse.links): read in this cycle like
+        its sitemaps (same checks: on the host itself, allowed by robots.txt, each once, within
+        sitemaps.max_files_per_host), and their items' dates are lastmod hints. Not held back by
+        sitemaps.ttl_s: only a page that was just fetched and parsed (new or changed: a 304 is not
+        parsed) names them, and a site that changes is when its feed says what changed."""
+        q = self.host_queue
+        if feeds and q.ctx.cfg["sitemaps.enabled"] and q.policy is not None and not q.blocked:
+            for url in feeds:
+                self._add(url)
 
     def _add(self, url: str) -> None:
         q = self.host_queue
@@ -134,7 +147,8 @@ class SitemapReader:
 
     def summary(self) -> dict[str, Any]:
         """Fields for the host's row of the segment."""
-        if self.read_at is None:
+        if self.read_at is None and not self.entries:
             return {"sitemaps_fetched_at": None, "sitemap_entries": None}
+        # entries of feeds alone (read_at None) leave the sitemaps' own schedule as it was
         return {"sitemaps_fetched_at": self.read_at,
                 "sitemap_entries": [{"url": u, "lastmod": m} for u, m in self.entries.items()]}

@@ -8,6 +8,9 @@ order:
     ``<base href>``, HTML LS section 2.4.1 "document base URL"), normalised with
     ``crawl.net.urls.check_url``, deduplicated, the page itself left out, at most ``max_outlinks``;
   * ``canonical``: the first ``<link rel=canonical>`` in ``<head>`` (RFC 6596), a hint only;
+  * ``feeds``: the page's RSS/Atom feeds, ``<link rel=alternate type=application/rss+xml>`` (or
+    ``application/atom+xml``), at most ``MAX_FEEDS``: the fetcher reads them like sitemaps
+    (crawl/fetch/sitemap_reader.py), their items' dates are change hints;
   * ``refresh``: the target of the first valid ``<meta http-equiv=refresh>`` (HTML LS "shared
     declarative refresh steps"), which browsers follow like a redirect, so it is also the first
     outlink;
@@ -35,6 +38,11 @@ from crawl.net.urls import BaseUrl, UrlRules, check_url
 # the test, measured with bench/extract.py.)
 _LINKS = "a[href], area[href]"
 _HINTS = "link[href], meta, base[href]"
+# The feed formats a <link rel=alternate type=...> announces (RSS 2.0, Atom 1.0: RFC 4287 section 7.1).
+FEED_TYPES = frozenset({"application/rss+xml", "application/atom+xml"})
+# Feeds kept of one page: a site has one or two (posts, comments); more is noise.
+MAX_FEEDS = 4
+_MAX_FEED_HREFS = 16 * MAX_FEEDS  # announcements looked at, duplicates and bad ones included
 _ASCII_WS = " \t\n\x0c\r"
 _DIGITS = "0123456789"
 # Robots directives that take a value ("max-snippet: 20"): a "name:" prefix that is one of these
@@ -80,6 +88,7 @@ class PageLinks:
     noindex: bool                  # robots meta / X-Robots-Tag says noindex (or none)
     nofollow: bool                 # robots meta / X-Robots-Tag says nofollow (or none): no outlinks
     rejected: dict[str, int] = field(default_factory=dict)
+    feeds: list[str] = field(default_factory=list)  # RSS/Atom feeds it announces (none when nofollow)
 
 
 def extract_outlinks(html: str | bytes, page_url: str, max_outlinks: int) -> list[str]:
@@ -135,6 +144,7 @@ def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots
     # one whose rel says nofollow (decided here, while its attributes are at hand).
     hrefs: list[str | object] = []
     base_href = canonical_href = refresh_content = None
+    feed_hrefs: list[str] = []
     for node in tree.css(_LINKS):
         attrs = node.attributes
         rel = attrs.get("rel")
@@ -166,6 +176,9 @@ def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots
                 parent = node.parent
                 if parent is not None and parent.tag == "head":
                     canonical_href = attrs.get("href") or ""
+            elif (len(feed_hrefs) < _MAX_FEED_HREFS and _has_token(attrs.get("rel"), "alternate")
+                  and (attrs.get("type") or "").split(";", 1)[0].strip().lower() in FEED_TYPES):
+                feed_hrefs.append(attrs.get("href") or "")
         elif tag == "base" and base_href is None:
             base_href = attrs.get("href")
 
@@ -200,6 +213,7 @@ def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots
         if hrefs:
             rejected["nofollow"] = rejected.get("nofollow", 0) + len(hrefs)
         return PageLinks(outlinks, canonical, refresh, noindex, nofollow, rejected)
+    feeds = list(dict.fromkeys(f for f in map(resolve, feed_hrefs) if f is not None))[:MAX_FEEDS]
 
     # seen: the outlinks so far in document order (a dict keeps insertion order), after the
     # page itself, which is never an outlink.
@@ -213,7 +227,7 @@ def _extract_links(html: str | bytes, page_url: str, max_outlinks: int, x_robots
     _link_loop(hrefs, resolve, seen, room, rejected)
     outlinks = list(seen)
     del outlinks[0]  # the page itself
-    return PageLinks(outlinks, canonical, refresh, noindex, nofollow, rejected)
+    return PageLinks(outlinks, canonical, refresh, noindex, nofollow, rejected, feeds)
 
 
 def _link_loop(hrefs: list[str | object], resolve: "_Resolver", seen: dict[str, None], room: int,

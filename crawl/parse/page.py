@@ -75,6 +75,7 @@ class ParseResult:
     text_hash: int | None = None   # crawl.dedup.fingerprint: exact-duplicate key of the normalised text
     simhash: int | None = None     # 64-bit SimHash of the text; None for a page without words
     signature: bytes | None = None # MinHash of the page's word set (near duplicates, trap signal)
+    feeds: list[str] = field(default_factory=list)  # RSS/Atom feeds the page announces (crawl.parse.links)
 
 
 def _exc_text(exc: BaseException) -> str:
@@ -349,10 +350,11 @@ def parse_page(body: bytes, url: str, content_type_header: str | None, options: 
         except Exception as exc:  # recorded: the links stand, the page's parse_error says why it has no text
             error = f"parse_error: text extraction failed: {_exc_text(exc)}"[:_ERROR_TEXT_LIMIT]
             return ParseResult(links.outlinks, charset, title, error, canonical=links.canonical,
-                               noindex=links.noindex, rejected=dict(links.rejected))
+                               noindex=links.noindex, rejected=dict(links.rejected), feeds=links.feeds)
         return ParseResult(links.outlinks, charset, title, None, canonical=links.canonical,
                            noindex=links.noindex, rejected=dict(links.rejected), text_hash=fp.text_hash,
-                           simhash=fp.simhash if fp.words else None, signature=fp.signature)
+                           simhash=fp.simhash if fp.words else None, signature=fp.signature,
+                           feeds=links.feeds)
     except MemoryError:
         return _parse_error("memory limit exceeded (MemoryError)", charset)
     except RecursionError:

@@ -1,15 +1,17 @@
 """Parsing one sitemap file (https://www.sitemaps.org/protocol.html) with bounded cost.
 
 ``parse_sitemap`` takes the body of one fetched sitemap file and returns its page URLs (with
-``<lastmod>`` as epoch seconds) or, for a sitemap index, the URLs of its child sitemaps. The
+``<lastmod>``, or a feed item's date, as epoch seconds) or, for a sitemap index, the URLs of its child sitemaps. The
 formats of the protocol that are handled:
 
   * XML ``<urlset>`` of ``<url><loc>`` (+ optional ``<lastmod>``) and XML ``<sitemapindex>`` of
     ``<sitemap><loc>``, with the sitemaps.org namespace, another one, or none (other elements
     and extensions such as ``image:loc`` are skipped);
   * plain text, one URL per line, UTF-8;
-  * either of them gzip-compressed (recognised by its magic bytes, RFC 1952, not by file name).
-    RSS and Atom feeds, which the protocol also accepts, are not read (error "not a sitemap").
+  * RSS 2.0 (``<rss><channel><item><link>`` + ``<pubDate>``, RFC 822) and Atom 1.0 feeds
+    (``<feed><entry><link href>`` + ``<updated>``, else ``<published>``, RFC 3339), which the
+    protocol also accepts: each item is an entry, its date its lastmod;
+  * any of them gzip-compressed (recognised by its magic bytes, RFC 1952, not by file name).
 
 A sitemap is untrusted input, so the work is bounded whatever the file says:
 
@@ -31,12 +33,13 @@ Nothing here raises: every problem is reported in ``Sitemap.error``.
 """
 from __future__ import annotations
 
+import email.utils
 import re
 import xml.etree.ElementTree as ET
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Iterator
+from typing import Callable, Iterator
 
 from crawl.net.urls import UrlRules, check_url
 
@@ -138,7 +141,8 @@ class _Collector:
     def reject(self, reason: str) -> None:
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
 
-    def add(self, is_sitemap: bool, loc: str | None, lastmod: str | None) -> None:
+    def add(self, is_sitemap: bool, loc: str | None, lastmod: str | None,
+            parse_date: Callable[[str], float | None] = parse_w3c_datetime) -> None:
         if not loc:
             self.reject("no_loc")
             return
@@ -158,27 +162,64 @@ class _Collector:
         if is_sitemap:
             self.sitemaps.append(url)
         else:
-            self.urls.append(SitemapEntry(url, parse_w3c_datetime(lastmod) if lastmod else None))
+            self.urls.append(SitemapEntry(url, parse_date(lastmod) if lastmod else None))
+
+
+def parse_rfc822_datetime(text: str) -> float | None:
+    """An RFC 822 date (RSS 2.0's ``pubDate``, with RFC 1123's four-digit years) as epoch seconds,
+    or None if it is not one. A date without a zone ("-0000") is read as UTC."""
+    try:
+        when = email.utils.parsedate_to_datetime(text.strip())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    try:
+        return when.timestamp()
+    except (ValueError, OverflowError):
+        return None
+
+
+@dataclass(frozen=True)
+class _Format:
+    """Where one XML format keeps its entries: the entry element and its depth, and the role of
+    each child element read ("loc": the URL; "date" and, when absent, "date2": the entry's date;
+    "href": the URL in an Atom ``<link href>``)."""
+    entry: str
+    depth: int
+    fields: dict[str, str]
+    is_index: bool = False
+    parse_date: Callable[[str], float | None] = parse_w3c_datetime
+
+
+# By root element. RSS and Atom are sitemaps too (the protocol accepts RSS 2.0 and Atom 1.0 feeds):
+# an item's link is a URL, its date (RSS pubDate; Atom updated, else published) its lastmod.
+_FORMATS = {
+    "urlset": _Format("url", 2, {"loc": "loc", "lastmod": "date"}),
+    "sitemapindex": _Format("sitemap", 2, {"loc": "loc", "lastmod": "date"}, is_index=True),
+    "rss": _Format("item", 3, {"link": "loc", "pubDate": "date"}, parse_date=parse_rfc822_datetime),  # rss/channel/item
+    "feed": _Format("entry", 2, {"link": "href", "updated": "date", "published": "date2"}),  # RFC 4287 dates
+}
 
 
 class _XmlTarget:
     """ElementTree parser target that streams entries to a _Collector instead of building a tree.
 
-    Only ``loc`` and ``lastmod`` directly inside an entry (``url`` in a ``urlset``, ``sitemap``
-    in a ``sitemapindex``) are read, whatever their namespace; deeper elements, such as the
-    ``image:loc`` of Google's image extension, are skipped by depth.
+    Only the fields of _FORMATS directly inside an entry (``url`` in a ``urlset``, ``sitemap``
+    in a ``sitemapindex``, ``item`` in an RSS channel, ``entry`` in an Atom feed) are read,
+    whatever their namespace; deeper elements, such as the ``image:loc`` of Google's image
+    extension, are skipped by depth.
     """
 
     def __init__(self, collector: _Collector):
         self.collector = collector
         self.depth = 0
-        self.entry_tag: str | None = None   # "url" or "sitemap", from the root element
+        self.format: _Format | None = None   # from the root element
         self.in_entry = False
         self.field: str | None = None
         self.parts: list[str] = []
         self.size = 0
-        self.loc: str | None = None
-        self.lastmod: str | None = None
+        self.values: dict[str, str] = {}
 
     def doctype(self, name, pubid, system) -> None:
         # Called by expat at "<!DOCTYPE", before any entity declaration is read.
@@ -188,17 +229,21 @@ class _XmlTarget:
         self.depth += 1
         local = tag.rpartition("}")[2]
         if self.depth == 1:
-            if local == "urlset":
-                self.entry_tag = "url"
-            elif local == "sitemapindex":
-                self.entry_tag = "sitemap"
-            else:
+            self.format = _FORMATS.get(local)
+            if self.format is None:
                 raise _Stop(f"not a sitemap: root element <{local[:50]}>")
-        elif self.depth == 2:
-            if local == self.entry_tag:
-                self.in_entry, self.loc, self.lastmod = True, None, None
-        elif self.depth == 3 and self.in_entry and (local == "loc" or local == "lastmod"):
-            self.field, self.parts, self.size = local, [], 0
+            return
+        fmt = self.format
+        if self.depth == fmt.depth and local == fmt.entry:
+            self.in_entry, self.values = True, {}
+        elif self.depth == fmt.depth + 1 and self.in_entry:
+            role = fmt.fields.get(local)
+            if role == "href":
+                # an Atom entry's page: its first link whose rel is "alternate" (the default, RFC 4287 4.2.7.2)
+                if (attrib.get("rel") or "alternate").strip() == "alternate" and "loc" not in self.values:
+                    self.values["loc"] = (attrib.get("href") or "")[:_MAX_FIELD_CHARS].strip()
+            elif role is not None:
+                self.field, self.parts, self.size = role, [], 0
 
     def data(self, text: str) -> None:
         if self.field is not None and self.size <= _MAX_FIELD_CHARS:
@@ -206,16 +251,14 @@ class _XmlTarget:
             self.size += len(text)
 
     def end(self, tag: str) -> None:
-        if self.depth == 3 and self.field is not None:
-            value = "".join(self.parts).strip()
-            if self.field == "loc":
-                self.loc = value if self.loc is None else self.loc  # the first <loc> counts
-            elif self.lastmod is None:
-                self.lastmod = value
+        fmt = self.format
+        if fmt is not None and self.depth == fmt.depth + 1 and self.field is not None:
+            self.values.setdefault(self.field, "".join(self.parts).strip())  # the first one counts
             self.field = None
-        elif self.depth == 2 and self.in_entry:
+        elif fmt is not None and self.depth == fmt.depth and self.in_entry:
             self.in_entry = False
-            self.collector.add(self.entry_tag == "sitemap", self.loc, self.lastmod)
+            date = self.values.get("date") or self.values.get("date2")
+            self.collector.add(fmt.is_index, self.values.get("loc"), date, fmt.parse_date)
         self.depth -= 1
 
     def close(self) -> None:

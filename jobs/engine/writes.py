@@ -17,9 +17,13 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping
 
+from delta.tables import DeltaTable
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
+from jobs.engine.crawl_root import CrawlRoot
+from jobs.engine.reads import url_counts
 from jobs.engine.tables import table_bytes
 
 # Delta's idempotent writes: a commit carrying an (application id, version) the table has
@@ -133,3 +137,18 @@ def run_concurrently(*calls: Callable[[], Any]) -> list[Any]:
         if error is not None:
             raise error
     return results
+
+
+def recount_url_counts(spark: SparkSession, root: CrawlRoot, rows: DataFrame) -> None:
+    """Set host_state.url_count of the hosts of ``rows`` (host_bucket, host) from the crawldb
+    (url_counts), making a hostdb row for a host new to it: counted, not added, so a step that
+    runs again (or died between its crawldb commit and this one) gives the same value."""
+    exact = url_counts(spark, root, rows)
+    (DeltaTable.forPath(spark, root.hostdb).alias("t")
+     .merge(exact.alias("s"), "t.host_bucket = s.host_bucket AND t.host = s.host")
+     .whenMatchedUpdate(condition="t.url_count IS NULL OR t.url_count <> s.url_count",
+                        set={"url_count": F.col("s.url_count")})
+     .whenNotMatchedInsert(values={"host": F.col("s.host"), "host_bucket": F.col("s.host_bucket"),
+                                   "url_count": F.col("s.url_count"),
+                                   **{c: F.lit(0).cast("long") for c in ("requests", "pages_fetched", "errors")}})
+     .execute())

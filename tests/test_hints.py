@@ -1,0 +1,88 @@
+"""Change hints pushed into the inbox (issue 32, "Change hints"): crawl/crawldb/hints.py parses
+and filters, jobs/hint.py appends, generate applies them (jobs/hint_inbox.py)."""
+from __future__ import annotations
+
+import json
+import os
+
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F
+
+from crawl.crawldb.hints import SHOWN_BAD_LINES, parse_hint_lines
+from crawl.net.filters import LinkFilter
+from jobs import cli, fetch, generate, hint, inject, update
+from jobs.engine.crawl_root import read_marker, write_marker
+from jobs.engine.hint_inbox import consume_hints, consumed_marker, hints_path
+from jobs.engine.tables import table_version
+from tests.conftest import make_config, write_seeds
+from tests.fixed_web import FixedWeb
+from tests.test_update_recovery import assert_consistent
+
+
+def test_hint_lines_are_normalised_like_seeds_and_filtered_like_links():
+    cfg = make_config(discovery__deny_extensions=json.dumps(["jpg"]))
+    lines = ["# changed today", "HTTP://Example.COM:80/a#frag  2026-12-04", "", "http://example.com/a",
+             "not-a-url", "ftp://example.com/file", "http://example.com/photo.jpg", "http://example.com/b"]
+    parsed = parse_hint_lines(lines, LinkFilter.from_config(cfg), int(cfg["discovery.max_url_length"]))
+    assert parsed.urls == ["http://example.com/a", "http://example.com/b"]
+    assert parsed.duplicates == 1
+    assert [n for n, _text, _reason in parsed.rejected] == [5, 6, 7]
+    assert "extension" in parsed.rejected[2][2]
+    message = parsed.describe_rejected()
+    assert message.startswith("3 bad lines skipped (line 5: 'not-a-url'")
+    many = parse_hint_lines([f"bad {i}" if i % 2 else f"::{i}" for i in range(20)], LinkFilter.from_config(cfg))
+    assert f"and {20 - SHOWN_BAD_LINES} more" in many.describe_rejected()
+
+
+def test_hints_make_known_urls_due_and_add_new_ones(spark, root, tmp_path, capsys):
+    web = FixedWeb(hosts=1).start()
+    try:
+        known, other = (web.put(0, p, f"<html><body>{p}</body></html>") for p in ("/known.html", "/other.html"))
+        new = web.put(0, "/new.html", "<html><body>new</body></html>")
+        cfg = make_config(fetch__delay_s=0.05, fetch__tasks=1, sitemaps__enabled=False)
+        inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", [known, other]))
+        first = generate.run(spark, cfg, root).segment_id
+        fetch.run(spark, cfg, root, first)
+        update.run(spark, cfg, root, first)
+        assert generate.run(spark, cfg, root).segment_id is None  # nothing due: both fetched just now
+
+        # garbage only: refused before Spark, with the count and the first lines, nothing written
+        garbage = tmp_path / "garbage.txt"
+        garbage.write_text("not-a-url\n::\nhttp://\n", encoding="utf-8")
+        assert cli.main(["hint", str(garbage), "--crawl-root", root.root]) == 2
+        err = capsys.readouterr().err
+        assert "no valid URL in hints file" in err and "3 bad lines skipped" in err and "'not-a-url'" in err
+        assert "Traceback" not in err
+        assert not DeltaTable.isDeltaTable(spark, hints_path(root))
+        (tmp_path / "binary.txt").write_bytes(bytes(range(256)) * 8)
+        assert cli.main(["hint", str(tmp_path / "binary.txt"), "--crawl-root", root.root]) == 2
+        assert "is not a text file" in capsys.readouterr().err
+
+        result = hint.run(spark, cfg, root, write_seeds(tmp_path / "changed.txt", [known, new, "garbage line"]))
+        assert (result.accepted, result.rejected) == (2, 1)
+        segment = generate.run(spark, cfg, root).segment_id
+        assert segment is not None
+        chosen = {r["url"] for r in spark.read.parquet(root.fetchlist(segment)).collect()}
+        assert chosen == {known, new}  # the hinted known URL, due again, and the new one; not the other
+        assert read_marker(spark, consumed_marker(root)) == str(table_version(spark, hints_path(root)))
+        fetch.run(spark, cfg, root, segment)
+        update.run(spark, cfg, root, segment)
+        rows = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}
+        assert rows[known]["status"] == "notmodified" and rows[new]["status"] == "fetched"
+        assert_consistent(spark, root)  # the new URL counts in its host's url_count
+        requests = [e for e in web.requests() if e["path"] == "/known.html"]
+        assert len(requests) == 2 and requests[1]["inm"]  # the hinted refetch was conditional
+
+        # consumed once: the next generate finds nothing new; and hints read again (a generate
+        # that died before moving the marker) change nothing
+        assert generate.run(spark, cfg, root).segment_id is None
+        os.remove(root.local_path(consumed_marker(root)))
+        again = consume_hints(spark, cfg, root)
+        assert (again.hinted, again.made_due, again.inserted) == (2, 0, 0)
+        assert generate.run(spark, cfg, root).segment_id is None
+        write_marker(spark, consumed_marker(root), "99\n")  # a marker beyond the table (made anew since)
+        assert consume_hints(spark, cfg, root).hinted == 2
+        due = spark.read.format("delta").load(root.crawldb).filter(F.col("next_fetch_at") <= F.current_timestamp())
+        assert due.count() == 0
+    finally:
+        web.stop()
