@@ -104,7 +104,7 @@ def test_engine_never_imports_a_step():
 
 def test_a_step_never_imports_another_step():
     steps = _steps()
-    assert {"inject", "generate", "fetch", "dedup", "update", "stats", "maintain", "sql", "warc_get"} \
+    assert {"inject", "generate", "fetch", "dedup", "update", "stats", "maintain", "sql", "warc_get", "hint"} \
         == {p.stem for p in steps}
     offenders = [f"{p.name}: {name}" for p in steps for name in sorted(_jobs_imports(p))
                  if not name.startswith("jobs.engine.") and name != "jobs.engine"]
