@@ -28,10 +28,12 @@ What:     bench/_realistic_web.py serves hosts x pages realistic pages (lognorma
           every process's own CPU may fall short by each process's last interval, never exceed it)
           and splits the CPU by process kind (JVM, Spark Python workers, driver, parser children). Divided by the page URLs the web answered
           for that method (200 + 301 + 404), it is robust to a loaded machine.
-          Then, unless --profile-top 0: cProfile of the fetch step's task body (jobs.fetch.fetch_task
-          without Spark, on every page URL) in one process with parse.isolate on (the parser
-          children's CPU measured apart, from the tree) and once more with it off, so the parse
-          functions show in the same profile.
+          Then, unless --profile-top 0, on the first --profile-hosts hosts' URLs: the fetch step's
+          task body (jobs.fetch.fetch_task without Spark, as configured) once unprofiled (the
+          per-page figure to compare a change to it by: cProfile slows Python code more than C
+          calls), then under cProfile (CPU clock) with parse.isolate on (the parser children's CPU
+          measured apart, from the tree) and once more with it off, so the parse functions show in
+          the same profile.
 Checks:   every method's page requests = URLs and its 200/301/404 counts = the web's own; robots.txt
           once per host for Scrapy and deltacrawl; no host ever had two requests in flight; no
           response went out uncompressed; inject and generate saw every URL; the tree's rusage is
@@ -252,15 +254,17 @@ def profile_child(job_path: str, out_path: str) -> int:
     status_at, outlinks_at = names.index("fetch_status"), names.index("outlinks")
     pairs = ((r["host"], _Row(r)) for r in rows)
     profiler = cProfile.Profile(time.process_time)  # CPU, not wall: waiting in epoll costs nothing
+    profiled = job.get("profile", True)
     cpu0 = time.process_time()
-    profiler.enable()
+    if profiled:
+        profiler.enable()
     out = list(fetch_step.fetch_task(0, pairs, cfg, fetch_step.FetchRun("bench", job["warc_dir"], None)))
-    profiler.disable()
+    if profiled:
+        profiler.disable()
     cpu = time.process_time() - cpu0
     urls = [t for t in out if t[names.index("kind")] == "url"]
-    st = pstats.Stats(profiler)
     funcs = []
-    for (file, line, func), (_cc, nc, tt, ct, _callers) in st.stats.items():
+    for (file, line, func), (_cc, nc, tt, ct, _callers) in (pstats.Stats(profiler).stats.items() if profiled else ()):
         funcs.append({"function": f"{os.path.relpath(file, REPO) if file.startswith(REPO) else os.path.basename(file)}"
                                   f":{line}({func})", "calls": nc, "own_s": round(tt, 3), "cumulative_s": round(ct, 3)})
     by_own = sorted(funcs, key=lambda r: -r["own_s"])[:job["top"]]
@@ -345,100 +349,136 @@ def bench(args, workdir: str, check: Checker) -> dict[str, Any]:
             if robots:
                 check(seen["robots"] == args.hosts, f"{name}: robots.txt {seen['robots']} times, expected {args.hosts}")
 
+        want = set(args.methods.split(","))
         # ---- (a) the floor
-        job = os.path.join(workdir, "floor.json")
-        with open(job, "w", encoding="utf-8") as fh:
-            json.dump({"urls": urls, "concurrency": concurrency, "user_agent": cfg["fetch.user_agent"],
-                       "timeouts": [float(cfg["fetch.total_timeout_s"]), float(cfg["fetch.connect_timeout_s"]),
-                                    float(cfg["fetch.read_timeout_s"])],
-                       "max_outlinks": int(cfg["parse.max_outlinks"])}, fh)
-        out = os.path.join(workdir, "floor-out.json")
-        run = run_measured([sys.executable, os.path.abspath(__file__), "--floor-child", job, out], keep,
-                           args.timeout_s, env)
-        if os.path.exists(out):
-            with open(out, encoding="utf-8") as fh:
-                run["result"] = json.load(fh)
-        record("floor", run)
-        check_pages("floor", run, robots=False)
-        if "result" in run:
-            check(run["result"]["statuses"] == expected, f"floor: client statuses {run['result']['statuses']}")
+        if "floor" in want:
+            floor_method(args, workdir, urls, cfg, concurrency, keep, env, record, check_pages, check, expected)
 
         # ---- (b) Scrapy
-        if os.path.exists(args.scrapy_python):
-            rr = os.path.join(workdir, "scrapy-urls.txt")
-            with open(rr, "w", encoding="utf-8") as fh:  # hosts interleaved, as bench/fetch.py feeds Scrapy
-                per_host = [urls[i:i + args.pages] for i in range(0, n, args.pages)]
-                fh.writelines(h[k] + "\n" for k in range(args.pages) for h in per_host)
-            out = os.path.join(workdir, "scrapy-out.json")
-            run = run_measured([args.scrapy_python, os.path.join(REPO, "bench", "_scrapy_fetch.py"), "--urls", rr,
-                                "--concurrency", str(concurrency), "--user-agent", cfg["fetch.user_agent"],
-                                "--out-json", out], keep, args.timeout_s)
-            if os.path.exists(out):
-                with open(out, encoding="utf-8") as fh:
-                    run["result"] = json.load(fh)
-            record("scrapy", run)
-            check_pages("scrapy", run, robots=True)
-        else:
-            print(f"cost: SKIPPED Scrapy: no interpreter at {args.scrapy_python}. Create it with "
-                  f"`python3 -m venv /work/.bench-venv-scrapy && /work/.bench-venv-scrapy/bin/pip install "
-                  f"scrapy==2.19.0` (or pass --scrapy-python)", flush=True)
-            res["scrapy_skipped"] = args.scrapy_python
+        if "scrapy" in want:
+            scrapy_method(args, workdir, urls, cfg, concurrency, keep, record, check_pages, res)
 
         # ---- (c) deltacrawl, one process per step
-        root = os.path.join(workdir, "crawl")
-        common = ["--crawl-root", root, "--mlflow-uri", "off", *conf_args(over)]
-        segment = None
-        for step in STEPS:
-            extra = {"inject": [seeds], "generate": []}.get(step, [segment])
-            run = run_measured([sys.executable, "-m", "jobs.cli", step, *common, *extra], keep, args.timeout_s, env)
-            if step == "generate" and run["returncode"] == 0:
-                segment = run["stdout_tail"].strip().split()[-1]
-            record(step, run, counted=False)
-            if run["returncode"] != 0:
-                raise RuntimeError(f"{step} failed: {run['stderr_tail'][-1500:]}")
-            if step == "fetch":
-                check_pages("fetch", run, robots=True)
-        # every step's CPU per page fetched by the fetch step
-        fetched = methods["fetch"]["pages"]
-        for step in STEPS:
-            methods[step]["cpu_ms_per_page"] = methods[step]["cpu_s"] / fetched * 1e3 if fetched else None
-        res["segment"] = segment
-        res["segment_counts"] = segment_counts(root, segment)
-        sc = res["segment_counts"]
-        if sc:
-            check(sc.get("fetch_status") == {"ok": expected["200"], "redirect": expected["301"],
-                                             "not_found": expected["404"]},
-                  f"fetch: segment statuses {sc.get('fetch_status')}")
-        cycle = sum(methods[s]["cpu_s"] for s in STEPS)
-        methods["cycle"] = {"cpu_s": cycle, "cpu_ms_per_page": cycle / fetched * 1e3 if fetched else None,
-                            "wall_s": sum(methods[s]["wall_s"] for s in STEPS)}
+        if "steps" in want:
+            steps_method(args, workdir, seeds, over, keep, env, record, check_pages, check, expected, methods, res)
         res["methods"] = methods
-        floor = methods["floor"]["cpu_ms_per_page"]
+        floor = methods.get("floor", {}).get("cpu_ms_per_page")
         res["ratio_to_floor"] = {k: v["cpu_ms_per_page"] / floor for k, v in methods.items()
                                  if floor and v.get("cpu_ms_per_page") is not None}
 
         # ---- the fetch step's profile: its task body in one process, parse isolated and not
-        if args.profile_top:
-            res["profile"] = {}
-            for label, isolate in (("isolated_parse", True), ("in_process_parse", False)):
-                pcfg = dict(cfg, **{"parse.isolate": isolate})
-                job = os.path.join(workdir, f"profile-{label}.json")
-                with open(job, "w", encoding="utf-8") as fh:
-                    json.dump({"urls": urls, "cfg": pcfg, "top": args.profile_top,
-                               "warc_dir": os.path.join(workdir, f"warc-profile-{label}") if cfg["warc.enabled"]
-                               else None}, fh, default=str)
-                out = os.path.join(workdir, f"profile-{label}-out.json")
-                run = run_measured([sys.executable, os.path.abspath(__file__), "--profile-child", job, out], keep,
-                                   args.timeout_s, env)
-                if os.path.exists(out):
-                    with open(out, encoding="utf-8") as fh:
-                        run["result"] = json.load(fh)
-                record(f"profile_{label}", run)
-                check_pages(f"profile {label}", run, robots=True)
-                res["profile"][label] = methods.pop(f"profile_{label}")
+        if "profile" in want and args.profile_top:
+            profile_method(args, workdir, urls, cfg, keep, env, record, check, web, methods, res)
     finally:
         web.stop()
     return res
+
+
+def floor_method(args, workdir, urls, cfg, concurrency, keep, env, record, check_pages, check, expected) -> None:
+    job = os.path.join(workdir, "floor.json")
+    with open(job, "w", encoding="utf-8") as fh:
+        json.dump({"urls": urls, "concurrency": concurrency, "user_agent": cfg["fetch.user_agent"],
+                   "timeouts": [float(cfg["fetch.total_timeout_s"]), float(cfg["fetch.connect_timeout_s"]),
+                                float(cfg["fetch.read_timeout_s"])],
+                   "max_outlinks": int(cfg["parse.max_outlinks"])}, fh)
+    out = os.path.join(workdir, "floor-out.json")
+    run = run_measured([sys.executable, os.path.abspath(__file__), "--floor-child", job, out], keep,
+                       args.timeout_s, env)
+    if os.path.exists(out):
+        with open(out, encoding="utf-8") as fh:
+            run["result"] = json.load(fh)
+    record("floor", run)
+    check_pages("floor", run, robots=False)
+    if "result" in run:
+        check(run["result"]["statuses"] == expected, f"floor: client statuses {run['result']['statuses']}")
+
+
+
+def scrapy_method(args, workdir, urls, cfg, concurrency, keep, record, check_pages, res) -> None:
+    n = len(urls)
+    if os.path.exists(args.scrapy_python):
+        rr = os.path.join(workdir, "scrapy-urls.txt")
+        with open(rr, "w", encoding="utf-8") as fh:  # hosts interleaved, as bench/fetch.py feeds Scrapy
+            per_host = [urls[i:i + args.pages] for i in range(0, n, args.pages)]
+            fh.writelines(h[k] + "\n" for k in range(args.pages) for h in per_host)
+        out = os.path.join(workdir, "scrapy-out.json")
+        run = run_measured([args.scrapy_python, os.path.join(REPO, "bench", "_scrapy_fetch.py"), "--urls", rr,
+                            "--concurrency", str(concurrency), "--user-agent", cfg["fetch.user_agent"],
+                            "--out-json", out], keep, args.timeout_s)
+        if os.path.exists(out):
+            with open(out, encoding="utf-8") as fh:
+                run["result"] = json.load(fh)
+        record("scrapy", run)
+        check_pages("scrapy", run, robots=True)
+    else:
+        print(f"cost: SKIPPED Scrapy: no interpreter at {args.scrapy_python}. Create it with "
+              f"`python3 -m venv /work/.bench-venv-scrapy && /work/.bench-venv-scrapy/bin/pip install "
+              f"scrapy==2.19.0` (or pass --scrapy-python)", flush=True)
+        res["scrapy_skipped"] = args.scrapy_python
+
+
+
+def steps_method(args, workdir, seeds, over, keep, env, record, check_pages, check, expected, methods, res) -> None:
+    root = os.path.join(workdir, "crawl")
+    common = ["--crawl-root", root, "--mlflow-uri", "off", *conf_args(over)]
+    segment = None
+    for step in STEPS:
+        extra = {"inject": [seeds], "generate": []}.get(step, [segment])
+        run = run_measured([sys.executable, "-m", "jobs.cli", step, *common, *extra], keep, args.timeout_s, env)
+        if step == "generate" and run["returncode"] == 0:
+            segment = run["stdout_tail"].strip().split()[-1]
+        record(step, run, counted=False)
+        if run["returncode"] != 0:
+            raise RuntimeError(f"{step} failed: {run['stderr_tail'][-1500:]}")
+        if step == "fetch":
+            check_pages("fetch", run, robots=True)
+    # every step's CPU per page fetched by the fetch step
+    fetched = methods["fetch"]["pages"]
+    for step in STEPS:
+        methods[step]["cpu_ms_per_page"] = methods[step]["cpu_s"] / fetched * 1e3 if fetched else None
+    res["segment"] = segment
+    res["segment_counts"] = segment_counts(root, segment)
+    sc = res["segment_counts"]
+    if sc:
+        check(sc.get("fetch_status") == {"ok": expected["200"], "redirect": expected["301"],
+                                         "not_found": expected["404"]},
+              f"fetch: segment statuses {sc.get('fetch_status')}")
+    cycle = sum(methods[s]["cpu_s"] for s in STEPS)
+    methods["cycle"] = {"cpu_s": cycle, "cpu_ms_per_page": cycle / fetched * 1e3 if fetched else None,
+                        "wall_s": sum(methods[s]["wall_s"] for s in STEPS)}
+
+
+def profile_method(args, workdir, urls, cfg, keep, env, record, check, web, methods, res) -> None:
+    res["profile"] = {}
+    profile_hosts = min(args.hosts, args.profile_hosts)
+    profile_urls = urls[:profile_hosts * args.pages]
+    profile_expected = expected_statuses_of(web.web, profile_hosts)
+    # first unprofiled (the figure to compare changes by: cProfile slows Python code several times
+    # more than C calls), then profiled with the parse in its child and in the fetch process
+    for label, isolate, profiled in (("task_body", cfg["parse.isolate"], False), ("isolated_parse", True, True),
+                                     ("in_process_parse", False, True)):
+        pcfg = dict(cfg, **{"parse.isolate": isolate})
+        job = os.path.join(workdir, f"profile-{label}.json")
+        with open(job, "w", encoding="utf-8") as fh:
+            json.dump({"urls": profile_urls, "cfg": pcfg, "top": args.profile_top, "profile": profiled,
+                       "warc_dir": os.path.join(workdir, f"warc-profile-{label}") if cfg["warc.enabled"]
+                       else None}, fh, default=str)
+        out = os.path.join(workdir, f"profile-{label}-out.json")
+        run = run_measured([sys.executable, os.path.abspath(__file__), "--profile-child", job, out], keep,
+                           args.timeout_s, env)
+        if os.path.exists(out):
+            with open(out, encoding="utf-8") as fh:
+                run["result"] = json.load(fh)
+        record(f"profile_{label}", run)
+        check(run["web"]["page_status"] == profile_expected and run["web"]["robots"] == profile_hosts,
+              f"profile {label}: web answered {run['web']['page_status']} page requests and "
+              f"{run['web']['robots']} robots.txt, expected {profile_expected} and {profile_hosts}")
+        res["profile"][label] = methods.pop(f"profile_{label}")
+
+
+def expected_statuses_of(web, hosts: int) -> dict[str, int]:
+    """The 200/301/404 counts of the first ``hosts`` hosts' page URLs."""
+    return dict(Counter(str(web.page_status(h, k)) for h in range(hosts) for k in range(web.pages)))
 
 
 def segment_counts(root: str, segment: str | None) -> dict[str, Any]:
@@ -479,7 +519,7 @@ def print_report(r: dict[str, Any]) -> None:
         print(f"web: {w.get('pages_200', 0):,} pages of 200, median {w.get('median_raw_bytes', 0) / 1e3:.1f} KB "
               f"({w.get('min_raw_bytes', 0) / 1e3:.1f}..{w.get('max_raw_bytes', 0) / 1e3:.1f} KB), "
               f"{w.get('raw_bytes', 0) / max(1, w.get('gzip_bytes', 1)):.2f}x gzip; expected {r.get('expected_statuses')}")
-    if "methods" not in r:
+    if not r.get("methods") and not r.get("profile"):
         return
     print(f"\n{'':52s} {'CPU s':>8s} {'wall s':>8s} {'ms/page':>8s} {'x floor':>8s}  CPU by process kind (sampled, s)")
     for k, label in LABELS.items():
@@ -488,10 +528,15 @@ def print_report(r: dict[str, Any]) -> None:
             continue
         print(f"  {label:50s} {x['cpu_s']:8.1f} {x['wall_s']:8.1f} {fmt(x['cpu_ms_per_page'], 2):>8s} "
               f"{fmt(r['ratio_to_floor'].get(k), 1):>8s}  {x.get('sampled_by_kind_s', '')}")
-    print(f"  (ms per page = CPU of the tree / page URLs the web answered in that method; the steps divide by "
-          f"the fetch step's {r['methods']['fetch']['pages']:,}); segment: {r.get('segment_counts')}")
+    if "fetch" in r["methods"]:
+        print(f"  (ms per page = CPU of the tree / page URLs the web answered in that method; the steps divide "
+              f"by the fetch step's {r['methods']['fetch']['pages']:,}); segment: {r.get('segment_counts')}")
     for label, p in (r.get("profile") or {}).items():
         res = p.get("result") or {}
+        if label == "task_body":
+            print(f"\n-- fetch_task (a Spark fetch task's body, no Spark, not profiled) on {res.get('urls')} URLs: tree "
+                  f"{p['cpu_s']:.1f} s CPU = {fmt(p.get('cpu_ms_per_page'), 2)} ms/page (by kind {p['sampled_by_kind_s']})")
+            continue
         print(f"\n-- profile of fetch_task, {label}: tree {p['cpu_s']:.1f} s CPU ({fmt(p.get('cpu_ms_per_page'), 2)} "
               f"ms/page; by kind {p['sampled_by_kind_s']}), fetch process {fmt(res.get('process_cpu_s'))} s; "
               f"top by own time (profiled total {res.get('profiled_total_s')} s):")
@@ -513,6 +558,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scrapy-python", default=DEFAULT_SCRAPY_PYTHON,
                    help="an interpreter with scrapy==2.19.0 (default %(default)s); missing: Scrapy is skipped")
     p.add_argument("--profile-top", type=int, default=25, help="functions in the fetch profile (0: no profile)")
+    p.add_argument("--profile-hosts", type=int, default=100,
+                   help="profile the fetch task body on the first N hosts' URLs (per-page costs do not "
+                        "depend on the count; default %(default)s)")
+    p.add_argument("--methods", default="floor,scrapy,steps,profile",
+                   help="which to run, comma-separated (default %(default)s); e.g. floor,profile to "
+                        "compare a change to the fetch task body without Spark")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra crawler option")
     p.add_argument("--timeout-s", type=float, default=7200.0, help="per method")
     p.add_argument("--out-json", metavar="FILE")
