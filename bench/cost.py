@@ -269,7 +269,9 @@ def profile_child(job_path: str, out_path: str) -> int:
                                   f":{line}({func})", "calls": nc, "own_s": round(tt, 3), "cumulative_s": round(ct, 3)})
     by_own = sorted(funcs, key=lambda r: -r["own_s"])[:job["top"]]
     by_cum = sorted(funcs, key=lambda r: -r["cumulative_s"])[:job["top"]]
-    result = {"urls": len(urls), "by_fetch_status": dict(Counter(t[status_at] for t in urls)),
+    warc_bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(job["warc_dir"] or "/nonexistent")
+                     for f in fs)
+    result = {"urls": len(urls), "by_fetch_status": dict(Counter(t[status_at] for t in urls)), "warc_bytes": warc_bytes,
               "outlinks": sum(len(t[outlinks_at] or ()) for t in urls), "process_cpu_s": cpu,
               "profiled_total_s": round(sum(f["own_s"] for f in funcs), 2), "top_own": by_own, "top_cumulative": by_cum}
     with open(out_path, "w", encoding="utf-8") as fh:
@@ -457,6 +459,8 @@ def profile_method(args, workdir, urls, cfg, keep, env, record, check, web, meth
     # more than C calls), then profiled with the parse in its child and in the fetch process
     for label, isolate, profiled in (("task_body", cfg["parse.isolate"], False), ("isolated_parse", True, True),
                                      ("in_process_parse", False, True)):
+        if label not in args.profile_runs.split(","):
+            continue
         pcfg = dict(cfg, **{"parse.isolate": isolate})
         job = os.path.join(workdir, f"profile-{label}.json")
         with open(job, "w", encoding="utf-8") as fh:
@@ -535,7 +539,8 @@ def print_report(r: dict[str, Any]) -> None:
         res = p.get("result") or {}
         if label == "task_body":
             print(f"\n-- fetch_task (a Spark fetch task's body, no Spark, not profiled) on {res.get('urls')} URLs: tree "
-                  f"{p['cpu_s']:.1f} s CPU = {fmt(p.get('cpu_ms_per_page'), 2)} ms/page (by kind {p['sampled_by_kind_s']})")
+                  f"{p['cpu_s']:.1f} s CPU = {fmt(p.get('cpu_ms_per_page'), 2)} ms/page (by kind {p['sampled_by_kind_s']}); "
+                  f"WARC {res.get('warc_bytes', 0) / 1e6:.1f} MB")
             continue
         print(f"\n-- profile of fetch_task, {label}: tree {p['cpu_s']:.1f} s CPU ({fmt(p.get('cpu_ms_per_page'), 2)} "
               f"ms/page; by kind {p['sampled_by_kind_s']}), fetch process {fmt(res.get('process_cpu_s'))} s; "
@@ -561,6 +566,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile-hosts", type=int, default=100,
                    help="profile the fetch task body on the first N hosts' URLs (per-page costs do not "
                         "depend on the count; default %(default)s)")
+    p.add_argument("--profile-runs", default="task_body,isolated_parse,in_process_parse",
+                   help="which fetch task body runs the profile method makes (default %(default)s)")
     p.add_argument("--methods", default="floor,scrapy,steps,profile",
                    help="which to run, comma-separated (default %(default)s); e.g. floor,profile to "
                         "compare a change to the fetch task body without Spark")
