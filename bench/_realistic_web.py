@@ -64,18 +64,28 @@ _FOOTER = ("about", "contact", "privacy", "terms", "careers", "press", "advertis
            "accessibility", "cookies", "imprint", "newsletter", "rss", "archive")
 
 
-def _vocabulary(rng: random.Random, n: int) -> tuple[list[str], list[float]]:
-    """``n`` pseudo-words with Zipf weights (s = 1), so text compresses and repeats like prose."""
-    words = set()
+FUNCTION_WORDS = 120     # shared by every page, as "the", "of", "and" are
+VOCABULARY = 40_000      # content words; each page uses its own topic's share of them
+TOPIC_WORDS = 2_500
+
+
+def _vocabulary(rng: random.Random, n: int) -> list[str]:
+    """``n`` distinct pseudo-words."""
+    words: set[str] = set()
     while len(words) < n:
         words.add("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 4))))
     ordered = sorted(words)
     rng.shuffle(ordered)
+    return ordered
+
+
+def _zipf_cum_weights(n: int) -> list[float]:
+    """Cumulative Zipf weights (s = 1) of ranks 1..n: text repeats and compresses like prose."""
     cum, total = [], 0.0
     for rank in range(1, n + 1):
         total += 1.0 / rank
         cum.append(total)
-    return ordered, cum
+    return cum
 
 
 class RealisticWeb:
@@ -88,7 +98,12 @@ class RealisticWeb:
         self.hosts, self.pages, self.seed, self.port = hosts, pages, seed, port
         self.addresses = [host_address(i) for i in range(hosts)]
         rng = random.Random(f"realistic-web:{seed}")
-        self.words, self.cum_weights = _vocabulary(rng, 3000)
+        # Every page draws its words from the function words and a topic: TOPIC_WORDS content words
+        # of its own, in its own frequency order. Two unrelated pages then share a word set about as
+        # much as two unrelated articles do (Jaccard ~0.1), so dedup sees a realistic web, not
+        # one where every page is a near copy of every other.
+        self.vocabulary = _vocabulary(rng, FUNCTION_WORDS + VOCABULARY)
+        self.cum_weights = _zipf_cum_weights(FUNCTION_WORDS + TOPIC_WORDS)
         n = hosts * pages
         order = list(range(n))
         rng.shuffle(order)
@@ -122,8 +137,16 @@ class RealisticWeb:
 
     # ------------------------------------------------------------------ HTML
 
-    def _text(self, rng: random.Random, n_words: int) -> list[str]:
-        return rng.choices(self.words, cum_weights=self.cum_weights, k=n_words)
+    def topic(self, rng: random.Random) -> list[str]:
+        """A topic's words, most frequent first: the function words, then TOPIC_WORDS content words."""
+        picked = rng.sample(range(FUNCTION_WORDS, FUNCTION_WORDS + VOCABULARY), TOPIC_WORDS)
+        return self.vocabulary[:FUNCTION_WORDS] + [self.vocabulary[i] for i in picked]
+
+    def _text(self, rng: random.Random, n_words: int, words: list[str] | None = None) -> list[str]:
+        """``n_words`` words of ``words`` (a topic; default the function words and the first
+        content words) in Zipf frequencies."""
+        words = words if words is not None else self.vocabulary[:FUNCTION_WORDS + TOPIC_WORDS]
+        return rng.choices(words, cum_weights=self.cum_weights, k=n_words)
 
     def _host_template(self, host: int) -> tuple[str, str]:
         """The host's inline <style> and <script> (3-8 KB each): shared by its pages, as a CMS
@@ -137,7 +160,7 @@ class RealisticWeb:
                          f"line-height:{rng.randint(12, 18) / 10}}}")
         funcs = []
         for j in range(rng.randint(15, 45)):
-            a, b = rng.choice(self.words), rng.choice(self.words)
+            a, b = rng.choice(self.vocabulary), rng.choice(self.vocabulary)
             funcs.append(f"function {a}{j}(e,t){{var n=document.querySelectorAll('.c{host}-{j}');"
                          f"for(var i=0;i<n.length;i++){{n[i].dataset.{b}=t+i;}}"
                          f"return e&&e.{a}?e.{a}(t):{rng.randint(0, 999)};}}")
@@ -152,7 +175,7 @@ class RealisticWeb:
             other += other >= host
             return f"{self.base(other)}/p/{rng.randrange(self.pages)}.html"
         if r < 0.35:
-            return f"/tag/{rng.choice(self.words)}/"
+            return f"/tag/{rng.choice(self.vocabulary)}/"
         if r < 0.5:
             return f"/archive/{2015 + rng.randrange(11)}/{1 + rng.randrange(12):02d}/"
         k = rng.randrange(self.pages - 1)
@@ -162,7 +185,9 @@ class RealisticWeb:
         rng = random.Random(f"page:{self.seed}:{host}:{page}")
         target = int(min(MAX_BYTES, max(MIN_BYTES, rng.lognormvariate(math.log(MEDIAN_BYTES), SIGMA))))
         style, script = self._host_template(host)
-        title = " ".join(self._text(rng, 8)).capitalize()
+        words = self.topic(rng)
+        text = lambda n: self._text(rng, n, words)  # noqa: E731 (the article's words, its topic's)
+        title = " ".join(text(8)).capitalize()
         site = " ".join(self._text(random.Random(f"site:{self.seed}:{host}"), 2)).title()
         nav = "".join(f'<li><a href="/p/{k}.html">{w.title()}</a></li>'
                       for k, w in zip(range(min(self.pages, 14)), self._text(random.Random(f"nav:{host}"), 14)))
@@ -171,16 +196,16 @@ class RealisticWeb:
         head = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
                 f'<meta name="viewport" content="width=device-width, initial-scale=1">'
                 f"<title>{title} | {site}</title>"
-                f'<meta name="description" content="{" ".join(self._text(rng, 25))}">'
+                f'<meta name="description" content="{" ".join(text(25))}">'
                 f'<meta property="og:title" content="{title}"><meta property="og:type" content="article">'
                 f'<link rel="canonical" href="{self.base(host)}/p/{page}.html">'
                 f"<style>\n{style}\n</style><script>\n{script}\n</script></head>\n<body>"
                 f'<header class="site-header"><div class="logo"><a href="/p/0.html">{site}</a></div>'
                 f'<nav class="main-nav"><ul>{nav}</ul></nav></header>\n<main><article>'
-                f"<h1>{title}</h1><p class=\"byline\">By {' '.join(self._text(rng, 2)).title()} · "
+                f"<h1>{title}</h1><p class=\"byline\">By {' '.join(text(2)).title()} · "
                 f"{2020 + page % 6}-{1 + page % 12:02d}-{1 + host % 28:02d}</p>\n")
         tail = ('</article><aside class="sidebar"><h3>Related</h3><ul>'
-                + "".join(f'<li><a href="{self._link(rng, host, page)}">{" ".join(self._text(rng, 5))}</a></li>'
+                + "".join(f'<li><a href="{self._link(rng, host, page)}">{" ".join(text(5))}</a></li>'
                           for _ in range(8))
                 + f'</ul></aside></main>\n<footer><ul class="footer-links">{footer}</ul>'
                 f"<p>&copy; {2026} {site}. All rights reserved. "
@@ -195,25 +220,25 @@ class RealisticWeb:
         while size < target:
             paragraphs += 1
             if paragraphs % 6 == 0:
-                part = f"<h2>{' '.join(self._text(rng, 6)).capitalize()}</h2>"
+                part = f"<h2>{' '.join(text(6)).capitalize()}</h2>"
             elif paragraphs % 11 == 0:
-                part = "<ul>" + "".join(f"<li>{' '.join(self._text(rng, 9))}</li>" for _ in range(5)) + "</ul>"
+                part = "<ul>" + "".join(f"<li>{' '.join(text(9))}</li>" for _ in range(5)) + "</ul>"
             elif paragraphs % 17 == 0:
-                part = "<table>" + "".join("<tr>" + "".join(f"<td>{w}</td>" for w in self._text(rng, 4)) + "</tr>"
+                part = "<table>" + "".join("<tr>" + "".join(f"<td>{w}</td>" for w in text(4)) + "</tr>"
                                            for _ in range(6)) + "</table>"
             else:
-                words = self._text(rng, rng.randint(60, 140))
+                para = text(rng.randint(60, 140))
                 # spread the article's links over the first ~40 KB, a few per paragraph
                 for _ in range(min(links_left, rng.randint(2, 5) if size < 40_000 else 0)):
-                    at = rng.randrange(len(words))
-                    words[at] = f'<a href="{self._link(rng, host, page)}">{words[at]}</a>'
+                    at = rng.randrange(len(para))
+                    para[at] = f'<a href="{self._link(rng, host, page)}">{para[at]}</a>'
                     links_left -= 1
-                part = "<p>" + " ".join(words).capitalize() + ".</p>"
+                part = "<p>" + " ".join(para).capitalize() + ".</p>"
             body.append(part)
             size += len(part) + 1
         if links_left:  # short pages: the remaining links as a "read more" list, as many templates have
             body.append('<ul class="more">' + "".join(f'<li><a href="{self._link(rng, host, page)}">'
-                                                      f"{' '.join(self._text(rng, 4))}</a></li>"
+                                                      f"{' '.join(text(4))}</a></li>"
                                                       for _ in range(links_left)) + "</ul>")
         return head + "\n".join(body) + tail
 

@@ -514,8 +514,9 @@ LABELS = {"floor": "bare aiohttp + gzip + selectolax links (the floor)", "scrapy
 def print_report(r: dict[str, Any]) -> None:
     m = r["machine"]
     print()
-    print(f"== cost per page on the realistic web: {r['params']['hosts']} hosts x {r['params']['pages']} pages, "
-          f"seed {r['params']['seed']} ==")
+    params = r.get("params", {})
+    print(f"== cost per page on the realistic web: {params.get('hosts')} hosts x {params.get('pages')} pages, "
+          f"seed {params.get('seed')} ==")
     print(f"date {m['date_utc']} · {m['nproc']} cores · {m['mem_total_gib']} GiB · python {m['python']} · pyspark "
           f"{m['pyspark']} · commit {m['git_commit']} · load {m['loadavg_at_start']} -> {m.get('loadavg_at_end')}")
     if "web" in r:
