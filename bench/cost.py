@@ -147,6 +147,9 @@ def _kind(pid: int) -> str:
     return "other:" + os.path.basename(cmd.split(" ", 1)[0])
 
 
+SAMPLE_S = 0.2  # the /proc sampler's period (--sample-s)
+
+
 def run_measured(cmd: list[str], keep_pids: set[int], timeout_s: float, env: dict[str, str] | None = None
                  ) -> dict[str, Any]:
     """Run ``cmd`` and return the CPU of its whole process tree (see the module docstring)."""
@@ -166,7 +169,7 @@ def run_measured(cmd: list[str], keep_pids: set[int], timeout_s: float, env: dic
                 if entry is None:
                     entry = samples[key] = {"kind": _kind(pid), "autoreaped": _ignores_sigchld(got[1])}
                 entry["cpu_s"], entry["children_cpu_s"] = got[2], got[3]
-            if stop.wait(0.2):
+            if stop.wait(SAMPLE_S):
                 return
 
     started = time.perf_counter()
@@ -576,7 +579,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout-s", type=float, default=7200.0, help="per method")
     p.add_argument("--out-json", metavar="FILE")
     p.add_argument("--keep", action="store_true", help="keep the work directory (crawl root, WARCs)")
+    p.add_argument("--sample-s", type=float, default=SAMPLE_S, help="the /proc sampler's period (default %(default)s)")
     args = p.parse_args(argv)
+    globals()["SAMPLE_S"] = args.sample_s
     if args.hosts < 1 or args.pages < 2 or any("=" not in kv for kv in args.conf):
         p.error("--hosts >= 1, --pages >= 2, --conf KEY=VALUE")
     check = Checker()
