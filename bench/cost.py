@@ -1,0 +1,605 @@
+#!/usr/bin/env python
+"""Cost per page on a realistic web (issue 33): CPU seconds of every crawler's whole process tree.
+
+Run:      PYTHONPATH=. .venv/bin/python bench/cost.py [--hosts 1000 --pages 30 --seed 1]
+          [--scrapy-python /work/.bench-venv-scrapy/bin/python] [--profile-top 25] [--out-json F] [--keep]
+          (--hosts 100 is the quick mode: 3,000 URLs, a few minutes)
+What:     bench/_realistic_web.py serves hosts x pages realistic pages (lognormal ~50 KB bodies with
+          real structure, gzip, ~100 anchors a page, 3 % 404, 2 % 301, robots.txt per host) from its
+          own process on loopback (127.0.0.2 ..; its CPU is never counted). On the same URLs, one
+          after the other:
+            floor     bare aiohttp + gzip + selectolax link extraction (bench/_common.py raw_fetch with
+                      crawl.parse.links.extract_outlinks; one request in flight per host, cap
+                      fetch.max_concurrency; no robots.txt, nothing stored), in a fresh interpreter;
+            scrapy    Scrapy 2.19 + LinkExtractor, nothing stored (bench/_scrapy_fetch.py), run by
+                      --scrapy-python (its own venv: Scrapy is no crawler dependency);
+            deltacrawl inject (every page URL), generate (one segment holding all of them:
+                      generate.max_urls_per_host = pages, generate.top_n >= URLs), fetch
+                      (fetch.delay_s = fetch.delay_factor = 0; robots, WARC, isolated parse, links,
+                      fingerprints as configured), dedup, update: each `python -m jobs.cli <step>`
+                      its own process, as an Airflow task runs it.
+          Each method's CPU is user + sys of its whole process tree: this process is a child
+          subreaper (prctl PR_SET_CHILD_SUBREAPER), so descendants that outlive their parent (a
+          JVM, daemonised Spark Python workers, a forkserver) are re-parented here and reaped by
+          it; RUSAGE_CHILDREN's growth over the method then counts every descendant that was
+          waited for. pyspark's daemon ignores SIGCHLD, so the kernel reaps its forked workers and
+          their CPU (with their own children's) reaches nobody: a /proc sampler (every 0.2 s) of
+          the tree adds their last reading. The sampler also cross-checks the total (its sum of
+          every process's own CPU may fall short by each process's last interval, never exceed it)
+          and splits the CPU by process kind (JVM, Spark Python workers, driver, parser children). Divided by the page URLs the web answered
+          for that method (200 + 301 + 404), it is robust to a loaded machine.
+          Then, unless --profile-top 0, on the first --profile-hosts hosts' URLs: the fetch step's
+          task body (jobs.fetch.fetch_task without Spark, as configured) once unprofiled (the
+          per-page figure to compare a change to it by: cProfile slows Python code more than C
+          calls), then under cProfile (CPU clock) with parse.isolate on (the parser children's CPU
+          measured apart, from the tree) and once more with it off, so the parse functions show in
+          the same profile.
+Checks:   every method's page requests = URLs and its 200/301/404 counts = the web's own; robots.txt
+          once per host for Scrapy and deltacrawl; no host ever had two requests in flight; no
+          response went out uncompressed; inject and generate saw every URL; the tree's rusage is
+          not below what the sampler saw (nothing escaped).
+Exit:     0 done · 1 a check failed (figures still printed/written) · 2 bad arguments.
+
+Loopback only: the web binds 127.0.x.y; fetch.allow_networks allows exactly its addresses.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, bench/_realistic_web.py
+from _common import REPO, Checker, finish, fmt, machine_facts  # noqa: E402
+
+DEFAULT_SCRAPY_PYTHON = "/work/.bench-venv-scrapy/bin/python"
+STEPS = ("inject", "generate", "fetch", "dedup", "update")
+_TICK = os.sysconf("SC_CLK_TCK")
+PR_SET_CHILD_SUBREAPER = 36
+
+
+# =========================================================================== process-tree CPU
+
+def become_subreaper() -> bool:
+    """Orphaned descendants re-parent to this process instead of init, so their CPU reaches our
+    RUSAGE_CHILDREN when we reap them (Linux >= 3.4)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")  # children hang off the thread that forked them
+    except OSError:
+        return kids
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as fh:
+                kids += [int(x) for x in fh.read().split()]
+        except OSError:
+            pass
+    return kids
+
+
+def _descendants(pid: int, skip: set[int]) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        for kid in _children(todo.pop()):
+            if kid not in skip:
+                out.append(kid)
+                todo.append(kid)
+    return out
+
+
+def _proc_cpu(pid: int) -> tuple[str, int, float, float] | None:
+    """(start time, parent pid, own user + sys seconds, reaped children's user + sys seconds) of a
+    live process, or None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            rest = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (rest[19], int(rest[1]), (int(rest[11]) + int(rest[12])) / _TICK,
+            (int(rest[13]) + int(rest[14])) / _TICK)
+
+
+def _ignores_sigchld(pid: int) -> bool:
+    """True if ``pid`` has SIGCHLD set to SIG_IGN: its children are reaped by the kernel, and their
+    CPU (with their own reaped children's) never reaches anyone's RUSAGE_CHILDREN. pyspark's
+    daemon does this to its forked workers."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("SigIgn:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGCHLD - 1)))
+    except OSError:
+        pass
+    return False
+
+
+def _kind(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "gone"
+    if "java" in cmd.split(" ", 1)[0] or "org.apache.spark" in cmd:
+        return "jvm"
+    if "pyspark.daemon" in cmd or "pyspark.worker" in cmd or "pyspark/daemon" in cmd:
+        return "spark_python_workers"
+    if "multiprocessing" in cmd or "forkserver" in cmd:
+        return "parser_children"
+    if "scrapy" in cmd or "_scrapy_fetch" in cmd:
+        return "scrapy"
+    if "jobs.cli" in cmd or "cost.py" in cmd:
+        return "driver"
+    return "other:" + os.path.basename(cmd.split(" ", 1)[0])
+
+
+SAMPLE_S = 0.2  # the /proc sampler's period (--sample-s)
+
+
+def run_measured(cmd: list[str], keep_pids: set[int], timeout_s: float, env: dict[str, str] | None = None
+                 ) -> dict[str, Any]:
+    """Run ``cmd`` and return the CPU of its whole process tree (see the module docstring)."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    samples: dict[tuple[int, str], dict[str, Any]] = {}
+    stop = threading.Event()
+    me = os.getpid()
+
+    def sample() -> None:
+        while True:
+            for pid in _descendants(me, keep_pids):
+                got = _proc_cpu(pid)
+                if got is None:
+                    continue
+                key = (pid, got[0])
+                entry = samples.get(key)
+                if entry is None:
+                    entry = samples[key] = {"kind": _kind(pid), "autoreaped": _ignores_sigchld(got[1])}
+                entry["cpu_s"], entry["children_cpu_s"] = got[2], got[3]
+            if stop.wait(SAMPLE_S):
+                return
+
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    keep_pids = set(keep_pids)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+    wall = time.perf_counter() - started
+    # Reap what outlived the child (re-parented to us): wait for it to end by itself, then end it.
+    leftovers: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 60
+    while True:
+        alive = [p for p in _children(me) if p not in keep_pids]
+        for pid in alive:
+            try:
+                done, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                continue
+        alive = [p for p in _children(me) if p not in keep_pids and _proc_cpu(p) is not None]
+        if not alive:
+            break
+        if time.monotonic() > deadline:
+            for pid in alive:
+                leftovers.append({"pid": pid, "kind": _kind(pid)})
+                os.kill(pid, signal.SIGTERM)  # a process this method started, by its id
+            deadline = time.monotonic() + 30
+        time.sleep(0.2)
+    stop.set()
+    sampler.join()
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    user, sys_ = r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime
+    by_kind: Counter = Counter()
+    for entry in samples.values():
+        by_kind[entry["kind"]] += entry["cpu_s"]
+    # Children of a SIGCHLD-ignoring parent are reaped by the kernel: their CPU and their reaped
+    # descendants' never reach RUSAGE_CHILDREN, so the sampler's last reading of them is added.
+    autoreaped = sum(e["cpu_s"] + e["children_cpu_s"] for e in samples.values() if e["autoreaped"])
+    return {"cmd": " ".join(cmd), "returncode": proc.returncode, "wall_s": wall,
+            "cpu_s": user + sys_ + autoreaped, "rusage_cpu_s": user + sys_, "autoreaped_cpu_s": autoreaped,
+            "user_s": user, "sys_s": sys_, "sampled_cpu_s": sum(by_kind.values()),
+            "sampled_by_kind_s": {k: round(v, 2) for k, v in by_kind.most_common()},
+            "processes_seen": len(samples), "leftovers_killed": leftovers,
+            "stdout_tail": stdout[-2000:], "stderr_tail": stderr[-3000:]}
+
+
+# =========================================================================== children (fresh interpreters)
+
+def floor_child(job_path: str, out_path: str) -> int:
+    """``--floor-child JOB OUT``: bare aiohttp + gzip + selectolax links over the job's URLs."""
+    from _common import raw_fetch
+    with open(job_path, encoding="utf-8") as fh:
+        job = json.load(fh)
+    t = time.process_time()
+    out = raw_fetch(job["urls"], job["concurrency"], job["user_agent"], tuple(job["timeouts"]), job["max_outlinks"])
+    out["process_cpu_s"] = time.process_time() - t
+    with open(out_path, "w", encoding="utf-8") as fh:
+        json.dump(out, fh)
+    return 0
+
+
+class _Row(dict):
+    """A fetchlist row that looks like a pyspark Row to jobs.fetch.fetch_task (``asDict``)."""
+    def asDict(self) -> dict[str, Any]:  # noqa: N802 (pyspark's spelling)
+        return dict(self)
+
+
+def profile_child(job_path: str, out_path: str) -> int:
+    """``--profile-child JOB OUT``: jobs.fetch.fetch_task (a Spark task's body, no Spark) over the
+    job's URLs under cProfile; this process's top functions by own time, and its CPU."""
+    import cProfile
+    import pstats
+
+    import jobs.fetch as fetch_step
+    from _common import fetch_rows
+    with open(job_path, encoding="utf-8") as fh:
+        job = json.load(fh)
+    cfg = job["cfg"]
+    rows = fetch_rows(job["urls"], "bench-cost")
+    names = fetch_step.FETCHED_SCHEMA.fieldNames()
+    status_at, outlinks_at = names.index("fetch_status"), names.index("outlinks")
+    pairs = ((r["host"], _Row(r)) for r in rows)
+    profiler = cProfile.Profile(time.process_time)  # CPU, not wall: waiting in epoll costs nothing
+    profiled = job.get("profile", True)
+    cpu0 = time.process_time()
+    if profiled:
+        profiler.enable()
+    out = list(fetch_step.fetch_task(0, pairs, cfg, fetch_step.FetchRun("bench", job["warc_dir"], None)))
+    if profiled:
+        profiler.disable()
+    cpu = time.process_time() - cpu0
+    urls = [t for t in out if t[names.index("kind")] == "url"]
+    funcs = []
+    for (file, line, func), (_cc, nc, tt, ct, _callers) in (pstats.Stats(profiler).stats.items() if profiled else ()):
+        funcs.append({"function": f"{os.path.relpath(file, REPO) if file.startswith(REPO) else os.path.basename(file)}"
+                                  f":{line}({func})", "calls": nc, "own_s": round(tt, 3), "cumulative_s": round(ct, 3)})
+    by_own = sorted(funcs, key=lambda r: -r["own_s"])[:job["top"]]
+    by_cum = sorted(funcs, key=lambda r: -r["cumulative_s"])[:job["top"]]
+    warc_bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(job["warc_dir"] or "/nonexistent")
+                     for f in fs)
+    result = {"urls": len(urls), "by_fetch_status": dict(Counter(t[status_at] for t in urls)), "warc_bytes": warc_bytes,
+              "outlinks": sum(len(t[outlinks_at] or ()) for t in urls), "process_cpu_s": cpu,
+              "profiled_total_s": round(sum(f["own_s"] for f in funcs), 2), "top_own": by_own, "top_cumulative": by_cum}
+    with open(out_path, "w", encoding="utf-8") as fh:
+        json.dump(result, fh)
+    return 0
+
+
+# =========================================================================== the benchmark
+
+def conf_args(over: dict[str, Any]) -> list[str]:
+    out = []
+    for k, v in over.items():
+        out += ["--conf", f"{k}={json.dumps(v) if isinstance(v, list) else v}"]
+    return out
+
+
+def bench(args, workdir: str, check: Checker) -> dict[str, Any]:
+    from _realistic_web import RealisticWebProcess
+
+    from crawl.config import build_config
+    res: dict[str, Any] = {"params": {"hosts": args.hosts, "pages": args.pages, "seed": args.seed}}
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    print(f"cost: generating and compressing {args.hosts * args.pages:,} pages in the web's process", flush=True)
+    t = time.perf_counter()
+    web = RealisticWebProcess(args.hosts, args.pages, args.seed, os.path.join(workdir, "web.stderr"))
+    res["web"] = {"start_s": time.perf_counter() - t, "port": web.port, "pid": web.pid, **web.sizes,
+                  "networks": web.networks()}
+    keep = {web.pid}
+    try:
+        urls = web.web.page_urls()
+        expected = web.web.expected_statuses()
+        n = len(urls)
+        res["urls"], res["expected_statuses"] = n, expected
+        seeds = os.path.join(workdir, "seeds.txt")
+        with open(seeds, "w", encoding="utf-8") as fh:
+            fh.writelines(u + "\n" for u in urls)
+        over = {"fetch.delay_s": 0, "fetch.delay_factor": 0, "generate.max_urls_per_host": args.pages,
+                "generate.top_n": max(n, 30_000), "fetch.allow_networks": web.networks(),
+                "spark.master": "local[2]"}
+        for kv in args.conf:
+            k, v = kv.split("=", 1)
+            over[k] = v
+        cfg = build_config(overrides=over)
+        res["config"] = {k: cfg[k] for k in ("fetch.max_concurrency", "fetch.tasks", "warc.enabled", "warc.gzip_level",
+                                             "parse.isolate", "parse.workers", "sitemaps.enabled", "spark.master",
+                                             "parse.max_outlinks")}
+        concurrency = int(cfg["fetch.max_concurrency"])
+        methods: dict[str, dict[str, Any]] = {}
+        web.counters(reset=True)
+
+        def record(name: str, run: dict[str, Any], counted: bool = True) -> dict[str, Any]:
+            seen = web.counters(reset=True)
+            run["web"] = seen
+            pages = sum(seen["page_status"].values())
+            run["pages"] = pages
+            if counted:
+                run["cpu_ms_per_page"] = run["cpu_s"] / pages * 1e3 if pages else None
+            methods[name] = run
+            print(f"cost: {name:9s} cpu {run['cpu_s']:8.1f} s (sampled {run['sampled_cpu_s']:.1f}) wall "
+                  f"{run['wall_s']:7.1f} s  pages {pages:,}  {fmt(run.get('cpu_ms_per_page'), 2)} ms/page  "
+                  f"kinds {run['sampled_by_kind_s']}", flush=True)
+            check(run["returncode"] == 0, f"{name}: exit code {run['returncode']}"
+                  + ("" if run["returncode"] == 0 else f"; stderr: {run['stderr_tail'][-800:]}"))
+            check(run["cpu_s"] + 0.5 >= run["sampled_cpu_s"] * 0.99,
+                  f"{name}: tree CPU {run['cpu_s']:.1f} s (rusage {run['rusage_cpu_s']:.1f} + kernel-reaped "
+                  f"{run['autoreaped_cpu_s']:.1f}) >= sampled {run['sampled_cpu_s']:.1f} s (nothing escaped)")
+            check(not run["leftovers_killed"], f"{name}: no process outlived the method ({run['leftovers_killed']})")
+            check(seen["max_in_flight_per_host"] <= 1,
+                  f"{name}: at most one request in flight per host (saw {seen['max_in_flight_per_host']})")
+            check(seen["not_gzip"] == 0, f"{name}: every page sent gzip-compressed ({seen['not_gzip']} not)")
+            return run
+
+        def check_pages(name: str, run: dict[str, Any], robots: bool) -> None:
+            seen = run["web"]
+            check(seen["page_status"] == expected,
+                  f"{name}: web answered {seen['page_status']} page requests, expected {expected}")
+            if robots:
+                check(seen["robots"] == args.hosts, f"{name}: robots.txt {seen['robots']} times, expected {args.hosts}")
+
+        want = set(args.methods.split(","))
+        # ---- (a) the floor
+        if "floor" in want:
+            floor_method(args, workdir, urls, cfg, concurrency, keep, env, record, check_pages, check, expected)
+
+        # ---- (b) Scrapy
+        if "scrapy" in want:
+            scrapy_method(args, workdir, urls, cfg, concurrency, keep, record, check_pages, res)
+
+        # ---- (c) deltacrawl, one process per step
+        if "steps" in want:
+            steps_method(args, workdir, seeds, over, keep, env, record, check_pages, check, expected, methods, res)
+        res["methods"] = methods
+        floor = methods.get("floor", {}).get("cpu_ms_per_page")
+        res["ratio_to_floor"] = {k: v["cpu_ms_per_page"] / floor for k, v in methods.items()
+                                 if floor and v.get("cpu_ms_per_page") is not None}
+
+        # ---- the fetch step's profile: its task body in one process, parse isolated and not
+        if "profile" in want and args.profile_top:
+            profile_method(args, workdir, urls, cfg, keep, env, record, check, web, methods, res)
+    finally:
+        web.stop()
+    return res
+
+
+def floor_method(args, workdir, urls, cfg, concurrency, keep, env, record, check_pages, check, expected) -> None:
+    job = os.path.join(workdir, "floor.json")
+    with open(job, "w", encoding="utf-8") as fh:
+        json.dump({"urls": urls, "concurrency": concurrency, "user_agent": cfg["fetch.user_agent"],
+                   "timeouts": [float(cfg["fetch.total_timeout_s"]), float(cfg["fetch.connect_timeout_s"]),
+                                float(cfg["fetch.read_timeout_s"])],
+                   "max_outlinks": int(cfg["parse.max_outlinks"])}, fh)
+    out = os.path.join(workdir, "floor-out.json")
+    run = run_measured([sys.executable, os.path.abspath(__file__), "--floor-child", job, out], keep,
+                       args.timeout_s, env)
+    if os.path.exists(out):
+        with open(out, encoding="utf-8") as fh:
+            run["result"] = json.load(fh)
+    record("floor", run)
+    check_pages("floor", run, robots=False)
+    if "result" in run:
+        check(run["result"]["statuses"] == expected, f"floor: client statuses {run['result']['statuses']}")
+
+
+
+def scrapy_method(args, workdir, urls, cfg, concurrency, keep, record, check_pages, res) -> None:
+    n = len(urls)
+    if os.path.exists(args.scrapy_python):
+        rr = os.path.join(workdir, "scrapy-urls.txt")
+        with open(rr, "w", encoding="utf-8") as fh:  # hosts interleaved, as bench/fetch.py feeds Scrapy
+            per_host = [urls[i:i + args.pages] for i in range(0, n, args.pages)]
+            fh.writelines(h[k] + "\n" for k in range(args.pages) for h in per_host)
+        out = os.path.join(workdir, "scrapy-out.json")
+        run = run_measured([args.scrapy_python, os.path.join(REPO, "bench", "_scrapy_fetch.py"), "--urls", rr,
+                            "--concurrency", str(concurrency), "--user-agent", cfg["fetch.user_agent"],
+                            "--out-json", out], keep, args.timeout_s)
+        if os.path.exists(out):
+            with open(out, encoding="utf-8") as fh:
+                run["result"] = json.load(fh)
+        record("scrapy", run)
+        check_pages("scrapy", run, robots=True)
+    else:
+        print(f"cost: SKIPPED Scrapy: no interpreter at {args.scrapy_python}. Create it with "
+              f"`python3 -m venv /work/.bench-venv-scrapy && /work/.bench-venv-scrapy/bin/pip install "
+              f"scrapy==2.19.0` (or pass --scrapy-python)", flush=True)
+        res["scrapy_skipped"] = args.scrapy_python
+
+
+
+def steps_method(args, workdir, seeds, over, keep, env, record, check_pages, check, expected, methods, res) -> None:
+    root = os.path.join(workdir, "crawl")
+    common = ["--crawl-root", root, "--mlflow-uri", "off", *conf_args(over)]
+    segment = None
+    for step in STEPS:
+        extra = {"inject": [seeds], "generate": []}.get(step, [segment])
+        run = run_measured([sys.executable, "-m", "jobs.cli", step, *common, *extra], keep, args.timeout_s, env)
+        if step == "generate" and run["returncode"] == 0:
+            segment = run["stdout_tail"].strip().split()[-1]
+        record(step, run, counted=False)
+        if run["returncode"] != 0:
+            raise RuntimeError(f"{step} failed: {run['stderr_tail'][-1500:]}")
+        if step == "fetch":
+            check_pages("fetch", run, robots=True)
+    # every step's CPU per page fetched by the fetch step
+    fetched = methods["fetch"]["pages"]
+    for step in STEPS:
+        methods[step]["cpu_ms_per_page"] = methods[step]["cpu_s"] / fetched * 1e3 if fetched else None
+    res["segment"] = segment
+    res["segment_counts"] = segment_counts(root, segment)
+    sc = res["segment_counts"]
+    if sc:
+        check(sc.get("fetch_status") == {"ok": expected["200"], "redirect": expected["301"],
+                                         "not_found": expected["404"]},
+              f"fetch: segment statuses {sc.get('fetch_status')}")
+    cycle = sum(methods[s]["cpu_s"] for s in STEPS)
+    methods["cycle"] = {"cpu_s": cycle, "cpu_ms_per_page": cycle / fetched * 1e3 if fetched else None,
+                        "wall_s": sum(methods[s]["wall_s"] for s in STEPS)}
+
+
+def profile_method(args, workdir, urls, cfg, keep, env, record, check, web, methods, res) -> None:
+    res["profile"] = {}
+    profile_hosts = min(args.hosts, args.profile_hosts)
+    profile_urls = urls[:profile_hosts * args.pages]
+    profile_expected = expected_statuses_of(web.web, profile_hosts)
+    # first unprofiled (the figure to compare changes by: cProfile slows Python code several times
+    # more than C calls), then profiled with the parse in its child and in the fetch process
+    for label, isolate, profiled in (("task_body", cfg["parse.isolate"], False), ("isolated_parse", True, True),
+                                     ("in_process_parse", False, True)):
+        if label not in args.profile_runs.split(","):
+            continue
+        pcfg = dict(cfg, **{"parse.isolate": isolate})
+        job = os.path.join(workdir, f"profile-{label}.json")
+        with open(job, "w", encoding="utf-8") as fh:
+            json.dump({"urls": profile_urls, "cfg": pcfg, "top": args.profile_top, "profile": profiled,
+                       "warc_dir": os.path.join(workdir, f"warc-profile-{label}") if cfg["warc.enabled"]
+                       else None}, fh, default=str)
+        out = os.path.join(workdir, f"profile-{label}-out.json")
+        run = run_measured([sys.executable, os.path.abspath(__file__), "--profile-child", job, out], keep,
+                           args.timeout_s, env)
+        if os.path.exists(out):
+            with open(out, encoding="utf-8") as fh:
+                run["result"] = json.load(fh)
+        record(f"profile_{label}", run)
+        check(run["web"]["page_status"] == profile_expected and run["web"]["robots"] == profile_hosts,
+              f"profile {label}: web answered {run['web']['page_status']} page requests and "
+              f"{run['web']['robots']} robots.txt, expected {profile_expected} and {profile_hosts}")
+        res["profile"][label] = methods.pop(f"profile_{label}")
+
+
+def expected_statuses_of(web, hosts: int) -> dict[str, int]:
+    """The 200/301/404 counts of the first ``hosts`` hosts' page URLs."""
+    return dict(Counter(str(web.page_status(h, k)) for h in range(hosts) for k in range(web.pages)))
+
+
+def segment_counts(root: str, segment: str | None) -> dict[str, Any]:
+    """fetch_status counts and outlinks of the segment's fetched rows (pyarrow, no Spark)."""
+    if not segment:
+        return {}
+    import glob
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    files = [f for f in glob.glob(os.path.join(root, "segments", segment, "fetched", "**", "*.parquet"),
+                                  recursive=True)]
+    if not files:
+        return {}
+    table = pq.read_table(files, columns=["kind", "fetch_status", "outlinks"])
+    table = table.filter(pc.equal(table["kind"], "url"))
+    statuses = Counter(table["fetch_status"].to_pylist())
+    outlinks = pc.sum(pc.list_value_length(table["outlinks"])).as_py() or 0
+    return {"fetch_status": dict(statuses), "outlinks": outlinks}
+
+
+# =========================================================================== report
+
+LABELS = {"floor": "bare aiohttp + gzip + selectolax links (the floor)", "scrapy": "Scrapy + LinkExtractor",
+          "fetch": "deltacrawl fetch step", "inject": "deltacrawl inject", "generate": "deltacrawl generate",
+          "dedup": "deltacrawl dedup", "update": "deltacrawl update", "cycle": "deltacrawl whole cycle"}
+
+
+def print_report(r: dict[str, Any]) -> None:
+    m = r["machine"]
+    print()
+    params = r.get("params", {})
+    print(f"== cost per page on the realistic web: {params.get('hosts')} hosts x {params.get('pages')} pages, "
+          f"seed {params.get('seed')} ==")
+    print(f"date {m['date_utc']} · {m['nproc']} cores · {m['mem_total_gib']} GiB · python {m['python']} · pyspark "
+          f"{m['pyspark']} · commit {m['git_commit']} · load {m['loadavg_at_start']} -> {m.get('loadavg_at_end')}")
+    if "web" in r:
+        w = r["web"]
+        print(f"web: {w.get('pages_200', 0):,} pages of 200, median {w.get('median_raw_bytes', 0) / 1e3:.1f} KB "
+              f"({w.get('min_raw_bytes', 0) / 1e3:.1f}..{w.get('max_raw_bytes', 0) / 1e3:.1f} KB), "
+              f"{w.get('raw_bytes', 0) / max(1, w.get('gzip_bytes', 1)):.2f}x gzip; expected {r.get('expected_statuses')}")
+    if not r.get("methods") and not r.get("profile"):
+        return
+    print(f"\n{'':52s} {'CPU s':>8s} {'wall s':>8s} {'ms/page':>8s} {'x floor':>8s}  CPU by process kind (sampled, s)")
+    for k, label in LABELS.items():
+        x = r["methods"].get(k)
+        if x is None:
+            continue
+        print(f"  {label:50s} {x['cpu_s']:8.1f} {x['wall_s']:8.1f} {fmt(x['cpu_ms_per_page'], 2):>8s} "
+              f"{fmt(r['ratio_to_floor'].get(k), 1):>8s}  {x.get('sampled_by_kind_s', '')}")
+    if "fetch" in r["methods"]:
+        print(f"  (ms per page = CPU of the tree / page URLs the web answered in that method; the steps divide "
+              f"by the fetch step's {r['methods']['fetch']['pages']:,}); segment: {r.get('segment_counts')}")
+    for label, p in (r.get("profile") or {}).items():
+        res = p.get("result") or {}
+        if label == "task_body":
+            print(f"\n-- fetch_task (a Spark fetch task's body, no Spark, not profiled) on {res.get('urls')} URLs: tree "
+                  f"{p['cpu_s']:.1f} s CPU = {fmt(p.get('cpu_ms_per_page'), 2)} ms/page (by kind {p['sampled_by_kind_s']}); "
+                  f"WARC {res.get('warc_bytes', 0) / 1e6:.1f} MB")
+            continue
+        print(f"\n-- profile of fetch_task, {label}: tree {p['cpu_s']:.1f} s CPU ({fmt(p.get('cpu_ms_per_page'), 2)} "
+              f"ms/page; by kind {p['sampled_by_kind_s']}), fetch process {fmt(res.get('process_cpu_s'))} s; "
+              f"top by own time (profiled total {res.get('profiled_total_s')} s):")
+        for f in res.get("top_own", []):
+            print(f"   {f['own_s']:8.2f} own {f['cumulative_s']:8.2f} cum {f['calls']:>9} calls  {f['function']}")
+    print(f"\nchecks: {'all passed' if not r['checks_failed'] else str(len(r['checks_failed'])) + ' FAILED'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--floor-child"] and len(argv) == 3:
+        return floor_child(argv[1], argv[2])
+    if argv[:1] == ["--profile-child"] and len(argv) == 3:
+        return profile_child(argv[1], argv[2])
+    p = argparse.ArgumentParser(description="CPU per page of every crawler and step on a realistic web (issue 33).")
+    p.add_argument("--hosts", type=int, default=1000)
+    p.add_argument("--pages", type=int, default=30)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--scrapy-python", default=DEFAULT_SCRAPY_PYTHON,
+                   help="an interpreter with scrapy==2.19.0 (default %(default)s); missing: Scrapy is skipped")
+    p.add_argument("--profile-top", type=int, default=25, help="functions in the fetch profile (0: no profile)")
+    p.add_argument("--profile-hosts", type=int, default=100,
+                   help="profile the fetch task body on the first N hosts' URLs (per-page costs do not "
+                        "depend on the count; default %(default)s)")
+    p.add_argument("--profile-runs", default="task_body,isolated_parse,in_process_parse",
+                   help="which fetch task body runs the profile method makes (default %(default)s)")
+    p.add_argument("--methods", default="floor,scrapy,steps,profile",
+                   help="which to run, comma-separated (default %(default)s); e.g. floor,profile to "
+                        "compare a change to the fetch task body without Spark")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra crawler option")
+    p.add_argument("--timeout-s", type=float, default=7200.0, help="per method")
+    p.add_argument("--out-json", metavar="FILE")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (crawl root, WARCs)")
+    p.add_argument("--sample-s", type=float, default=SAMPLE_S, help="the /proc sampler's period (default %(default)s)")
+    args = p.parse_args(argv)
+    globals()["SAMPLE_S"] = args.sample_s
+    if args.hosts < 1 or args.pages < 2 or any("=" not in kv for kv in args.conf):
+        p.error("--hosts >= 1, --pages >= 2, --conf KEY=VALUE")
+    check = Checker()
+    check(become_subreaper(), "this process is a child subreaper (descendants' CPU is reaped here)")
+    result: dict[str, Any] = {"machine": machine_facts(extra_dists=("selectolax",)),
+                              "command": "python bench/cost.py " + " ".join(argv)}
+    workdir = tempfile.mkdtemp(prefix="deltacrawl-bench-cost-", dir="/tmp")
+    try:
+        result.update(bench(args, workdir, check))
+    except RuntimeError as exc:
+        check(False, str(exc))
+    finally:
+        if args.keep:
+            print(f"bench: kept {workdir}", flush=True)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return finish(result, check.failures, args.out_json, print_report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
