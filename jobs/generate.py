@@ -62,8 +62,9 @@ from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 from crawl.fetch.fetcher import HOST_FIELDS
 from crawl.fetch.politeness import override_matches
 from crawl.crawldb import selection
-from crawl.crawldb.schedule import epoch_micros
+from crawl.crawldb.schedule import epoch_micros, importance_rule, staleness_rule
 from crawl.crawldb.status import GENERATABLE_STATUSES
+from jobs.column_ops import COLUMN_OPS, spark_order
 from jobs.commit_info import note_segment, writes_commits
 from jobs.common import add_run_options, is_commit_conflict, run_spark_step
 from jobs.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
@@ -166,35 +167,33 @@ def largest_host_cap(cfg: Mapping[str, Any]) -> int:
                + [int(e["max_urls_per_cycle"]) for e in cfg["fetch.host_overrides"] if "max_urls_per_cycle" in e])
 
 
+def _priority_settings(cfg: Mapping[str, Any]) -> dict[str, float]:
+    return {"score_exponent": float(cfg["schedule.score_exponent"]), "depth_decay": float(cfg["schedule.depth_decay"]),
+            "score_floor": float(cfg["schedule.score_floor"])}
+
+
 def importance_col(cfg: Mapping[str, Any]) -> Column:
-    """crawl.crawldb.schedule.importance of the row's score and depth."""
-    score = F.greatest(F.col("score").cast("double"), F.lit(float(cfg["schedule.score_floor"])))
-    depth = F.greatest(F.col("depth").cast("double"), F.lit(0.0))
-    return (F.pow(score, F.lit(float(cfg["schedule.score_exponent"])))
-            * F.pow(F.lit(float(cfg["schedule.depth_decay"])), depth))
+    """crawl.crawldb.schedule.importance_rule of the row's score and depth, as a Column."""
+    return importance_rule(F.col("score").cast("double"), F.col("depth").cast("double"), COLUMN_OPS,
+                           **_priority_settings(cfg))
 
 
 def staleness_col(now: float) -> Column:
-    """crawl.crawldb.schedule.staleness of the row at ``now``: 0 before next_fetch_at, then
-    1 + (now − next_fetch_at) / fetch_interval_s; 1 once due without an interval (never fetched)."""
+    """crawl.crawldb.schedule.staleness_rule of the row at ``now``, as a Column (next_fetch_at in
+    epoch seconds, as the driver path reads it: jobs.tables.to_epoch)."""
     due_at = F.unix_micros(F.col("next_fetch_at")) / F.lit(1e6)
-    interval = F.col("fetch_interval_s").cast("double")
-    now_col = F.lit(float(now))
-    known = interval.isNotNull() & (interval > 0) & due_at.isNotNull()
-    overdue = F.when(known, (now_col - due_at) / interval).otherwise(F.lit(0.0))
-    return (F.when(due_at.isNotNull() & (now_col < due_at), F.lit(0.0))
-            .otherwise(F.lit(1.0) + F.greatest(overdue, F.lit(0.0))))
+    return staleness_rule(float(now), due_at, F.col("fetch_interval_s").cast("double"), COLUMN_OPS)
 
 
 def priority_col(cfg: Mapping[str, Any], now: float) -> Column:
-    """crawl.crawldb.schedule.priority as a Column (importance × staleness, higher first; 0 = not due).
-    Reads score, depth, next_fetch_at and fetch_interval_s; tests hold it equal to the pure one."""
+    """crawl.crawldb.schedule.priority_rule as a Column (importance × staleness, higher first;
+    0 = not due). Reads score, depth, next_fetch_at and fetch_interval_s."""
     return importance_col(cfg) * staleness_col(now)
 
 
 def is_discovery_col() -> Column:
-    """The URL has never had an answer (fetch_count 0): it belongs to the discovery pool."""
-    return F.coalesce(F.col("fetch_count"), F.lit(0)) == 0
+    """crawl.crawldb.selection.is_discovery_rule: the URL belongs to the discovery pool."""
+    return selection.is_discovery_rule(F.col("fetch_count"), COLUMN_OPS)
 
 
 def budget_split(top_n: int, discovery_share: float) -> tuple[int, int]:
@@ -204,11 +203,13 @@ def budget_split(top_n: int, discovery_share: float) -> tuple[int, int]:
     return discovery, int(top_n) - discovery
 
 
-def split_budget(capped: DataFrame, top_n: int, discovery_share: float, order: list[Column]) -> DataFrame:
+def split_budget(capped: DataFrame, top_n: int, discovery_share: float,
+                 order: list[Column] | None = None) -> DataFrame:
     """The rows of ``capped`` (with a boolean ``_discovery``) that fill a cycle of ``top_n``:
-    each pool's best rows by ``order`` up to its quota (budget_split), and a pool's unused
-    quota goes to the other pool."""
-    quota_d, quota_r = budget_split(top_n, discovery_share)
+    each pool's best rows by ``order`` (crawl.crawldb.selection.POOL_ORDER) up to its quota
+    (budget_split), and a pool's unused quota goes to the other pool (selection.FILL_ORDER)."""
+    order = spark_order(selection.POOL_ORDER) if order is None else order
+    quotas = budget_split(top_n, discovery_share)
     # No pool can take more than top_n, so each pool's top_n best rows are all that can be
     # chosen: two bounded top-k sorts (TakeOrderedAndProject), never a sort of every due URL.
     best = (capped.filter(F.col("_discovery")).orderBy(*order).limit(top_n)
@@ -218,11 +219,12 @@ def split_budget(capped: DataFrame, top_n: int, discovery_share: float, order: l
     # and nothing else is taken; when one pool is short, only the other has rows left over,
     # and its next best fill the places the short pool left.
     in_pool = Window.partitionBy("_discovery").orderBy(*order)
-    quota = F.when(F.col("_discovery"), F.lit(quota_d)).otherwise(F.lit(quota_r))
     return (best.withColumn("_pool_rank", F.row_number().over(in_pool))
-            .orderBy((F.col("_pool_rank") > quota).asc(), F.col("_pool_rank").asc(), F.col("_discovery").asc())
+            .withColumn("_over_quota", selection.over_quota_rule(F.col("_pool_rank"), F.col("_discovery"), quotas,
+                                                                 COLUMN_OPS))
+            .orderBy(*spark_order(selection.FILL_ORDER))
             .limit(top_n)
-            .drop("_pool_rank"))
+            .drop("_pool_rank", "_over_quota"))
 
 
 def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, Any], segment_id: str,
@@ -230,17 +232,15 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
     """Rank by priority, cap per host, split the budget between discovery and refresh, attach the
     fresh robots.txt cache; one row per URL to fetch (see the module docstring)."""
     ranked = due.withColumn("_priority", priority_col(cfg, now)).withColumn("_discovery", is_discovery_col())
-    per_host = Window.partitionBy("host").orderBy(F.col("_priority").desc(), F.col("next_fetch_at").asc(),
-                                                  F.col("url").asc())
+    per_host = Window.partitionBy("host").orderBy(*spark_order(selection.HOST_RANK))
     # a host flagged as a trap has a lowered budget (host_state.url_budget, set by update)
     budgets = host_state.filter(F.col("url_budget").isNotNull()).select("host_bucket", "host", "url_budget")
     capped = (ranked.join(F.broadcast(budgets), ["host_bucket", "host"], "left")
               .withColumn("_rank", F.row_number().over(per_host))
               .filter(F.col("_rank") <= F.lit(largest_host_cap(cfg)))  # a literal: see largest_host_cap
-              .filter(F.col("_rank") <= F.least(per_host_cap(cfg), F.coalesce("url_budget", per_host_cap(cfg))))
+              .filter(F.col("_rank") <= selection.host_cap_rule(per_host_cap(cfg), F.col("url_budget"), COLUMN_OPS))
               .drop("url_budget"))
-    order = [F.col("_priority").desc(), F.col("_rank").asc(), F.col("next_fetch_at").asc(), F.col("url").asc()]
-    top = split_budget(capped, int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"]), order)
+    top = split_budget(capped, int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"]))
     fresh_after = from_epoch_col(F.lit(now - float(cfg["fetch.robots_ttl_s"])))
     fresh = F.col("robots_fetched_at") > fresh_after
     sitemaps_fresh = F.col("sitemaps_fetched_at") > from_epoch_col(F.lit(now - float(cfg["sitemaps.ttl_s"])))

@@ -7,7 +7,9 @@ sixth round"). For a segment of at most ``update.local_max_urls`` URLs, jobs/upd
 collects the segment, the crawldb rows it can touch (its own URLs, the URLs it discovered, the
 duplicates of its pages) and the url_count of the hosts it discovered URLs on: all bounded by
 the segment, not by the tables. This module then computes, with the rules of jobs/update.py and
-jobs/discover.py step for step (tests/test_update_local.py compares the two on real crawls):
+jobs/discover.py step for step, each rule defined once (here or in crawl.crawldb.status) and used by
+both paths (tests/test_both_paths_property.py compares the two on generated segments,
+tests/test_dedup_job.py, tests/test_discovery_e2e.py and tests/test_e2e.py on real crawls):
 
 - updates: each attempted URL still leased to the segment gets
   crawl.crawldb.status.apply_fetch (and mark_duplicate when dedup found its content elsewhere);

@@ -3,8 +3,9 @@
 jobs/generate.py ranks the due URLs with a Spark query (select_fetchlist): per host by priority
 within the host's cap, then the cycle's budget split between discovery and refresh. When at
 most ``generate.local_max_due`` URLs are due, jobs/generate.py collects them (and their hosts'
-rows) and this module applies the same rules, step for step (tests/generate_paths.py compares
-the two on real crawls):
+rows) and this module applies the same rules, step for step, each defined once here or in
+crawl.crawldb.schedule and evaluated by both paths (tests/test_both_paths_property.py compares
+the two on generated crawldbs, tests/test_generate.py and tests/test_e2e.py on real crawls):
 
 1. per host, by priority (crawl.crawldb.schedule.priority), then longest due, then URL: at most
    the host's cap (generate.max_urls_per_host or an override's max_urls_per_cycle, lowered to
@@ -24,6 +25,33 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from crawl.crawldb.schedule import epoch_micros, priority
+from crawl.rule_ops import NUMPY_OPS, By, sort_key
+
+
+# The orderings of the selection, one definition for both paths (crawl.rule_ops: sort_key here,
+# jobs.column_ops.spark_order in jobs/generate.py). Row fields: _priority (priority_rule),
+# _rank (the URL's rank in its host), _pool_rank (its rank in its pool), _discovery (pool),
+# _over_quota (over_quota_rule).
+HOST_RANK = (By("_priority", descending=True), By("next_fetch_at"), By("url"))
+POOL_ORDER = (By("_priority", descending=True), By("_rank"), By("next_fetch_at"), By("url"))
+FILL_ORDER = (By("_over_quota"), By("_pool_rank"), By("_discovery"))
+
+
+def is_discovery_rule(fetch_count, ops):
+    """The URL has never had an answer (fetch_count 0 or null): the discovery pool."""
+    return ops.coalesce(fetch_count, ops.lit(0)) == 0
+
+
+def host_cap_rule(cap, url_budget, ops):
+    """A host's cap this cycle: ``cap`` (generate.max_urls_per_host or its override), lowered to
+    host_state.url_budget when the host looked like a trap (null: no lowered budget)."""
+    return ops.least(cap, ops.coalesce(url_budget, cap))
+
+
+def over_quota_rule(pool_rank, discovery, quotas: tuple[int, int], ops):
+    """The row is past its pool's quota (quotas: discovery, refresh): it only fills places the
+    other pool leaves."""
+    return pool_rank > ops.when(discovery, ops.lit(int(quotas[0])), ops.lit(int(quotas[1])))
 
 
 def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_budget: Mapping[str, int | None],
@@ -38,24 +66,27 @@ def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_bud
                        [r["next_fetch_at"] for r in due], [r["fetch_interval_s"] for r in due],
                        score_exponent=float(cfg["schedule.score_exponent"]),
                        depth_decay=float(cfg["schedule.depth_decay"]), score_floor=float(cfg["schedule.score_floor"]))
-    by_host: dict[str, list[tuple[float, Mapping[str, Any]]]] = defaultdict(list)
+    by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for weight, row in zip(np.atleast_1d(weights).tolist(), due):
-        by_host[row["host"]].append((weight, row))
-    pools: dict[bool, list[tuple[float, int, Mapping[str, Any]]]] = {True: [], False: []}
+        by_host[row["host"]].append({"_priority": weight, "_row": row, "next_fetch_at": row["next_fetch_at"],
+                                     "url": row["url"]})
+    pools: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    host_key = sort_key(HOST_RANK)
     for host, rows in by_host.items():
-        rows.sort(key=lambda wr: (-wr[0], wr[1]["next_fetch_at"], wr[1]["url"]))
-        cap = host_cap(host)
-        budget = url_budget.get(host)
-        cap = min(cap, budget if budget is not None else cap)
-        for rank, (weight, row) in enumerate(rows[:max(cap, 0)], 1):
-            pools[(row["fetch_count"] or 0) == 0].append((weight, rank, row))
+        rows.sort(key=host_key)
+        cap = int(host_cap_rule(host_cap(host), url_budget.get(host), NUMPY_OPS))
+        for rank, r in enumerate(rows[:max(cap, 0)], 1):
+            r["_rank"] = rank
+            r["_discovery"] = bool(is_discovery_rule(r["_row"]["fetch_count"], NUMPY_OPS))
+            pools[r["_discovery"]].append(r)
     ranked = []
-    for discovery, quota in ((True, quotas[0]), (False, quotas[1])):
-        best = sorted(pools[discovery], key=lambda c: (-c[0], c[1], c[2]["next_fetch_at"], c[2]["url"]))[:top_n]
-        ranked += [((pool_rank > quota), pool_rank, discovery, rank, row)
-                   for pool_rank, (_, rank, row) in enumerate(best, 1)]
-    ranked.sort(key=lambda t: t[:3])
-    return [(row, rank) for _, _, _, rank, row in ranked[:top_n]]
+    for discovery in (True, False):
+        for pool_rank, r in enumerate(sorted(pools[discovery], key=sort_key(POOL_ORDER))[:top_n], 1):
+            r["_pool_rank"] = pool_rank
+            r["_over_quota"] = bool(over_quota_rule(pool_rank, discovery, quotas, NUMPY_OPS))
+            ranked.append(r)
+    ranked.sort(key=sort_key(FILL_ORDER))
+    return [(r["_row"], r["_rank"]) for r in ranked[:top_n]]
 
 
 def with_hosts(chosen: list[tuple[Mapping[str, Any], int]], hosts: Mapping[str, Mapping[str, Any]],
