@@ -12,8 +12,8 @@ once here in crawl/, over an *ops* object, and evaluated twice:
 
 Arithmetic (``+ - * /``) and comparisons (``< <= > >= ==``) are the operands' own operators; the
 rest goes through the ops: ``lit``, ``greatest``/``least`` (null-skipping, as Spark's), ``pow``,
-``when`` (if-then-else), ``coalesce``, ``is_null``/``not_null``, ``isin``, ``micros`` (epoch
-seconds as whole microseconds, as a Spark timestamp holds them).
+``when`` (if-then-else), ``coalesce``, ``is_null``/``not_null``, ``neg``, ``length``, ``isin``,
+``micros`` (epoch seconds as whole microseconds, as a Spark timestamp holds them).
 
 Nulls: a comparison with a null is null in SQL and False in numpy, and both count as "no" in
 ``when`` and in a filter; ``&`` and ``|`` agree with that. What would not agree is negating a
@@ -88,6 +88,13 @@ class NumpyOps:
     def not_null(self, x: Any) -> Any:
         return ~self.is_null(x) if np.ndim(x) else not self.is_null(x)
 
+    def neg(self, x: Any) -> Any:
+        return None if np.ndim(x) == 0 and self.is_null(x) else -x
+
+    def length(self, s: Any) -> Any:
+        """Characters (code points) of a string, as Spark's length counts them."""
+        return None if s is None else len(s)
+
     @staticmethod
     def isin(x: Any, values: Iterable[Any]) -> Any:
         values = tuple(values)
@@ -100,7 +107,7 @@ class NumpyOps:
         jobs.tables.from_epoch_col stores them: Spark's round is HALF_UP); null stays null."""
         if np.ndim(epoch) == 0:
             if self.is_null(epoch):
-                return None
+                return math.nan  # compares False with anything, as a null does in a condition
             e = float(epoch)
             return int(e * 1e6 + 0.5) if e >= 0 else -int(-e * 1e6 + 0.5)
         a = np.asarray(self._num(epoch), dtype=float) * 1e6

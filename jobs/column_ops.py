@@ -54,6 +54,14 @@ class ColumnOps:
         return _col(x).isNotNull()
 
     @staticmethod
+    def neg(x: Any) -> Column:
+        return -_col(x)
+
+    @staticmethod
+    def length(s: Any) -> Column:
+        return F.length(_col(s))
+
+    @staticmethod
     def isin(x: Any, values: Iterable[Any]) -> Column:
         return _col(x).isin(*values)
 

@@ -64,6 +64,7 @@ from crawl.fetch.politeness import override_matches
 from crawl.crawldb import selection
 from crawl.crawldb.schedule import epoch_micros, importance_rule, staleness_rule
 from crawl.crawldb.status import GENERATABLE_STATUSES
+from crawl.rule_ops import NUMPY_OPS
 from jobs.column_ops import COLUMN_OPS, spark_order
 from jobs.commit_info import note_segment, writes_commits
 from jobs.common import add_run_options, is_commit_conflict, run_spark_step
@@ -110,9 +111,9 @@ def _due_regardless_of_host(url_state: DataFrame, now: float) -> DataFrame:
 
 
 def _held_back(now: float) -> Column:
-    """The host is deferred (Crawl-delay too large) or backing off (429/503, robots.txt unreachable)."""
-    now_ts = from_epoch_col(F.lit(now))
-    return (F.col("deferred_until") > now_ts) | (F.col("backoff_until") > now_ts)
+    """held_back_rule of the host_state row at ``now``, as a Column."""
+    return held_back_rule(F.unix_micros("deferred_until") / F.lit(1e6), F.unix_micros("backoff_until") / F.lit(1e6),
+                          now, COLUMN_OPS)
 
 
 def select_due(url_state: DataFrame, host_state: DataFrame, now: float) -> DataFrame:
@@ -286,26 +287,26 @@ _HOST_COLUMNS = ("host_bucket", "host", "url_budget", "backoff_s", "sitemaps", "
                  "sitemaps_fetched_at", "deferred_until", "backoff_until")
 
 
-def _host_rows(spark: SparkSession, root: CrawlRoot, names: list[str] | None) -> dict[str, dict]:
-    """{host: host row (epoch times)}: of the hosts ``names`` without their robots.txt bodies, or
-    (None) of every host, bodies included (a whole read, through Arrow)."""
+def _host_rows(spark: SparkSession, host_state: DataFrame, names: list[str] | None) -> dict[str, dict]:
+    """{host: host row (epoch times)} of the hostdb ``host_state``: of the hosts ``names`` without
+    their robots.txt bodies, or (None) of every host, bodies included (a whole read, through Arrow)."""
     columns = list(_HOST_COLUMNS) if names is not None else [*_HOST_COLUMNS, "robots_txt"]
-    hosts = to_epoch(read_host_state(spark, root).select(*columns), [c for c in HOST_STATE_TIMES if c in columns])
+    hosts = to_epoch(host_state.select(*columns), [c for c in HOST_STATE_TIMES if c in columns])
     if names is None:
         return {r["host"]: r for r in rows_where(hosts, lambda t: pc.is_valid(t["host"]))}
     return {r["host"]: r.asDict() for r in hosts.filter(F.col("host").isin(names)).collect()}
 
 
-def _due_rows(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float, limit: int) -> list[dict]:
-    """The due URLs (DUE_COLUMNS, epoch times), leased or held back or not; at most ``limit`` + 1
-    of them (more means: too many for the driver). Read whole through Arrow from a crawldb that
-    fits the driver, else with the due filter."""
-    if not fits_driver(spark, cfg, root.crawldb):
-        due = _due_regardless_of_host(read_url_state(spark, root), now).select(*DUE_COLUMNS)
+def _due_rows(url_state: DataFrame, now: float, limit: int, whole: bool) -> list[dict]:
+    """The due URLs of the crawldb ``url_state`` (DUE_COLUMNS, epoch times), leased or held back
+    or not; at most ``limit`` + 1 of them (more means: too many for the driver). ``whole``: read
+    the table whole through Arrow (it fits the driver) and filter there, else with the due filter."""
+    if not whole:
+        due = _due_regardless_of_host(url_state, now).select(*DUE_COLUMNS)
         return [r.asDict() for r in to_epoch(due, ["next_fetch_at"]).limit(limit + 1).collect()]
     now_us = pa.scalar(epoch_micros(now), pa.int64())
     statuses = pa.array(sorted(GENERATABLE_STATUSES), pa.string())
-    frame = to_epoch(read_url_state(spark, root).select(
+    frame = to_epoch(url_state.select(
         *DUE_COLUMNS, "status", F.unix_micros("next_fetch_at").alias("_due_us"),
         F.unix_micros("lease_until").alias("_lease_us")), ["next_fetch_at"])
     rows = rows_where(frame, lambda t: pc.and_kleene(
@@ -314,30 +315,23 @@ def _due_rows(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now:
     return [{c: r[c] for c in DUE_COLUMNS} for r in rows[:limit + 1]]
 
 
-def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
-                    now: float) -> Fetchlist | None:
-    """The fetchlist chosen on the driver (crawl/crawldb/selection.py) when at most
-    generate.local_max_due URLs are due. Two reads side by side instead of the planned query:
-    the due URLs, and the whole hostdb with its robots.txt bodies; each table read whole through
-    Arrow if it fits the driver (crawldb.local_read_max_mb: no file-listing jobs for a filter,
-    and the bodies need no join). On a larger hostdb, the due hosts' rows are read after the due
-    URLs, without the bodies, which join the chosen rows as they are written. None when more are
-    due (in hosts held back or not): spark_fetchlist chooses then."""
-    limit = int(cfg["generate.local_max_due"])
-    if limit <= 0:
-        return None
-    due, hosts = run_concurrently(lambda: _due_rows(spark, cfg, root, now, limit),
-                                  lambda: _host_rows(spark, root, None) if fits_driver(spark, cfg, root.hostdb) else None)
-    if len(due) > limit:
-        return None
+def held_back_rule(deferred_until, backoff_until, now, ops):
+    """The host is deferred (Crawl-delay too large) or backing off (429/503, robots.txt
+    unreachable) at ``now``: its URLs wait. Epoch seconds, compared as the timestamps' microseconds."""
+    now_us = ops.micros(ops.lit(float(now)))
+    return ((ops.not_null(deferred_until) & (ops.micros(deferred_until) > now_us))
+            | (ops.not_null(backoff_until) & (ops.micros(backoff_until) > now_us)))
+
+
+def choose_in_memory(due: list[dict], hosts: Mapping[str, Mapping[str, Any]], cfg: Mapping[str, Any],
+                     segment_id: str, now: float, with_bodies: bool) -> list[dict]:
+    """The fetchlist rows (FETCHLIST_SCHEMA fields, epoch times, with ``_robots`` and ``_rank``)
+    chosen on the driver from the due URLs and their hosts' rows (_due_rows, _host_rows): the
+    held-back hosts' URLs left out, then crawl/crawldb/selection.py. ``with_bodies``: ``hosts``
+    hold the robots.txt bodies (else robots_txt is None and ``_robots`` says which rows get it)."""
     names = sorted({r["host"] for r in due})
-    with_bodies = hosts is not None
-    if not with_bodies:
-        hosts = _host_rows(spark, root, names) if names else {}
-    now_us = epoch_micros(now)
     held_back = {h for h in names if h in hosts
-                 and any(hosts[h][c] is not None and epoch_micros(hosts[h][c]) > now_us
-                         for c in ("deferred_until", "backoff_until"))}
+                 and held_back_rule(hosts[h]["deferred_until"], hosts[h]["backoff_until"], now, NUMPY_OPS)}
     due = [r for r in due if r["host"] not in held_back]
     chosen = selection.select(due, lambda host: override_value(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]), host),
                               {h: hosts[h]["url_budget"] for h in names if h in hosts},
@@ -348,11 +342,42 @@ def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
     for r in rows:
         r["segment_id"] = segment_id
         r["robots_txt"] = hosts[r["host"]]["robots_txt"] if with_bodies and r["_robots"] else None
+    return rows
+
+
+def in_memory_frame(spark: SparkSession, rows: list[dict]) -> DataFrame:
+    """choose_in_memory's rows as a DataFrame: FETCHLIST_SCHEMA (timestamps), ``_robots``, ``_rank``."""
     columns = FETCHLIST_SCHEMA.fieldNames()
     schema = StructType(epoch_schema(FETCHLIST_SCHEMA).fields
                         + [StructField("_robots", BooleanType()), StructField("_rank", IntegerType())])
-    local = from_epoch(spark.createDataFrame([tuple(r[c] for c in columns) + (r["_robots"], r["_rank"]) for r in rows],
-                                             schema, verifySchema=False), FETCHLIST_TIMES)
+    return from_epoch(spark.createDataFrame([tuple(r[c] for c in columns) + (r["_robots"], r["_rank"]) for r in rows],
+                                            schema, verifySchema=False), FETCHLIST_TIMES)
+
+
+def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
+                    now: float) -> Fetchlist | None:
+    """The fetchlist chosen on the driver (choose_in_memory, crawl/crawldb/selection.py) when at most
+    generate.local_max_due URLs are due. Two reads side by side instead of the planned query:
+    the due URLs, and the whole hostdb with its robots.txt bodies; each table read whole through
+    Arrow if it fits the driver (crawldb.local_read_max_mb: no file-listing jobs for a filter,
+    and the bodies need no join). On a larger hostdb, the due hosts' rows are read after the due
+    URLs, without the bodies, which join the chosen rows as they are written. None when more are
+    due (in hosts held back or not): spark_fetchlist chooses then."""
+    limit = int(cfg["generate.local_max_due"])
+    if limit <= 0:
+        return None
+    due, hosts = run_concurrently(
+        lambda: _due_rows(read_url_state(spark, root), now, limit, fits_driver(spark, cfg, root.crawldb)),
+        lambda: _host_rows(spark, read_host_state(spark, root), None) if fits_driver(spark, cfg, root.hostdb) else None)
+    if len(due) > limit:
+        return None
+    names = sorted({r["host"] for r in due})
+    with_bodies = hosts is not None
+    if not with_bodies:
+        hosts = _host_rows(spark, read_host_state(spark, root), names) if names else {}
+    rows = choose_in_memory(due, hosts, cfg, segment_id, now, with_bodies)
+    columns = FETCHLIST_SCHEMA.fieldNames()
+    local = in_memory_frame(spark, rows)
     if not with_bodies:
         bodies = read_host_state(spark, root).select("host_bucket", "host", F.col("robots_txt").alias("_body"))
         local = (local.join(bodies, ["host_bucket", "host"], "left")
