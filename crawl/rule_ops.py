@@ -39,6 +39,13 @@ def _is_null_scalar(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
+def epoch_micros(epoch: float) -> int:
+    """Epoch seconds as whole microseconds, rounded half away from zero: how deltacrawl's jobs
+    turn them into Spark timestamps (jobs.tables.from_epoch_col), so Python compares times as
+    Spark does."""
+    return int(epoch * 1e6 + 0.5) if epoch >= 0 else -int(-epoch * 1e6 + 0.5)
+
+
 class NumpyOps:
     """The ops on Python numbers and numpy arrays (None or NaN: null)."""
 
@@ -108,8 +115,7 @@ class NumpyOps:
         if np.ndim(epoch) == 0:
             if self.is_null(epoch):
                 return math.nan  # compares False with anything, as a null does in a condition
-            e = float(epoch)
-            return int(e * 1e6 + 0.5) if e >= 0 else -int(-e * 1e6 + 0.5)
+            return epoch_micros(float(epoch))
         a = np.asarray(self._num(epoch), dtype=float) * 1e6
         return np.where(a >= 0, np.floor(a + 0.5), -np.floor(-a + 0.5))
 

@@ -54,8 +54,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StructField, StructType
 
 from crawl.dedup.in_memory import Decision, decide
-from crawl.dedup.rules import (BANDS_PER_PAGE, SIMHASH_BANDS, band_collisions, band_rows, canonical_key, is_cool_band,
-                               is_near_duplicate)
+from crawl.dedup.rules import (BANDS_PER_PAGE, EXACT, NEAR, SIMHASH_BANDS, band_collisions, band_rows, canonical_key,
+                               first_fetched_rule, is_cool_band, is_near_duplicate)
 from crawl.crawldb.status import FetchStatus
 from jobs.column_ops import COLUMN_OPS
 from jobs.commit_info import writes_commits
@@ -93,11 +93,6 @@ def fetched_pages(spark: SparkSession, root: CrawlRoot, segment_id: str) -> Data
             .select(*_PAGE_COLUMNS[:-1], "fetched_at"))
 
 
-def _first(fetched_at: float, known_first: float | None) -> float:
-    """When the URL was first fetched: dedup/pages knows, if the URL is there already, else this fetch."""
-    return known_first if known_first is not None else fetched_at
-
-
 def segment_pages(spark: SparkSession, root: CrawlRoot, segment_id: str, known: DataFrame) -> DataFrame:
     """The segment's 2xx pages that have text, with ``first`` = when the URL was first fetched
     (from dedup/pages if it is there already, else this fetch), as epoch seconds."""
@@ -105,16 +100,17 @@ def segment_pages(spark: SparkSession, root: CrawlRoot, segment_id: str, known: 
 
 
 def with_first(pages: DataFrame, known: DataFrame) -> DataFrame:
-    """``pages`` (fetched_pages) with ``first`` = when the URL was first fetched (_first: from
-    dedup/pages ``known`` if it is there already, else this fetch), as epoch seconds."""
+    """``pages`` (fetched_pages) with ``first`` = when the URL was first fetched
+    (crawl.dedup.rules.first_fetched_rule: from dedup/pages ``known`` if it is there already,
+    else this fetch), as epoch seconds."""
     # only dedup/pages rows of the segment's URLs: selected by a broadcast of their url_hash
     # values (8 bytes each), so the table is read, not shuffled
     hashes = F.broadcast(pages.select("url_hash").distinct())
     firsts = to_epoch(known.select("url_hash", "url", F.col("first_fetched_at").alias("_first"))
                       .join(hashes, "url_hash", "left_semi"), ["_first"])
-    # the coalesce is _first's rule as a Column
     return (pages.join(firsts, ["url_hash", "url"], "left")
-            .withColumn("first", F.coalesce("_first", "fetched_at")).drop("_first", "fetched_at"))
+            .withColumn("first", first_fetched_rule(F.col("fetched_at"), F.col("_first"), COLUMN_OPS))
+            .drop("_first", "fetched_at"))
 
 
 def _bands_of(rows: Iterator[Any]) -> Iterator[tuple]:
@@ -269,7 +265,7 @@ def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataF
     # the segment's pages' own rows are among the known rows: ``first`` comes from them (segment_pages)
     firsts = {(r["url_hash"], r["url"]): r["first"] for r in known_rows}
     for p in page_rows:
-        p["first"] = _first(p.pop("fetched_at"), firsts.get((p["url_hash"], p["url"])))
+        p["first"] = first_fetched_rule(p.pop("fetched_at"), firsts.get((p["url_hash"], p["url"])))
     decision = decide(page_rows, known_rows, new_bands, band_slice,
                       int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"]),
                       int(cfg["dedup.max_band_candidates"]))
@@ -392,7 +388,7 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
                  .groupBy("text_hash").agg(F.min(F.struct(key("").alias("k"), "url_hash", "url")).alias("b"))
                  .select("text_hash", F.col("b.url_hash").alias("o_url_hash"), F.col("b.url").alias("o_url")))
     exact = (pages.join(best_text, "text_hash").filter(F.col("url_hash") != F.col("o_url_hash"))
-             .select("url_hash", "url", "o_url_hash", "o_url", F.lit("exact").alias("match")))
+             .select("url_hash", "url", "o_url_hash", "o_url", F.lit(EXACT).alias("match")))
 
     max_hamming, min_jaccard = int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"])
     if new_bands is None:
@@ -418,7 +414,7 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
     confirmed = spark.createDataFrame(
         with_prints.rdd.mapPartitions(lambda it: _near_pairs(it, max_hamming, min_jaccard)),
         "url_hash long, url string, o_url_hash long, o_url string", verifySchema=False)
-    near = _without_stale(cand.simhash_near, page_keys).unionByName(confirmed).withColumn("match", F.lit("near"))
+    near = _without_stale(cand.simhash_near, page_keys).unionByName(confirmed).withColumn("match", F.lit(NEAR))
 
     # exact matches first: a pair found both ways counts as exact
     matches = (exact.unionByName(near)
@@ -535,7 +531,7 @@ def _deduplicate(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, s
         spark.createDataFrame(small.decision.duplicates, _RESULT_SCHEMA).write.mode("overwrite") \
             .parquet(root.dedup_result(segment_id))
         matches = [d[4] for d in small.decision.duplicates]
-        result = DedupResult(segment_id, small.n_pages, matches.count("exact"), matches.count("near"),
+        result = DedupResult(segment_id, small.n_pages, matches.count(EXACT), matches.count(NEAR),
                              small.decision.collisions, small.decision.hot_values)
         written = spark.read.parquet(root.dedup_result(segment_id))
         merge_dedup_tables(spark, cfg, root, small.pages, written, segment_id, small.new_bands, small.all_new)
@@ -552,7 +548,7 @@ def _deduplicate(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, s
                 df.unpersist()
         written = spark.read.parquet(root.dedup_result(segment_id))
         counts = {r["match"]: r["n"] for r in written.groupBy("match").agg(F.count("*").alias("n")).collect()}
-        result = DedupResult(segment_id, n_pages, counts.get("exact", 0), counts.get("near", 0),
+        result = DedupResult(segment_id, n_pages, counts.get(EXACT, 0), counts.get(NEAR, 0),
                              cand.collisions, cand.hot_values)
         merge_dedup_tables(spark, cfg, root, pages, written, segment_id, new_bands)
     finally:

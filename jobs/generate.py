@@ -62,9 +62,9 @@ from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 from crawl.fetch.fetcher import HOST_FIELDS
 from crawl.fetch.politeness import override_matches
 from crawl.crawldb import selection
-from crawl.crawldb.schedule import epoch_micros, importance_rule, staleness_rule
+from crawl.crawldb.schedule import importance_rule, staleness_rule
 from crawl.crawldb.status import GENERATABLE_STATUSES
-from crawl.rule_ops import NUMPY_OPS
+from crawl.rule_ops import NUMPY_OPS, epoch_micros
 from jobs.column_ops import COLUMN_OPS, spark_order
 from jobs.commit_info import note_segment, writes_commits
 from jobs.common import add_run_options, is_commit_conflict, run_spark_step
@@ -242,9 +242,12 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
               .filter(F.col("_rank") <= selection.host_cap_rule(per_host_cap(cfg), F.col("url_budget"), COLUMN_OPS))
               .drop("url_budget"))
     top = split_budget(capped, int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"]))
-    fresh_after = from_epoch_col(F.lit(now - float(cfg["fetch.robots_ttl_s"])))
-    fresh = F.col("robots_fetched_at") > fresh_after
-    sitemaps_fresh = F.col("sitemaps_fetched_at") > from_epoch_col(F.lit(now - float(cfg["sitemaps.ttl_s"])))
+    def epoch(column: str) -> Column:
+        return F.unix_micros(column) / F.lit(1e6)
+
+    fresh = selection.fetched_after_rule(epoch("robots_fetched_at"), now - float(cfg["fetch.robots_ttl_s"]), COLUMN_OPS)
+    sitemaps_fresh = selection.fetched_after_rule(epoch("sitemaps_fetched_at"), now - float(cfg["sitemaps.ttl_s"]),
+                                                  COLUMN_OPS)
     robots = host_state.select(
         "host_bucket", "host", "backoff_s", "sitemaps",
         *[F.when(fresh, F.col(c)).alias(c) for c in ("robots_status", "robots_txt", "robots_fetched_at")],

@@ -123,11 +123,11 @@ def generate_example(draw):
                       schedule__depth_decay=draw(st.sampled_from([0.5, 0.9, 1.0])),
                       fetch__host_overrides=json.dumps(overrides))
     robots_ttl, sitemaps_ttl = float(cfg["fetch.robots_ttl_s"]), float(cfg["sitemaps.ttl_s"])
-    cases = [draw(generate_case(c, robots_ttl, sitemaps_ttl)) for c in range(draw(st.integers(2, 6)))]
+    cases = [draw(generate_case(c, robots_ttl, sitemaps_ttl)) for c in range(draw(st.integers(2, 5)))]
     return cfg, cases
 
 
-@settings(max_examples=12, **FIXED)
+@settings(max_examples=10, **FIXED)
 @given(example=generate_example())
 def test_generate_chooses_the_same_fetchlist_both_ways(spark, example):
     cfg, cases = example
@@ -226,14 +226,14 @@ def dedup_example(draw):
     cfg = make_config(dedup__max_band_candidates=draw(st.sampled_from([1, 2, 3, 1000])),
                       dedup__max_hamming=draw(st.sampled_from([0, 2, 3])),
                       dedup__min_jaccard=draw(st.sampled_from([0.5, 0.7])))
-    cases = [draw(dedup_case(c)) for c in range(draw(st.integers(2, 8)))]
+    cases = [draw(dedup_case(c)) for c in range(draw(st.integers(3, 10)))]
     return cfg, cases, draw(st.booleans())
 
 
 _FETCHED_PAGE = [f for f in FETCHED_SCHEMA.fields if f.name in dedup._PAGE_COLUMNS or f.name == "fetched_at"]
 
 
-@settings(max_examples=15, **FIXED)
+@settings(max_examples=10, **FIXED)
 @given(example=dedup_example())
 def test_dedup_decides_the_same_duplicates_both_ways(spark, example):
     from pyspark.sql.types import StructType
@@ -346,11 +346,11 @@ def update_example(draw):
                       fetch__max_redirects=draw(st.integers(0, 2)),
                       update__outlink_score_factor=draw(st.sampled_from([0.5, 0.85])),
                       fetch__host_overrides=json.dumps(overrides))
-    cases = [draw(update_case(c)) for c in range(draw(st.integers(2, 6)))]
+    cases = [draw(update_case(c)) for c in range(draw(st.integers(3, 8)))]
     return cfg, cases, draw(st.booleans())
 
 
-@settings(max_examples=15, **FIXED)
+@settings(max_examples=10, **FIXED)
 @given(example=update_example())
 def test_update_writes_the_same_rows_both_ways(spark, example):
     cfg, cases, deduped = example

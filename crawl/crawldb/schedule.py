@@ -398,10 +398,3 @@ def priority(score, depth, now, next_fetch_at, interval, *, score_exponent: floa
     w = importance(score, depth, score_exponent=score_exponent, depth_decay=depth_decay,
                    score_floor=score_floor)
     return _out(np.asarray(w) * np.asarray(staleness(now, next_fetch_at, interval)))
-
-
-def epoch_micros(epoch: float) -> int:
-    """Epoch seconds as whole microseconds, rounded half away from zero: how deltacrawl's jobs
-    turn them into Spark timestamps (jobs.tables.from_epoch_col), so Python compares times as
-    Spark does."""
-    return int(epoch * 1e6 + 0.5) if epoch >= 0 else -int(-epoch * 1e6 + 0.5)

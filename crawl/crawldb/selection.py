@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from crawl.crawldb.schedule import epoch_micros, priority
+from crawl.crawldb.schedule import priority
 from crawl.rule_ops import NUMPY_OPS, By, sort_key
 
 
@@ -52,6 +52,13 @@ def over_quota_rule(pool_rank, discovery, quotas: tuple[int, int], ops):
     """The row is past its pool's quota (quotas: discovery, refresh): it only fills places the
     other pool leaves."""
     return pool_rank > ops.when(discovery, ops.lit(int(quotas[0])), ops.lit(int(quotas[1])))
+
+
+def fetched_after_rule(fetched_at, after: float, ops):
+    """A host's cached robots.txt (or sitemap list) was read after ``after`` (now − its TTL):
+    fresh, it rides on the fetchlist. Epoch seconds, compared as the timestamps' microseconds;
+    never read (null): not fresh."""
+    return ops.not_null(fetched_at) & (ops.micros(fetched_at) > ops.micros(ops.lit(float(after))))
 
 
 def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_budget: Mapping[str, int | None],
@@ -103,12 +110,12 @@ def with_hosts(chosen: list[tuple[Mapping[str, Any], int]], hosts: Mapping[str, 
     for row, rank in chosen:
         host = hosts.get(row["host"], {})
         robots_at, sitemaps_at = host.get("robots_fetched_at"), host.get("sitemaps_fetched_at")
-        fresh = robots_at is not None and epoch_micros(robots_at) > epoch_micros(robots_fresh_after)
+        fresh = bool(fetched_after_rule(robots_at, robots_fresh_after, NUMPY_OPS))
         values = {"robots_status": host.get("robots_status") if fresh else None,
                   "robots_fetched_at": robots_at if fresh else None,
                   "sitemaps": host.get("sitemaps"),
-                  "sitemaps_fetched_at": sitemaps_at if sitemaps_at is not None
-                  and epoch_micros(sitemaps_at) > epoch_micros(sitemaps_fresh_after) else None}
+                  "sitemaps_fetched_at": sitemaps_at if fetched_after_rule(sitemaps_at, sitemaps_fresh_after, NUMPY_OPS)
+                  else None}
         first = best[row["host"]] == rank
         d = dict(row)
         d["backoff_s"] = host.get("backoff_s")

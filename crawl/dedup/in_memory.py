@@ -30,7 +30,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from crawl.dedup.rules import (SIMHASH_BANDS, band_collisions, canonical_key, hamming, is_cool_band,
+from crawl.dedup.rules import (EXACT, NEAR, SIMHASH_BANDS, band_collisions, canonical_key, hamming, is_cool_band,
                                is_near_duplicate)
 from crawl.rule_ops import nulls_first_key
 
@@ -79,7 +79,7 @@ def decide(pages: Iterable[Mapping[str, Any]], known: Iterable[Mapping[str, Any]
     for key, page in seg.items():
         _, o_hash, o_url = best_text[page["text_hash"]]
         if o_hash != page["url_hash"]:
-            matches[(key, (o_hash, o_url))] = "exact"
+            matches[(key, (o_hash, o_url))] = EXACT
 
     # the band join: counts per value of the segment, hot values, collisions
     new_rows = list(new_bands)
@@ -120,7 +120,7 @@ def decide(pages: Iterable[Mapping[str, Any]], known: Iterable[Mapping[str, Any]
                 if theirs is None or not is_near_duplicate(mine["simhash"], mine["signature"], theirs["simhash"],
                                                            theirs["signature"], max_hamming, min_jaccard):
                     continue
-            matches.setdefault((key, other), "near")
+            matches.setdefault((key, other), NEAR)
 
     # each page's best match, if it ranks before the page
     best: dict[Key, tuple[tuple, str, str]] = {}

@@ -110,6 +110,19 @@ def confirm(band: int, simhash_a: int | None, signature_a: bytes | None, simhash
     return is_near_duplicate(simhash_a, signature_a, simhash_b, signature_b, max_hamming, min_jaccard)
 
 
+# What a duplicate matched by (dedup's ``match`` column). A pair found both ways counts as exact:
+# both paths take the smaller of the two, so EXACT must sort before NEAR.
+EXACT = "exact"
+NEAR = "near"
+assert EXACT < NEAR
+
+
+def first_fetched_rule(fetched_at, known_first, ops=NUMPY_OPS):
+    """When a segment's page was first fetched: dedup/pages' first_fetched_at if the page is
+    there already (``known_first``), else this fetch."""
+    return ops.coalesce(known_first, fetched_at)
+
+
 def canonical_key(first_fetched_at, score, url, ops=NUMPY_OPS) -> tuple:
     """The canonical rule's key, smallest wins: (first fetched, −score, length of the URL, URL).
     The one definition: jobs/dedup.py compares it as a Spark struct (``ops`` =
