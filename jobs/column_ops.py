@@ -62,6 +62,14 @@ class ColumnOps:
         return F.length(_col(s))
 
     @staticmethod
+    def xor(a: Any, b: Any) -> Column:
+        return _col(a).bitwiseXOR(_col(b))
+
+    @staticmethod
+    def bit_count(x: Any) -> Column:
+        return F.bit_count(_col(x))
+
+    @staticmethod
     def isin(x: Any, values: Iterable[Any]) -> Column:
         return _col(x).isin(*values)
 

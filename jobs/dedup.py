@@ -55,7 +55,7 @@ from pyspark.sql.types import DoubleType, StructField, StructType
 
 from crawl.dedup.in_memory import Decision, decide
 from crawl.dedup.rules import (BANDS_PER_PAGE, EXACT, NEAR, SIMHASH_BANDS, band_collisions, band_rows, canonical_key,
-                               first_fetched_rule, is_cool_band, is_near_duplicate)
+                               first_fetched_rule, hamming, is_cool_band, is_near_duplicate)
 from crawl.crawldb.status import FetchStatus
 from jobs.column_ops import COLUMN_OPS
 from jobs.commit_info import writes_commits
@@ -330,7 +330,7 @@ def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: 
     pair = ("url_hash", "url", "o_url_hash", "o_url", "o_old")
     simhash_near = (cool.filter(is_simhash).join(others.filter(is_simhash), ["band", "value"])
                     .filter((F.col("url_hash") != F.col("o_url_hash"))
-                            & (F.bit_count(F.col("simhash").bitwiseXOR(F.col("o_simhash"))) <= max_hamming))
+                            & (hamming(F.col("simhash"), F.col("o_simhash"), COLUMN_OPS) <= max_hamming))
                     .select(*pair).distinct())
     shared = _small(counts.filter(~is_simhash & cool_values & (F.col("n") > 1)).select("band", "value"), cached,
                     n_bands)

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from crawl.crawldb.in_memory import lastmod_hint_rule, lost_content_rule, within_budget_rule
 from crawl.crawldb.schedule import priority, priority_rule
 from crawl.crawldb.selection import fetched_after_rule, host_cap_rule, is_discovery_rule
-from crawl.dedup.rules import canonical_key, first_fetched_rule
+from crawl.dedup.rules import canonical_key, first_fetched_rule, hamming
 from crawl.rule_ops import NUMPY_OPS, By, nulls_first_key, sort_key
 from jobs.column_ops import COLUMN_OPS, spark_order
 
@@ -78,3 +78,12 @@ def test_the_canonical_key_compares_as_spark_compares_its_struct(spark):
     key = F.struct(*canonical_key(F.col("first"), F.col("score"), F.col("url"), COLUMN_OPS))
     by_spark = [tuple(r) for r in df.orderBy(key.asc()).collect()]
     assert by_spark == sorted(pages, key=lambda p: nulls_first_key(canonical_key(*p)))
+
+
+def test_hamming_counts_the_same_bits_on_columns(spark):
+    values = [0, 1, -1, -(1 << 63), (1 << 63) - 1, 0x0F0F_0F0F_0F0F_0F0F, -0x1234_5678_9ABC_DEF0]
+    pairs = list(itertools.product(values, values))
+    df = spark.createDataFrame(pairs, "a long, b long")
+    got = [r[0] for r in df.select(hamming(F.col("a"), F.col("b"), COLUMN_OPS)).collect()]
+    assert got == [hamming(a, b) for a, b in pairs]
+    assert hamming(0, -1) == 64

@@ -79,8 +79,10 @@ def band_rows(simhash: int | None, signature: bytes | None) -> list[tuple[int, i
     return rows
 
 
-def hamming(a: int, b: int) -> int:
-    return ((a ^ b) & _MASK64).bit_count()
+def hamming(a, b, ops=NUMPY_OPS):
+    """Bits in which two SimHashes (signed 64-bit) differ; Python ints, or Columns with
+    ``ops`` = jobs.column_ops.COLUMN_OPS (jobs/dedup.py decides SimHash candidates in the join)."""
+    return ops.bit_count(ops.xor(a, b))
 
 
 def jaccard_estimate(a: bytes | None, b: bytes | None) -> float:
