@@ -12,7 +12,7 @@ once here in crawl/, over an *ops* object, and evaluated twice:
 
 Arithmetic (``+ - * /``) and comparisons (``< <= > >= ==``) are the operands' own operators; the
 rest goes through the ops: ``lit``, ``greatest``/``least`` (null-skipping, as Spark's), ``pow``,
-``when`` (if-then-else), ``coalesce``, ``is_null``/``not_null``, ``neg``, ``length``, ``xor``, ``bit_count``, ``isin``,
+``when`` (if-then-else), ``coalesce``, ``is_null``/``not_null``, ``neg``, ``length``, ``endswith``, ``xor``, ``bit_count``, ``isin``,
 ``micros`` (epoch seconds as whole microseconds, as a Spark timestamp holds them).
 
 Nulls: a comparison with a null is null in SQL and False in numpy, and both count as "no" in
@@ -101,6 +101,10 @@ class NumpyOps:
     def length(self, s: Any) -> Any:
         """Characters (code points) of a string, as Spark's length counts them."""
         return None if s is None else len(s)
+
+    @staticmethod
+    def endswith(s: str, suffix: str) -> bool:
+        return s.endswith(suffix)
 
     @staticmethod
     def xor(a: int, b: int) -> int:

@@ -62,6 +62,10 @@ class ColumnOps:
         return F.length(_col(s))
 
     @staticmethod
+    def endswith(s: Any, suffix: str) -> Column:
+        return _col(s).endswith(suffix)
+
+    @staticmethod
     def xor(a: Any, b: Any) -> Column:
         return _col(a).bitwiseXOR(_col(b))
 

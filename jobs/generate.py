@@ -60,7 +60,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
 from crawl.fetch.fetcher import HOST_FIELDS
-from crawl.fetch.politeness import override_matches
+from crawl.fetch.politeness import host_name, override_rule
 from crawl.crawldb import selection
 from crawl.crawldb.schedule import importance_rule, staleness_rule
 from crawl.crawldb.status import GENERATABLE_STATUSES
@@ -128,29 +128,14 @@ def host_name_col() -> Column:
 
 
 def override_cap(cfg: Mapping[str, Any], key: str, default: int) -> Column:
-    """``default``, or ``key`` of the first fetch.host_overrides entry matching the row's host that sets it."""
-    name = host_name_col()
-    cap = F.lit(int(default))
-    # CASE WHEN is first-match-wins, like crawl.fetch.politeness.host_override: build it back to front
-    for entry in reversed(list(cfg["fetch.host_overrides"])):
-        if key not in entry:
-            continue
-        pattern = entry["pattern"]
-        if pattern.startswith("*."):
-            domain = pattern[2:]
-            matches = (name == domain) | name.endswith("." + domain)
-        else:
-            matches = name == pattern
-        cap = F.when(matches, F.lit(int(entry[key]))).otherwise(cap)
-    return cap
+    """``default``, or ``key`` of the first fetch.host_overrides entry matching the row's host that
+    sets it (crawl.fetch.politeness.override_rule, as a Column)."""
+    return override_rule(cfg["fetch.host_overrides"], key, default, host_name_col(), COLUMN_OPS)
 
 
 def override_value(cfg: Mapping[str, Any], key: str, default: int, host: str) -> int:
     """override_cap for one host, in Python: ``key`` of the first entry matching ``host`` that sets it."""
-    for entry in cfg["fetch.host_overrides"]:
-        if key in entry and override_matches(entry["pattern"], host):
-            return int(entry[key])
-    return int(default)
+    return int(override_rule(cfg["fetch.host_overrides"], key, default, host_name(host)))
 
 
 def per_host_cap(cfg: Mapping[str, Any]) -> Column:

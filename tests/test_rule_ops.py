@@ -87,3 +87,15 @@ def test_hamming_counts_the_same_bits_on_columns(spark):
     got = [r[0] for r in df.select(hamming(F.col("a"), F.col("b"), COLUMN_OPS)).collect()]
     assert got == [hamming(a, b) for a, b in pairs]
     assert hamming(0, -1) == 64
+
+
+def test_host_override_caps_are_the_same_for_a_host_and_for_a_column(spark):
+    from jobs.generate import override_cap, override_value
+    cfg = {"fetch.host_overrides": [{"pattern": "*.a.example", "max_urls_per_cycle": 3},
+                                    {"pattern": "x.a.example", "max_urls_per_cycle": 9},
+                                    {"pattern": "b.example", "delay_s": 1.0},
+                                    {"pattern": "b.example", "max_urls_per_cycle": 5}]}
+    hosts = ["a.example", "x.a.example:8080", "X.A.Example", "b.example:81", "xa.example", "[::1]:80", "c.example"]
+    df = spark.createDataFrame([(h,) for h in hosts], "host string")
+    got = [r[0] for r in df.select(override_cap(cfg, "max_urls_per_cycle", 7)).collect()]
+    assert got == [override_value(cfg, "max_urls_per_cycle", 7, h) for h in hosts] == [3, 3, 3, 5, 7, 7, 7]
