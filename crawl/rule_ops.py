@@ -12,8 +12,9 @@ once here in crawl/, over an *ops* object, and evaluated twice:
 
 Arithmetic (``+ - * /``) and comparisons (``< <= > >= ==``) are the operands' own operators; the
 rest goes through the ops: ``lit``, ``greatest``/``least`` (null-skipping, as Spark's), ``pow``,
-``when`` (if-then-else), ``coalesce``, ``is_null``/``not_null``, ``neg``, ``length``, ``endswith``, ``xor``, ``bit_count``, ``isin``,
-``micros`` (epoch seconds as whole microseconds, as a Spark timestamp holds them).
+``when`` (if-then-else), ``coalesce``, ``is_null``/``not_null``, ``neg``, ``length``, ``endswith``, ``xor``, ``bit_count``, ``isin``. Rules that compare times
+take them in whatever form the path compares: timestamps in Spark, whole microseconds on the
+driver (``NUMPY_OPS.micros``: epoch seconds rounded as jobs.tables.from_epoch_col stores them).
 
 Nulls: a comparison with a null is null in SQL and False in numpy, and both count as "no" in
 ``when`` and in a filter; ``&`` and ``|`` agree with that. What would not agree is negating a

@@ -77,12 +77,6 @@ class ColumnOps:
     def isin(x: Any, values: Iterable[Any]) -> Column:
         return _col(x).isin(*values)
 
-    @staticmethod
-    def micros(epoch: Any) -> Column:
-        """Epoch seconds (a double Column) as whole microseconds, as jobs.tables.from_epoch_col
-        stores them in a timestamp."""
-        return F.round(_col(epoch) * F.lit(1e6)).cast("long")
-
 
 COLUMN_OPS = ColumnOps()
 

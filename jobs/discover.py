@@ -145,6 +145,6 @@ def per_host_counts(budgeted: DataFrame) -> DataFrame:
 
 def lastmod_hints(known: DataFrame, now: float) -> DataFrame:
     """Known URLs whose sitemap lastmod is newer than our last fetch: (keys, next_fetch_at = now)."""
-    newer = lastmod_hint_rule(F.col("lastmod"), F.unix_micros("_last_fetched_at") / F.lit(1e6), COLUMN_OPS)
+    newer = lastmod_hint_rule(from_epoch_col(F.col("lastmod")), F.col("_last_fetched_at"), COLUMN_OPS)
     return (known.filter(newer)
             .select("host_bucket", "url_hash", "url", from_epoch_col(F.lit(now)).alias("next_fetch_at")))

@@ -112,8 +112,7 @@ def _due_regardless_of_host(url_state: DataFrame, now: float) -> DataFrame:
 
 def _held_back(now: float) -> Column:
     """held_back_rule of the host_state row at ``now``, as a Column."""
-    return held_back_rule(F.unix_micros("deferred_until") / F.lit(1e6), F.unix_micros("backoff_until") / F.lit(1e6),
-                          now, COLUMN_OPS)
+    return held_back_rule(F.col("deferred_until"), F.col("backoff_until"), from_epoch_col(F.lit(now)), COLUMN_OPS)
 
 
 def select_due(url_state: DataFrame, host_state: DataFrame, now: float) -> DataFrame:
@@ -227,12 +226,11 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
               .filter(F.col("_rank") <= selection.host_cap_rule(per_host_cap(cfg), F.col("url_budget"), COLUMN_OPS))
               .drop("url_budget"))
     top = split_budget(capped, int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"]))
-    def epoch(column: str) -> Column:
-        return F.unix_micros(column) / F.lit(1e6)
+    def fetched_after(column: str, ttl_s: float) -> Column:
+        return selection.fetched_after_rule(F.col(column), from_epoch_col(F.lit(now - ttl_s)), COLUMN_OPS)
 
-    fresh = selection.fetched_after_rule(epoch("robots_fetched_at"), now - float(cfg["fetch.robots_ttl_s"]), COLUMN_OPS)
-    sitemaps_fresh = selection.fetched_after_rule(epoch("sitemaps_fetched_at"), now - float(cfg["sitemaps.ttl_s"]),
-                                                  COLUMN_OPS)
+    fresh = fetched_after("robots_fetched_at", float(cfg["fetch.robots_ttl_s"]))
+    sitemaps_fresh = fetched_after("sitemaps_fetched_at", float(cfg["sitemaps.ttl_s"]))
     robots = host_state.select(
         "host_bucket", "host", "backoff_s", "sitemaps",
         *[F.when(fresh, F.col(c)).alias(c) for c in ("robots_status", "robots_txt", "robots_fetched_at")],
@@ -305,10 +303,10 @@ def _due_rows(url_state: DataFrame, now: float, limit: int, whole: bool) -> list
 
 def held_back_rule(deferred_until, backoff_until, now, ops):
     """The host is deferred (Crawl-delay too large) or backing off (429/503, robots.txt
-    unreachable) at ``now``: its URLs wait. Epoch seconds, compared as the timestamps' microseconds."""
-    now_us = ops.micros(ops.lit(float(now)))
-    return ((ops.not_null(deferred_until) & (ops.micros(deferred_until) > now_us))
-            | (ops.not_null(backoff_until) & (ops.micros(backoff_until) > now_us)))
+    unreachable) at ``now``: its URLs wait. Times as the path compares them: timestamp Columns
+    and a timestamp literal in Spark, whole microseconds (crawl.rule_ops micros) on the driver."""
+    return ((ops.not_null(deferred_until) & (deferred_until > now))
+            | (ops.not_null(backoff_until) & (backoff_until > now)))
 
 
 def choose_in_memory(due: list[dict], hosts: Mapping[str, Mapping[str, Any]], cfg: Mapping[str, Any],
@@ -319,7 +317,8 @@ def choose_in_memory(due: list[dict], hosts: Mapping[str, Mapping[str, Any]], cf
     hold the robots.txt bodies (else robots_txt is None and ``_robots`` says which rows get it)."""
     names = sorted({r["host"] for r in due})
     held_back = {h for h in names if h in hosts
-                 and held_back_rule(hosts[h]["deferred_until"], hosts[h]["backoff_until"], now, NUMPY_OPS)}
+                 and held_back_rule(NUMPY_OPS.micros(hosts[h]["deferred_until"]), NUMPY_OPS.micros(hosts[h]["backoff_until"]),
+                                    epoch_micros(now), NUMPY_OPS)}
     due = [r for r in due if r["host"] not in held_back]
     chosen = selection.select(due, lambda host: override_value(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]), host),
                               {h: hosts[h]["url_budget"] for h in names if h in hosts},

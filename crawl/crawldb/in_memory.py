@@ -79,9 +79,10 @@ def lost_content_rule(fetch_status, text_hash, old_text_hash, dup_of, ops):
 
 
 def lastmod_hint_rule(lastmod, last_fetched_at, ops):
-    """A known URL's sitemap lastmod is newer than our last fetch (epoch seconds, compared as the
-    timestamps' microseconds): it is due now. Never fetched (null): due already, no hint."""
-    return ops.not_null(lastmod) & ops.not_null(last_fetched_at) & (ops.micros(lastmod) > ops.micros(last_fetched_at))
+    """A known URL's sitemap lastmod is newer than our last fetch: it is due now. Never fetched
+    (null): due already, no hint. Times as the path compares them: timestamps in Spark, whole
+    microseconds (crawl.rule_ops micros) on the driver."""
+    return ops.not_null(lastmod) & ops.not_null(last_fetched_at) & (lastmod > last_fetched_at)
 
 
 def within_budget_rule(rank_in_host, cap, url_count, ops):
@@ -177,7 +178,7 @@ def plan(outcomes: list[Mapping[str, Any]], cands: list[Mapping[str, Any]], craw
         known = crawldb.get(key_of(c))
         if known is None:
             unknown[c["host"]].append(c)
-        elif lastmod_hint_rule(c["lastmod"], known["last_fetched_at"], NUMPY_OPS):
+        elif lastmod_hint_rule(NUMPY_OPS.micros(c["lastmod"]), NUMPY_OPS.micros(known["last_fetched_at"]), NUMPY_OPS):
             hints[key_of(c)] = now
     for key, row in crawldb.items():
         if row["status"] == DUPLICATE and row["dup_of"] in lost and (key[1], key[2]) not in attempted:

@@ -54,11 +54,11 @@ def over_quota_rule(pool_rank, discovery, quotas: tuple[int, int], ops):
     return pool_rank > ops.when(discovery, ops.lit(int(quotas[0])), ops.lit(int(quotas[1])))
 
 
-def fetched_after_rule(fetched_at, after: float, ops):
+def fetched_after_rule(fetched_at, after, ops):
     """A host's cached robots.txt (or sitemap list) was read after ``after`` (now − its TTL):
-    fresh, it rides on the fetchlist. Epoch seconds, compared as the timestamps' microseconds;
-    never read (null): not fresh."""
-    return ops.not_null(fetched_at) & (ops.micros(fetched_at) > ops.micros(ops.lit(float(after))))
+    fresh, it rides on the fetchlist; never read (null): not fresh. Times as the path compares
+    them: timestamps in Spark, whole microseconds (crawl.rule_ops micros) on the driver."""
+    return ops.not_null(fetched_at) & (fetched_at > after)
 
 
 def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_budget: Mapping[str, int | None],
@@ -110,12 +110,12 @@ def with_hosts(chosen: list[tuple[Mapping[str, Any], int]], hosts: Mapping[str, 
     for row, rank in chosen:
         host = hosts.get(row["host"], {})
         robots_at, sitemaps_at = host.get("robots_fetched_at"), host.get("sitemaps_fetched_at")
-        fresh = bool(fetched_after_rule(robots_at, robots_fresh_after, NUMPY_OPS))
+        fresh = bool(fetched_after_rule(NUMPY_OPS.micros(robots_at), NUMPY_OPS.micros(robots_fresh_after), NUMPY_OPS))
         values = {"robots_status": host.get("robots_status") if fresh else None,
                   "robots_fetched_at": robots_at if fresh else None,
                   "sitemaps": host.get("sitemaps"),
-                  "sitemaps_fetched_at": sitemaps_at if fetched_after_rule(sitemaps_at, sitemaps_fresh_after, NUMPY_OPS)
-                  else None}
+                  "sitemaps_fetched_at": sitemaps_at if fetched_after_rule(
+                      NUMPY_OPS.micros(sitemaps_at), NUMPY_OPS.micros(sitemaps_fresh_after), NUMPY_OPS) else None}
         first = best[row["host"]] == rank
         d = dict(row)
         d["backoff_s"] = host.get("backoff_s")
