@@ -54,13 +54,16 @@ CANDIDATE_AGGREGATES = (("depth", "min"), ("score", "sum"), ("redirect_hops", "m
 NEW_URL_ORDER = (By("score", descending=True), By("depth"), By("url"))
 
 
+_FOLDS: dict[str, Callable[[Any, Any], Any]] = {"min": min, "max": max, "sum": lambda x, y: x + y}
+
+
 def _fold(how: str, a: Any, b: Any) -> Any:
     """Spark's ``how`` aggregate of two values, nulls skipped (a group of nulls gives null)."""
     if a is None:
         return b
     if b is None:
         return a
-    return {"min": min, "max": max, "sum": lambda x, y: x + y}[how](a, b)
+    return _FOLDS[how](a, b)
 
 
 def duplicate_score_rule(score, dup_of, factor: float, ops):
