@@ -73,10 +73,12 @@ def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_bud
                        [r["next_fetch_at"] for r in due], [r["fetch_interval_s"] for r in due],
                        score_exponent=float(cfg["schedule.score_exponent"]),
                        depth_decay=float(cfg["schedule.depth_decay"]), score_floor=float(cfg["schedule.score_floor"]))
+    # the rules on whole columns at once (numpy), as Spark evaluates them on whole columns
+    discovery = np.atleast_1d(is_discovery_rule(np.array([r["fetch_count"] for r in due], dtype=float), NUMPY_OPS))
     by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for weight, row in zip(np.atleast_1d(weights).tolist(), due):
+    for weight, new, row in zip(np.atleast_1d(weights).tolist(), discovery.tolist(), due):
         by_host[row["host"]].append({"_priority": weight, "_row": row, "next_fetch_at": row["next_fetch_at"],
-                                     "url": row["url"]})
+                                     "url": row["url"], "_discovery": new})
     pools: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
     host_key = sort_key(HOST_RANK)
     for host, rows in by_host.items():
@@ -84,13 +86,13 @@ def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_bud
         cap = int(host_cap_rule(host_cap(host), url_budget.get(host), NUMPY_OPS))
         for rank, r in enumerate(rows[:max(cap, 0)], 1):
             r["_rank"] = rank
-            r["_discovery"] = bool(is_discovery_rule(r["_row"]["fetch_count"], NUMPY_OPS))
             pools[r["_discovery"]].append(r)
     ranked = []
-    for discovery in (True, False):
-        for pool_rank, r in enumerate(sorted(pools[discovery], key=sort_key(POOL_ORDER))[:top_n], 1):
-            r["_pool_rank"] = pool_rank
-            r["_over_quota"] = bool(over_quota_rule(pool_rank, discovery, quotas, NUMPY_OPS))
+    for pool in (True, False):
+        best = sorted(pools[pool], key=sort_key(POOL_ORDER))[:top_n]
+        over = np.atleast_1d(over_quota_rule(np.arange(1, len(best) + 1), pool, quotas, NUMPY_OPS)).tolist()
+        for pool_rank, (r, past) in enumerate(zip(best, over), 1):
+            r["_pool_rank"], r["_over_quota"] = pool_rank, past
             ranked.append(r)
     ranked.sort(key=sort_key(FILL_ORDER))
     return [(r["_row"], r["_rank"]) for r in ranked[:top_n]]
