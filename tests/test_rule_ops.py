@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from crawl.crawldb.in_memory import lastmod_hint_rule, lost_content_rule, within_budget_rule
@@ -13,6 +14,7 @@ from crawl.crawldb.selection import fetched_after_rule, host_cap_rule, is_discov
 from crawl.dedup.rules import canonical_key, first_fetched_rule, hamming
 from crawl.rule_ops import NUMPY_OPS, By, nulls_first_key, sort_key
 from jobs.column_ops import COLUMN_OPS, spark_order
+from jobs.tables import from_epoch_col
 
 NOW = 1_800_000_000.0
 SETTINGS = {"score_exponent": 0.5, "depth_decay": 0.9, "score_floor": 1e-6}
@@ -32,15 +34,21 @@ def _rules(row, ops, col):
     None as NaN), generate's Spark query through the rule itself."""
     if ops is NUMPY_OPS:
         weight = priority(col("score"), col("depth"), NOW, col("due"), col("interval"), **SETTINGS)
+
+        def time(value):  # how the driver compares times: whole microseconds
+            return NUMPY_OPS.micros(value)
     else:
         weight = priority_rule(col("score"), col("depth"), NOW, col("due"), col("interval"), ops, **SETTINGS)
+
+        def time(value):  # how Spark compares them: timestamps
+            return from_epoch_col(value if isinstance(value, Column) else F.lit(value))
     return (
         weight,
         is_discovery_rule(col("count"), ops),
         host_cap_rule(ops.lit(3), col("count"), ops),
         lost_content_rule(col("status"), col("text"), col("old"), col("dup"), ops),
-        lastmod_hint_rule(col("due"), col("at"), ops),
-        fetched_after_rule(col("at"), NOW - 20e-6, ops),
+        lastmod_hint_rule(time(col("due")), time(col("at")), ops),
+        fetched_after_rule(time(col("at")), time(NOW - 20e-6), ops),
         within_budget_rule(ops.lit(2), ops.lit(3), col("count"), ops),
         first_fetched_rule(col("due"), col("at"), ops),
     )
