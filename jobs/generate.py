@@ -21,7 +21,13 @@ Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= n
              leaves the rest to the other (a cycle is never smaller than top_n while that many
              are due within their hosts' caps), and neither a flood of new links nor a large
              refresh backlog can starve the other.
-          When at most generate.local_max_due URLs are due, they are ranked on the driver by the
+          3. With generate.fill_budget (the default), when the due URLs leave places free, known
+             URLs that are not due yet fill them (crawl.crawldb.selection.early_rule: last answer
+             2xx or 304, fetched at least schedule.min_interval_s ago), after every due URL in
+             their host's cap and in the cycle, ranked by importance × the share of their
+             interval gone by (crawl.crawldb.schedule.early_staleness_rule): the whole budget
+             is used every cycle, and pages that came due together spread out (issue 32).
+          When at most generate.local_max_due URLs are due (or taken early), they are ranked on the driver by the
           same rules (local_fetchlist, crawl/crawldb/selection.py), else by a Spark query
           (spark_fetchlist).
 Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's cached
@@ -52,6 +58,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from delta.tables import DeltaTable
@@ -62,7 +69,7 @@ from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 from crawl.fetch.fetcher import HOST_FIELDS
 from crawl.fetch.politeness import host_name, override_rule
 from crawl.crawldb import selection
-from crawl.crawldb.schedule import importance_rule, staleness_rule
+from crawl.crawldb.schedule import importance_rule, priority_rule, staleness_rule
 from crawl.crawldb.status import GENERATABLE_STATUSES
 from crawl.rule_ops import NUMPY_OPS, epoch_micros
 from jobs.column_ops import COLUMN_OPS, spark_order
@@ -97,16 +104,31 @@ def new_segment_id(now: float) -> str:
 
 
 # The crawldb columns select_fetchlist reads: keys, the priority's inputs (score, depth,
-# next_fetch_at, fetch_interval_s, fetch_count) and what the fetchlist carries.
+# next_fetch_at, fetch_interval_s, fetch_count; status and last_fetched_at: early_col) and what
+# the fetchlist carries.
 DUE_COLUMNS = ("url", "url_hash", "host", "host_bucket", "depth", "score", "next_fetch_at", "fetch_interval_s",
-               "fetch_count", "etag", "last_modified", "redirect_hops")
+               "fetch_count", "etag", "last_modified", "redirect_hops", "status", "last_fetched_at")
+DUE_TIMES = ("next_fetch_at", "last_fetched_at")
 
 
-def _due_regardless_of_host(url_state: DataFrame, now: float) -> DataFrame:
+def _epoch(name: str) -> Column:
+    return F.unix_micros(F.col(name)) / F.lit(1e6)
+
+
+def early_col(cfg: Mapping[str, Any], now: float) -> Column:
+    """crawl.crawldb.selection.early_rule as a Column: the row may fill the budget before it is due."""
+    return selection.early_rule(F.col("status"), _epoch("next_fetch_at"), _epoch("last_fetched_at"), float(now),
+                                float(cfg["schedule.min_interval_s"]), COLUMN_OPS)
+
+
+def _due_regardless_of_host(url_state: DataFrame, cfg: Mapping[str, Any], now: float) -> DataFrame:
     now_ts = from_epoch_col(F.lit(now))
+    due = F.col("next_fetch_at") <= now_ts
+    if cfg["generate.fill_budget"]:
+        due = due | early_col(cfg, now)
     return (url_state
             .filter(F.col("status").isin(*GENERATABLE_STATUSES))
-            .filter(F.col("next_fetch_at") <= now_ts)
+            .filter(due)
             .filter(F.col("lease_until").isNull() | (F.col("lease_until") <= now_ts)))
 
 
@@ -115,10 +137,10 @@ def _held_back(now: float) -> Column:
     return held_back_rule(F.col("deferred_until"), F.col("backoff_until"), from_epoch_col(F.lit(now)), COLUMN_OPS)
 
 
-def select_due(url_state: DataFrame, host_state: DataFrame, now: float) -> DataFrame:
+def select_due(url_state: DataFrame, host_state: DataFrame, cfg: Mapping[str, Any], now: float) -> DataFrame:
     """URLs eligible for fetching now (see module docstring)."""
     held_back = host_state.filter(_held_back(now)).select("host_bucket", "host")
-    return _due_regardless_of_host(url_state, now).join(held_back, ["host_bucket", "host"], "left_anti")
+    return _due_regardless_of_host(url_state, cfg, now).join(held_back, ["host_bucket", "host"], "left_anti")
 
 
 def host_name_col() -> Column:
@@ -172,8 +194,11 @@ def staleness_col(now: float) -> Column:
 
 def priority_col(cfg: Mapping[str, Any], now: float) -> Column:
     """crawl.crawldb.schedule.priority_rule as a Column (importance × staleness, higher first;
-    0 = not due). Reads score, depth, next_fetch_at and fetch_interval_s."""
-    return importance_col(cfg) * staleness_col(now)
+    0 = not due; a row taken early ranks by how close it is to due). Reads score, depth,
+    next_fetch_at, fetch_interval_s, status and last_fetched_at."""
+    return priority_rule(F.col("score").cast("double"), F.col("depth").cast("double"), float(now),
+                         _epoch("next_fetch_at"), F.col("fetch_interval_s").cast("double"), COLUMN_OPS,
+                         early=early_col(cfg, now), **_priority_settings(cfg))
 
 
 def is_discovery_col() -> Column:
@@ -216,7 +241,8 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
                      now: float) -> DataFrame:
     """Rank by priority, cap per host, split the budget between discovery and refresh, attach the
     fresh robots.txt cache; one row per URL to fetch (see the module docstring)."""
-    ranked = due.withColumn("_priority", priority_col(cfg, now)).withColumn("_discovery", is_discovery_col())
+    ranked = (due.withColumn("_priority", priority_col(cfg, now)).withColumn("_discovery", is_discovery_col())
+              .withColumn("_early", early_col(cfg, now)))
     per_host = Window.partitionBy("host").orderBy(*spark_order(selection.HOST_RANK))
     # a host flagged as a trap has a lowered budget (host_state.url_budget, set by update)
     budgets = host_state.filter(F.col("url_budget").isNotNull()).select("host_bucket", "host", "url_budget")
@@ -265,7 +291,7 @@ def spark_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
     # with all ~40 columns outgrew the default driver's memory and spilled (the query took 77 s
     # against 45 s with these 12: BENCHMARKS.md "Fourth run: a quiet machine").
     host_state = read_host_state(spark, root).cache()
-    due = select_due(read_url_state(spark, root), host_state, now).select(*DUE_COLUMNS).cache()
+    due = select_due(read_url_state(spark, root), host_state, cfg, now).select(*DUE_COLUMNS).cache()
     return Fetchlist(select_fetchlist(due, host_state, cfg, segment_id, now), cached=[due, host_state])
 
 
@@ -283,21 +309,32 @@ def _host_rows(spark: SparkSession, host_state: DataFrame, names: list[str] | No
     return {r["host"]: r.asDict() for r in hosts.filter(F.col("host").isin(names)).collect()}
 
 
-def _due_rows(url_state: DataFrame, now: float, limit: int, whole: bool) -> list[dict]:
-    """The due URLs of the crawldb ``url_state`` (DUE_COLUMNS, epoch times), leased or held back
-    or not; at most ``limit`` + 1 of them (more means: too many for the driver). ``whole``: read
-    the table whole through Arrow (it fits the driver) and filter there, else with the due filter."""
+def _due_rows(url_state: DataFrame, cfg: Mapping[str, Any], now: float, limit: int, whole: bool) -> list[dict]:
+    """The due URLs of the crawldb ``url_state`` (DUE_COLUMNS, epoch times), and with
+    generate.fill_budget those that may be taken early, leased or held back or not; at most
+    ``limit`` + 1 of them (more means: too many for the driver). ``whole``: read the table whole
+    through Arrow (it fits the driver) and filter there, else with the due filter."""
     if not whole:
-        due = _due_regardless_of_host(url_state, now).select(*DUE_COLUMNS)
-        return [r.asDict() for r in to_epoch(due, ["next_fetch_at"]).limit(limit + 1).collect()]
+        due = _due_regardless_of_host(url_state, cfg, now).select(*DUE_COLUMNS)
+        return [r.asDict() for r in to_epoch(due, DUE_TIMES).limit(limit + 1).collect()]
     now_us = pa.scalar(epoch_micros(now), pa.int64())
     statuses = pa.array(sorted(GENERATABLE_STATUSES), pa.string())
     frame = to_epoch(url_state.select(
-        *DUE_COLUMNS, "status", F.unix_micros("next_fetch_at").alias("_due_us"),
-        F.unix_micros("lease_until").alias("_lease_us")), ["next_fetch_at"])
-    rows = rows_where(frame, lambda t: pc.and_kleene(
-        pc.and_kleene(pc.is_in(t["status"], value_set=statuses), pc.less_equal(t["_due_us"], now_us)),
-        pc.or_kleene(pc.is_null(t["_lease_us"]), pc.less_equal(t["_lease_us"], now_us))))
+        *DUE_COLUMNS, F.unix_micros("next_fetch_at").alias("_due_us"),
+        F.unix_micros("lease_until").alias("_lease_us")), DUE_TIMES)
+
+    def wanted(t: pa.Table) -> pa.Array:
+        due = pc.less_equal(t["_due_us"], now_us)
+        if cfg["generate.fill_budget"]:
+            with np.errstate(invalid="ignore"):  # null times are NaN, and compare as false
+                early = selection.early_rule(t["status"].to_numpy(), t["next_fetch_at"].to_numpy(),
+                                             t["last_fetched_at"].to_numpy(), float(now),
+                                             float(cfg["schedule.min_interval_s"]), NUMPY_OPS)
+            due = pc.or_kleene(due, pa.array(np.asarray(early, dtype=bool)))
+        return pc.and_kleene(pc.and_kleene(pc.is_in(t["status"], value_set=statuses), due),
+                             pc.or_kleene(pc.is_null(t["_lease_us"]), pc.less_equal(t["_lease_us"], now_us)))
+
+    rows = rows_where(frame, wanted)
     return [{c: r[c] for c in DUE_COLUMNS} for r in rows[:limit + 1]]
 
 
@@ -354,7 +391,7 @@ def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
     if limit <= 0:
         return None
     due, hosts = run_concurrently(
-        lambda: _due_rows(read_url_state(spark, root), now, limit, fits_driver(spark, cfg, root.crawldb)),
+        lambda: _due_rows(read_url_state(spark, root), cfg, now, limit, fits_driver(spark, cfg, root.crawldb)),
         lambda: _host_rows(spark, read_host_state(spark, root), None) if fits_driver(spark, cfg, root.hostdb) else None)
     if len(due) > limit:
         return None

@@ -87,6 +87,8 @@ def generate_case(draw, case: int, robots_ttl_s: float, sitemaps_ttl_s: float):
             next_fetch_at=draw(st.sampled_from([None, NOW - 3 * DAY, NOW - 3600.0, NOW - 1e-6, NOW, NOW + 1.0,
                                                 NOW + DAY])),
             fetch_interval_s=draw(st.sampled_from([None, None, 0, 3600, 86_400])),
+            # around schedule.min_interval_s (3600 s): URLs that generate.fill_budget may take early or not
+            last_fetched_at=draw(st.sampled_from([None, NOW - 2 * DAY, NOW - 3600.0, NOW - 3599.0, NOW - 600.0])),
             fetch_count=draw(st.integers(0, 3)),
             lease_until=draw(st.sampled_from([None, None, NOW - 60.0, NOW, NOW + 600.0])),
             etag=draw(st.sampled_from([None, '"e1"'])),
@@ -117,6 +119,7 @@ def generate_example(draw):
         {"pattern": "H1.C2.TEST", "max_urls_per_cycle": 2},
         {"pattern": "*.test", "delay_s": 1.0}]), max_size=3, unique_by=lambda e: e["pattern"]))
     cfg = make_config(generate__max_urls_per_host=draw(st.integers(1, 5)),
+                      generate__fill_budget=draw(st.booleans()),
                       generate__top_n=draw(st.integers(1, 12)),
                       generate__discovery_share=draw(st.sampled_from([0.0, 0.3, 0.5, 1.0])),
                       schedule__score_exponent=draw(st.sampled_from([0.5, 1.0])),
@@ -137,8 +140,8 @@ def test_generate_chooses_the_same_fetchlist_both_ways(spark, example):
     host_state = _frame(spark, host_rows, HOST_STATE_SCHEMA, HOST_STATE_TIMES)
 
     # driver: the due URLs read whole through Arrow, and by the due filter (a larger crawldb)
-    due = generate._due_rows(url_state, NOW, 10_000, whole=True)
-    assert table_rows(due) == table_rows(generate._due_rows(url_state, NOW, 10_000, whole=False))
+    due = generate._due_rows(url_state, cfg, NOW, 10_000, whole=True)
+    assert table_rows(due) == table_rows(generate._due_rows(url_state, cfg, NOW, 10_000, whole=False))
     hosts = generate._host_rows(spark, host_state, None)
     local = []
     for case in range(len(cases)):

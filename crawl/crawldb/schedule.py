@@ -372,12 +372,25 @@ def staleness_rule(now, next_fetch_at, interval, ops):
     return ops.when(not_due, ops.lit(0.0), ops.lit(1.0) + ops.greatest(overdue, ops.lit(0.0)))
 
 
+def early_staleness_rule(now, next_fetch_at, interval, ops):
+    """How close a URL that is not due yet is to due, relative to its own interval:
+    1 + (now − next_fetch_at) / interval, at least 0 (the share of its interval gone by, for a URL
+    whose next fetch is one interval after its last); 0 without an interval. Ranks the URLs
+    generate takes before they are due (crawl.crawldb.selection.early_rule)."""
+    known = ops.not_null(interval) & (interval > 0) & ops.not_null(next_fetch_at)
+    return ops.when(known, ops.greatest(ops.lit(1.0) + (now - next_fetch_at) / interval, ops.lit(0.0)), ops.lit(0.0))
+
+
 def priority_rule(score, depth, now, next_fetch_at, interval, ops, *, score_exponent: float,
-                  depth_decay: float, score_floor: float):
-    """generate's ranking of a URL: importance × staleness (higher first; 0 = not due)."""
+                  depth_decay: float, score_floor: float, early=None):
+    """generate's ranking of a URL: importance × staleness (higher first; 0 = not due), or, for
+    a URL taken early (``early`` true), importance × early_staleness_rule."""
+    staleness_of = staleness_rule(now, next_fetch_at, interval, ops)
+    if early is not None:
+        staleness_of = ops.when(early, early_staleness_rule(now, next_fetch_at, interval, ops), staleness_of)
     return (importance_rule(score, depth, ops, score_exponent=score_exponent, depth_decay=depth_decay,
                             score_floor=score_floor)
-            * staleness_rule(now, next_fetch_at, interval, ops))
+            * staleness_of)
 
 
 def importance(score, depth, *, score_exponent: float, depth_decay: float, score_floor: float):
@@ -393,8 +406,11 @@ def staleness(now, next_fetch_at, interval):
 
 
 def priority(score, depth, now, next_fetch_at, interval, *, score_exponent: float,
-             depth_decay: float, score_floor: float):
+             depth_decay: float, score_floor: float, early=None):
     """priority_rule on numbers or numpy arrays (None / NaN: null)."""
-    w = importance(score, depth, score_exponent=score_exponent, depth_decay=depth_decay,
-                   score_floor=score_floor)
-    return _out(np.asarray(w) * np.asarray(staleness(now, next_fetch_at, interval)))
+    with np.errstate(divide="ignore", invalid="ignore"):  # rows without an interval: discarded by ``when``
+        return _out(priority_rule(_times(score), _times(depth), np.asarray(now, dtype=float), _times(next_fetch_at),
+                                  _times(interval), NUMPY_OPS, score_exponent=score_exponent,
+                                  depth_decay=depth_decay, score_floor=score_floor,
+                                  early=None if early is None else np.asarray(early, dtype=bool)))
+

@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from crawl.crawldb.schedule import priority
+from crawl.crawldb.status import FETCHED, NOTMODIFIED
 from crawl.rule_ops import NUMPY_OPS, By, sort_key
 
 
@@ -32,9 +33,24 @@ from crawl.rule_ops import NUMPY_OPS, By, sort_key
 # jobs.column_ops.spark_order in jobs/generate.py). Row fields: _priority (priority_rule),
 # _rank (the URL's rank in its host), _pool_rank (its rank in its pool), _discovery (pool),
 # _over_quota (over_quota_rule).
-HOST_RANK = (By("_priority", descending=True), By("next_fetch_at"), By("url"))
-POOL_ORDER = (By("_priority", descending=True), By("_rank"), By("next_fetch_at"), By("url"))
-FILL_ORDER = (By("_over_quota"), By("_pool_rank"), By("_discovery"))
+# _early (early_rule) comes first everywhere: a URL taken before it is due only ever fills places
+# no due URL wants, in its host and in the cycle.
+HOST_RANK = (By("_early"), By("_priority", descending=True), By("next_fetch_at"), By("url"))
+POOL_ORDER = (By("_early"), By("_priority", descending=True), By("_rank"), By("next_fetch_at"), By("url"))
+FILL_ORDER = (By("_early"), By("_over_quota"), By("_pool_rank"), By("_discovery"))
+# The statuses whose next fetch the change-rate schedule set (crawl.crawldb.status: a 2xx or a
+# 304): only these are taken early; retries, gone re-checks and the rest keep their own times.
+EARLY_STATUSES = (FETCHED, NOTMODIFIED)
+
+
+def early_rule(status, next_fetch_at, last_fetched_at, now, min_interval_s: float, ops):
+    """The URL may fill a cycle's budget before it is due (generate.fill_budget): its interval
+    came from the change-rate schedule, it is not due yet, and it was last fetched at least
+    schedule.min_interval_s ago. Issue 32, finding 1: pages found together come due together,
+    and the cycles between those waves left most of top_n unused; taking the URLs closest to
+    due instead spreads the waves out and keeps every cycle full. Times in epoch seconds."""
+    return (ops.isin(status, EARLY_STATUSES) & ops.not_null(next_fetch_at) & (next_fetch_at > now)
+            & ops.not_null(last_fetched_at) & (last_fetched_at + ops.lit(float(min_interval_s)) <= now))
 
 
 def is_discovery_rule(fetch_count, ops):
@@ -64,21 +80,27 @@ def fetched_after_rule(fetched_at, after, ops):
 def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_budget: Mapping[str, int | None],
            quotas: tuple[int, int], top_n: int, cfg: Mapping[str, Any], now: float) -> list[tuple[Mapping[str, Any], int]]:
     """(due row, rank in its host) of each URL the cycle fetches, best first. ``due``: the due
-    URLs (jobs/generate.DUE_COLUMNS, next_fetch_at in epoch seconds) of hosts neither deferred
-    nor backing off; ``url_budget``: a host's lowered budget, if it has one; ``quotas``: the
+    URLs (jobs/generate.DUE_COLUMNS, times in epoch seconds) of hosts neither deferred nor backing
+    off, and with generate.fill_budget those that may be taken early (early_rule); ``url_budget``: a host's lowered budget, if it has one; ``quotas``: the
     (discovery, refresh) split of ``top_n``."""
     if not due:
         return []
-    weights = priority([r["score"] for r in due], [r["depth"] for r in due], now,
-                       [r["next_fetch_at"] for r in due], [r["fetch_interval_s"] for r in due],
+    next_at = [r["next_fetch_at"] for r in due]
+    with np.errstate(invalid="ignore"):  # null times are NaN here, and compare as false
+        early = np.atleast_1d(early_rule(np.array([r["status"] for r in due], dtype=object),
+                                         np.array(next_at, dtype=float),
+                                         np.array([r["last_fetched_at"] for r in due], dtype=float), float(now),
+                                         float(cfg["schedule.min_interval_s"]), NUMPY_OPS))
+    weights = priority([r["score"] for r in due], [r["depth"] for r in due], now, next_at,
+                       [r["fetch_interval_s"] for r in due], early=early,
                        score_exponent=float(cfg["schedule.score_exponent"]),
                        depth_decay=float(cfg["schedule.depth_decay"]), score_floor=float(cfg["schedule.score_floor"]))
     # the rules on whole columns at once (numpy), as Spark evaluates them on whole columns
     discovery = np.atleast_1d(is_discovery_rule(np.array([r["fetch_count"] for r in due], dtype=float), NUMPY_OPS))
     by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for weight, new, row in zip(np.atleast_1d(weights).tolist(), discovery.tolist(), due):
-        by_host[row["host"]].append({"_priority": weight, "_row": row, "next_fetch_at": row["next_fetch_at"],
-                                     "url": row["url"], "_discovery": new})
+    for weight, is_early, new, row in zip(np.atleast_1d(weights).tolist(), early.tolist(), discovery.tolist(), due):
+        by_host[row["host"]].append({"_priority": weight, "_early": bool(is_early), "_row": row,
+                                     "next_fetch_at": row["next_fetch_at"], "url": row["url"], "_discovery": new})
     pools: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
     host_key = sort_key(HOST_RANK)
     for host, rows in by_host.items():
