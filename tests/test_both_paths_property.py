@@ -154,7 +154,7 @@ def test_generate_chooses_the_same_fetchlist_both_ways(spark, example):
     by_spark = None
     for urls, hosts_of_case in cases:
         case_hosts = _frame(spark, hosts_of_case, HOST_STATE_SCHEMA, HOST_STATE_TIMES)
-        due_of_case = generate.select_due(_frame(spark, urls, URL_STATE_SCHEMA, URL_STATE_TIMES), case_hosts, NOW)
+        due_of_case = generate.select_due(_frame(spark, urls, URL_STATE_SCHEMA, URL_STATE_TIMES), case_hosts, cfg, NOW)
         chosen = generate.select_fetchlist(due_of_case.select(*generate.DUE_COLUMNS), case_hosts, cfg, SEGMENT,
                                            NOW).select(*columns)
         by_spark = chosen if by_spark is None else by_spark.unionByName(chosen)
