@@ -354,7 +354,7 @@ def run_layout(spark, cfg, layout: str, root: str, staging: str, info: dict[str,
 
     def generate():
         url_state = spark.read.format("delta").load(path)
-        fl = select_fetchlist(select_due(url_state, host_state, now), host_state, cfg, "20260101000001-000000", now)
+        fl = select_fetchlist(select_due(url_state, host_state, cfg, now), host_state, cfg, "20260101000001-000000", now)
         fl.write.format("noop").mode("overwrite").save()
     res["generate_s"], _ = best_of(repeats, generate)
 

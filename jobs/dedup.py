@@ -49,13 +49,15 @@ from typing import Any, Iterator, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StructField, StructType
 
 from crawl.dedup.in_memory import Decision, decide
-from crawl.dedup.rules import BANDS_PER_PAGE, SIMHASH_BANDS, band_rows, is_near_duplicate
+from crawl.dedup.rules import (BANDS_PER_PAGE, EXACT, NEAR, SIMHASH_BANDS, band_collisions, band_rows, canonical_key,
+                               first_fetched_rule, hamming, is_cool_band, is_near_duplicate)
 from crawl.crawldb.status import FetchStatus
+from jobs.engine.column_ops import COLUMN_OPS
 from jobs.engine.commit_info import writes_commits
 from jobs.engine.common import run_segment_step
 from jobs.engine.errors import UserError
@@ -92,22 +94,24 @@ def fetched_pages(spark: SparkSession, root: CrawlRoot, segment_id: str) -> Data
             .select(*_PAGE_COLUMNS[:-1], "fetched_at"))
 
 
-def _first(fetched_at: float, known_first: float | None) -> float:
-    """When the URL was first fetched: dedup/pages knows, if the URL is there already, else this fetch."""
-    return known_first if known_first is not None else fetched_at
-
-
 def segment_pages(spark: SparkSession, root: CrawlRoot, segment_id: str, known: DataFrame) -> DataFrame:
     """The segment's 2xx pages that have text, with ``first`` = when the URL was first fetched
     (from dedup/pages if it is there already, else this fetch), as epoch seconds."""
-    pages = fetched_pages(spark, root, segment_id)
+    return with_first(fetched_pages(spark, root, segment_id), known)
+
+
+def with_first(pages: DataFrame, known: DataFrame) -> DataFrame:
+    """``pages`` (fetched_pages) with ``first`` = when the URL was first fetched
+    (crawl.dedup.rules.first_fetched_rule: from dedup/pages ``known`` if it is there already,
+    else this fetch), as epoch seconds."""
     # only dedup/pages rows of the segment's URLs: selected by a broadcast of their url_hash
     # values (8 bytes each), so the table is read, not shuffled
     hashes = F.broadcast(pages.select("url_hash").distinct())
     firsts = to_epoch(known.select("url_hash", "url", F.col("first_fetched_at").alias("_first"))
                       .join(hashes, "url_hash", "left_semi"), ["_first"])
     return (pages.join(firsts, ["url_hash", "url"], "left")
-            .withColumn("first", F.coalesce("_first", "fetched_at")).drop("_first", "fetched_at"))
+            .withColumn("first", first_fetched_rule(F.col("fetched_at"), F.col("_first"), COLUMN_OPS))
+            .drop("_first", "fetched_at"))
 
 
 def _bands_of(rows: Iterator[Any]) -> Iterator[tuple]:
@@ -231,12 +235,14 @@ def _whole_slices(spark: SparkSession, known: DataFrame, old_bands: DataFrame, s
 
 
 def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataFrame, known: DataFrame,
-                     old_bands: DataFrame, root: CrawlRoot | None = None) -> InMemory | None:
+                     old_bands: DataFrame, root: CrawlRoot | None = None, whole: bool | None = None
+                     ) -> InMemory | None:
     """The duplicates of a segment of at most dedup.local_max_pages pages, decided on the driver
     (crawl/dedup/in_memory.py) from what it collects: the segment's pages, the band rows holding
     one of their band values (at most _SLICE_MAX_KEYS) and the dedup/pages rows those can meet
     (as table_slices selects them): read whole when both tables of ``root`` fit the driver
-    (_whole_slices), else filtered (_filtered_slices, also without ``root``). Three reads
+    (_whole_slices), else filtered (_filtered_slices, also without ``root``); ``whole`` decides
+    instead when given. Three reads
     instead of a dozen planned queries. None when the segment or its band slice is larger (or a
     page appears twice): duplicates() decides then."""
     limit = int(cfg["dedup.local_max_pages"])
@@ -248,9 +254,10 @@ def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataF
     if len(rows) > limit or len(segment_keys) != len(rows):
         return None
     new_bands = list(_bands_of(page_rows))
-    slices = _whole_slices if root is not None and all(run_concurrently(
-        *(lambda path=path: fits_driver(spark, cfg, path) for path in (root.dedup_pages, root.dedup_bands)))) \
-        else _filtered_slices
+    if whole is None:
+        whole = root is not None and all(run_concurrently(
+            *(lambda path=path: fits_driver(spark, cfg, path) for path in (root.dedup_pages, root.dedup_bands))))
+    slices = _whole_slices if whole else _filtered_slices
     sliced = slices(spark, known, old_bands, segment_keys, {(b[2], b[3]) for b in new_bands},
                     {p["text_hash"] for p in page_rows})
     if sliced is None:
@@ -259,7 +266,7 @@ def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataF
     # the segment's pages' own rows are among the known rows: ``first`` comes from them (segment_pages)
     firsts = {(r["url_hash"], r["url"]): r["first"] for r in known_rows}
     for p in page_rows:
-        p["first"] = _first(p.pop("fetched_at"), firsts.get((p["url_hash"], p["url"])))
+        p["first"] = first_fetched_rule(p.pop("fetched_at"), firsts.get((p["url_hash"], p["url"])))
     decision = decide(page_rows, known_rows, new_bands, band_slice,
                       int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"]),
                       int(cfg["dedup.max_band_candidates"]))
@@ -312,8 +319,8 @@ def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: 
               .groupBy("band", "value").agg(F.count("*").alias("n"), F.sum("_new").alias("n_new"))
               .filter(F.col("n_new") > 0)).cache()
     cached.append(counts)
-    cool_values = F.col("n") <= max_candidates
-    figures = counts.agg(F.sum(F.when(cool_values, F.col("n_new") * (F.col("n") - 1))).alias("collisions"),
+    cool_values = is_cool_band(F.col("n"), max_candidates)
+    figures = counts.agg(F.sum(F.when(cool_values, band_collisions(F.col("n_new"), F.col("n")))).alias("collisions"),
                          F.count(F.when(~cool_values, 1)).alias("hot")).first()
     hot = _small(counts.filter(~cool_values).select("band", "value"), cached, n_bands)
     cool = new_bands.join(hot, ["band", "value"], "left_anti")
@@ -324,7 +331,7 @@ def candidate_pairs(new_bands: DataFrame, old_bands: DataFrame, max_candidates: 
     pair = ("url_hash", "url", "o_url_hash", "o_url", "o_old")
     simhash_near = (cool.filter(is_simhash).join(others.filter(is_simhash), ["band", "value"])
                     .filter((F.col("url_hash") != F.col("o_url_hash"))
-                            & (F.bit_count(F.col("simhash").bitwiseXOR(F.col("o_simhash"))) <= max_hamming))
+                            & (hamming(F.col("simhash"), F.col("o_simhash"), COLUMN_OPS) <= max_hamming))
                     .select(*pair).distinct())
     shared = _small(counts.filter(~is_simhash & cool_values & (F.col("n") > 1)).select("band", "value"), cached,
                     n_bands)
@@ -368,7 +375,9 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
     page_keys = pages.select("url_hash", "url")
     known_pages = to_epoch(known.select(*[c for c in _PAGE_COLUMNS if c != "first"],
                                         F.col("first_fetched_at").alias("first")), ["first"])
-    key = lambda p: F.struct(F.col(p + "first"), -F.col(p + "score"), F.length(p + "url"), F.col(p + "url"))  # noqa: E731
+    def key(p: str) -> Column:
+        """crawl.dedup.rules.canonical_key of the ``p``-prefixed page, as a struct (smallest wins)."""
+        return F.struct(*canonical_key(F.col(p + "first"), F.col(p + "score"), F.col(p + "url"), COLUMN_OPS))
 
     # exact: one row per page — the best page with the same text. A group-by, never pairs, so
     # ten thousand copies of one text cost as much as ten thousand distinct pages. Earlier pages
@@ -380,7 +389,7 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
                  .groupBy("text_hash").agg(F.min(F.struct(key("").alias("k"), "url_hash", "url")).alias("b"))
                  .select("text_hash", F.col("b.url_hash").alias("o_url_hash"), F.col("b.url").alias("o_url")))
     exact = (pages.join(best_text, "text_hash").filter(F.col("url_hash") != F.col("o_url_hash"))
-             .select("url_hash", "url", "o_url_hash", "o_url", F.lit("exact").alias("match")))
+             .select("url_hash", "url", "o_url_hash", "o_url", F.lit(EXACT).alias("match")))
 
     max_hamming, min_jaccard = int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"])
     if new_bands is None:
@@ -406,7 +415,7 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
     confirmed = spark.createDataFrame(
         with_prints.rdd.mapPartitions(lambda it: _near_pairs(it, max_hamming, min_jaccard)),
         "url_hash long, url string, o_url_hash long, o_url string", verifySchema=False)
-    near = _without_stale(cand.simhash_near, page_keys).unionByName(confirmed).withColumn("match", F.lit("near"))
+    near = _without_stale(cand.simhash_near, page_keys).unionByName(confirmed).withColumn("match", F.lit(NEAR))
 
     # exact matches first: a pair found both ways counts as exact
     matches = (exact.unionByName(near)
@@ -523,7 +532,7 @@ def _deduplicate(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, s
         spark.createDataFrame(small.decision.duplicates, _RESULT_SCHEMA).write.mode("overwrite") \
             .parquet(root.dedup_result(segment_id))
         matches = [d[4] for d in small.decision.duplicates]
-        result = DedupResult(segment_id, small.n_pages, matches.count("exact"), matches.count("near"),
+        result = DedupResult(segment_id, small.n_pages, matches.count(EXACT), matches.count(NEAR),
                              small.decision.collisions, small.decision.hot_values)
         written = spark.read.parquet(root.dedup_result(segment_id))
         merge_dedup_tables(spark, cfg, root, small.pages, written, segment_id, small.new_bands, small.all_new)
@@ -532,10 +541,7 @@ def _deduplicate(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, s
     new_bands = page_bands(spark, pages).cache()  # Python: computed once for the join and the MERGE
     slices: list[DataFrame] = []
     try:
-        n_pages = pages.count()
-        if n_pages <= _SLICE_MAX_PAGES:
-            known, old_bands = table_slices(pages, new_bands, known, old_bands, slices)
-        dups, cand, cached = duplicates(spark, pages, known, old_bands, cfg, new_bands, n_pages)
+        n_pages, (dups, cand, cached) = decide_by_spark(spark, cfg, pages, new_bands, known, old_bands, slices)
         try:
             dups.write.mode("overwrite").parquet(root.dedup_result(segment_id))
         finally:
@@ -543,13 +549,26 @@ def _deduplicate(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, s
                 df.unpersist()
         written = spark.read.parquet(root.dedup_result(segment_id))
         counts = {r["match"]: r["n"] for r in written.groupBy("match").agg(F.count("*").alias("n")).collect()}
-        result = DedupResult(segment_id, n_pages, counts.get("exact", 0), counts.get("near", 0),
+        result = DedupResult(segment_id, n_pages, counts.get(EXACT, 0), counts.get(NEAR, 0),
                              cand.collisions, cand.hot_values)
         merge_dedup_tables(spark, cfg, root, pages, written, segment_id, new_bands)
     finally:
         for df in (*slices, new_bands, pages):
             df.unpersist()
     return result
+
+
+def decide_by_spark(spark: SparkSession, cfg: Mapping[str, Any], pages: DataFrame, new_bands: DataFrame,
+                    known: DataFrame, old_bands: DataFrame, slices: list[DataFrame]
+                    ) -> tuple[int, tuple[DataFrame, Candidates, list[DataFrame]]]:
+    """(the number of pages, duplicates()'s answer) for the segment's ``pages`` (segment_pages,
+    cached) and their ``new_bands`` (page_bands, cached): against cached slices of the tables
+    (table_slices, added to ``slices``) for a segment of up to _SLICE_MAX_PAGES pages, else
+    against the tables."""
+    n_pages = pages.count()
+    if n_pages <= _SLICE_MAX_PAGES:
+        known, old_bands = table_slices(pages, new_bands, known, old_bands, slices)
+    return n_pages, duplicates(spark, pages, known, old_bands, cfg, new_bands, n_pages)
 
 
 def main(argv: list[str] | None = None) -> int:

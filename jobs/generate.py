@@ -24,7 +24,13 @@ Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= n
              leaves the rest to the other (a cycle is never smaller than top_n while that many
              are due within their hosts' caps), and neither a flood of new links nor a large
              refresh backlog can starve the other.
-          When at most generate.local_max_due URLs are due, they are ranked on the driver by the
+          3. With generate.fill_budget (the default), when the due URLs leave places free, known
+             URLs that are not due yet fill them (crawl.crawldb.selection.early_rule: last answer
+             2xx or 304, fetched at least schedule.min_interval_s ago), after every due URL in
+             their host's cap and in the cycle, ranked by importance × the share of their
+             interval gone by (crawl.crawldb.schedule.early_staleness_rule): the whole budget
+             is used every cycle, and pages that came due together spread out (issue 32).
+          When at most generate.local_max_due URLs are due (or taken early), they are ranked on the driver by the
           same rules (local_fetchlist, crawl/crawldb/selection.py), else by a Spark query
           (spark_fetchlist).
 Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's cached
@@ -53,6 +59,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from delta.tables import DeltaTable
@@ -65,8 +72,10 @@ from crawl.fetch.politeness import override_value
 from crawl.crawldb import selection
 from crawl.crawldb.segment_ids import new_segment_id
 from crawl.crawldb.selection import budget_split
-from crawl.crawldb.schedule import epoch_micros
+from crawl.crawldb.schedule import importance_rule, priority_rule, staleness_rule
 from crawl.crawldb.status import GENERATABLE_STATUSES
+from crawl.rule_ops import NUMPY_OPS, epoch_micros
+from jobs.engine.column_ops import COLUMN_OPS, spark_order
 from jobs.engine.commit_info import note_segment, writes_commits
 from jobs.engine.common import add_run_options, is_commit_conflict, run_spark_step
 from jobs.engine.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
@@ -96,29 +105,43 @@ class GenerateResult:
 
 
 # The crawldb columns select_fetchlist reads: keys, the priority's inputs (score, depth,
-# next_fetch_at, fetch_interval_s, fetch_count) and what the fetchlist carries.
+# next_fetch_at, fetch_interval_s, fetch_count; status and last_fetched_at: early_col) and what
+# the fetchlist carries.
 DUE_COLUMNS = ("url", "url_hash", "host", "host_bucket", "depth", "score", "next_fetch_at", "fetch_interval_s",
-               "fetch_count", "etag", "last_modified", "redirect_hops")
+               "fetch_count", "etag", "last_modified", "redirect_hops", "status", "last_fetched_at")
+DUE_TIMES = ("next_fetch_at", "last_fetched_at")
 
 
-def _due_regardless_of_host(url_state: DataFrame, now: float) -> DataFrame:
+def _epoch(name: str) -> Column:
+    return F.unix_micros(F.col(name)) / F.lit(1e6)
+
+
+def early_col(cfg: Mapping[str, Any], now: float) -> Column:
+    """crawl.crawldb.selection.early_rule as a Column: the row may fill the budget before it is due."""
+    return selection.early_rule(F.col("status"), _epoch("next_fetch_at"), _epoch("last_fetched_at"), float(now),
+                                float(cfg["schedule.min_interval_s"]), COLUMN_OPS)
+
+
+def _due_regardless_of_host(url_state: DataFrame, cfg: Mapping[str, Any], now: float) -> DataFrame:
     now_ts = from_epoch_col(F.lit(now))
+    due = F.col("next_fetch_at") <= now_ts
+    if cfg["generate.fill_budget"]:
+        due = due | early_col(cfg, now)
     return (url_state
             .filter(F.col("status").isin(*GENERATABLE_STATUSES))
-            .filter(F.col("next_fetch_at") <= now_ts)
+            .filter(due)
             .filter(F.col("lease_until").isNull() | (F.col("lease_until") <= now_ts)))
 
 
 def _held_back(now: float) -> Column:
-    """The host is deferred (Crawl-delay too large) or backing off (429/503, robots.txt unreachable)."""
-    now_ts = from_epoch_col(F.lit(now))
-    return (F.col("deferred_until") > now_ts) | (F.col("backoff_until") > now_ts)
+    """held_back_rule of the host_state row at ``now``, as a Column."""
+    return held_back_rule(F.col("deferred_until"), F.col("backoff_until"), from_epoch_col(F.lit(now)), COLUMN_OPS)
 
 
-def select_due(url_state: DataFrame, host_state: DataFrame, now: float) -> DataFrame:
+def select_due(url_state: DataFrame, host_state: DataFrame, cfg: Mapping[str, Any], now: float) -> DataFrame:
     """URLs eligible for fetching now (see module docstring)."""
     held_back = host_state.filter(_held_back(now)).select("host_bucket", "host")
-    return _due_regardless_of_host(url_state, now).join(held_back, ["host_bucket", "host"], "left_anti")
+    return _due_regardless_of_host(url_state, cfg, now).join(held_back, ["host_bucket", "host"], "left_anti")
 
 
 def largest_host_cap(cfg: Mapping[str, Any]) -> int:
@@ -131,42 +154,45 @@ def largest_host_cap(cfg: Mapping[str, Any]) -> int:
                + [int(e["max_urls_per_cycle"]) for e in cfg["fetch.host_overrides"] if "max_urls_per_cycle" in e])
 
 
+def _priority_settings(cfg: Mapping[str, Any]) -> dict[str, float]:
+    return {"score_exponent": float(cfg["schedule.score_exponent"]), "depth_decay": float(cfg["schedule.depth_decay"]),
+            "score_floor": float(cfg["schedule.score_floor"])}
+
+
 def importance_col(cfg: Mapping[str, Any]) -> Column:
-    """crawl.crawldb.schedule.importance of the row's score and depth."""
-    score = F.greatest(F.col("score").cast("double"), F.lit(float(cfg["schedule.score_floor"])))
-    depth = F.greatest(F.col("depth").cast("double"), F.lit(0.0))
-    return (F.pow(score, F.lit(float(cfg["schedule.score_exponent"])))
-            * F.pow(F.lit(float(cfg["schedule.depth_decay"])), depth))
+    """crawl.crawldb.schedule.importance_rule of the row's score and depth, as a Column."""
+    return importance_rule(F.col("score").cast("double"), F.col("depth").cast("double"), COLUMN_OPS,
+                           **_priority_settings(cfg))
 
 
 def staleness_col(now: float) -> Column:
-    """crawl.crawldb.schedule.staleness of the row at ``now``: 0 before next_fetch_at, then
-    1 + (now − next_fetch_at) / fetch_interval_s; 1 once due without an interval (never fetched)."""
+    """crawl.crawldb.schedule.staleness_rule of the row at ``now``, as a Column (next_fetch_at in
+    epoch seconds, as the driver path reads it: jobs.tables.to_epoch)."""
     due_at = F.unix_micros(F.col("next_fetch_at")) / F.lit(1e6)
-    interval = F.col("fetch_interval_s").cast("double")
-    now_col = F.lit(float(now))
-    known = interval.isNotNull() & (interval > 0) & due_at.isNotNull()
-    overdue = F.when(known, (now_col - due_at) / interval).otherwise(F.lit(0.0))
-    return (F.when(due_at.isNotNull() & (now_col < due_at), F.lit(0.0))
-            .otherwise(F.lit(1.0) + F.greatest(overdue, F.lit(0.0))))
+    return staleness_rule(float(now), due_at, F.col("fetch_interval_s").cast("double"), COLUMN_OPS)
 
 
 def priority_col(cfg: Mapping[str, Any], now: float) -> Column:
-    """crawl.crawldb.schedule.priority as a Column (importance × staleness, higher first; 0 = not due).
-    Reads score, depth, next_fetch_at and fetch_interval_s; tests hold it equal to the pure one."""
-    return importance_col(cfg) * staleness_col(now)
+    """crawl.crawldb.schedule.priority_rule as a Column (importance × staleness, higher first;
+    0 = not due; a row taken early ranks by how close it is to due). Reads score, depth,
+    next_fetch_at, fetch_interval_s, status and last_fetched_at."""
+    return priority_rule(F.col("score").cast("double"), F.col("depth").cast("double"), float(now),
+                         _epoch("next_fetch_at"), F.col("fetch_interval_s").cast("double"), COLUMN_OPS,
+                         early=early_col(cfg, now), **_priority_settings(cfg))
 
 
 def is_discovery_col() -> Column:
-    """The URL has never had an answer (fetch_count 0): it belongs to the discovery pool."""
-    return F.coalesce(F.col("fetch_count"), F.lit(0)) == 0
+    """crawl.crawldb.selection.is_discovery_rule: the URL belongs to the discovery pool."""
+    return selection.is_discovery_rule(F.col("fetch_count"), COLUMN_OPS)
 
 
-def split_budget(capped: DataFrame, top_n: int, discovery_share: float, order: list[Column]) -> DataFrame:
+def split_budget(capped: DataFrame, top_n: int, discovery_share: float,
+                 order: list[Column] | None = None) -> DataFrame:
     """The rows of ``capped`` (with a boolean ``_discovery``) that fill a cycle of ``top_n``:
-    each pool's best rows by ``order`` up to its quota (budget_split), and a pool's unused
-    quota goes to the other pool."""
-    quota_d, quota_r = budget_split(top_n, discovery_share)
+    each pool's best rows by ``order`` (crawl.crawldb.selection.POOL_ORDER) up to its quota
+    (budget_split), and a pool's unused quota goes to the other pool (selection.FILL_ORDER)."""
+    order = spark_order(selection.POOL_ORDER) if order is None else order
+    quotas = budget_split(top_n, discovery_share)
     # No pool can take more than top_n, so each pool's top_n best rows are all that can be
     # chosen: two bounded top-k sorts (TakeOrderedAndProject), never a sort of every due URL.
     best = (capped.filter(F.col("_discovery")).orderBy(*order).limit(top_n)
@@ -176,32 +202,34 @@ def split_budget(capped: DataFrame, top_n: int, discovery_share: float, order: l
     # and nothing else is taken; when one pool is short, only the other has rows left over,
     # and its next best fill the places the short pool left.
     in_pool = Window.partitionBy("_discovery").orderBy(*order)
-    quota = F.when(F.col("_discovery"), F.lit(quota_d)).otherwise(F.lit(quota_r))
     return (best.withColumn("_pool_rank", F.row_number().over(in_pool))
-            .orderBy((F.col("_pool_rank") > quota).asc(), F.col("_pool_rank").asc(), F.col("_discovery").asc())
+            .withColumn("_over_quota", selection.over_quota_rule(F.col("_pool_rank"), F.col("_discovery"), quotas,
+                                                                 COLUMN_OPS))
+            .orderBy(*spark_order(selection.FILL_ORDER))
             .limit(top_n)
-            .drop("_pool_rank"))
+            .drop("_pool_rank", "_over_quota"))
 
 
 def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, Any], segment_id: str,
                      now: float) -> DataFrame:
     """Rank by priority, cap per host, split the budget between discovery and refresh, attach the
     fresh robots.txt cache; one row per URL to fetch (see the module docstring)."""
-    ranked = due.withColumn("_priority", priority_col(cfg, now)).withColumn("_discovery", is_discovery_col())
-    per_host = Window.partitionBy("host").orderBy(F.col("_priority").desc(), F.col("next_fetch_at").asc(),
-                                                  F.col("url").asc())
+    ranked = (due.withColumn("_priority", priority_col(cfg, now)).withColumn("_discovery", is_discovery_col())
+              .withColumn("_early", early_col(cfg, now)))
+    per_host = Window.partitionBy("host").orderBy(*spark_order(selection.HOST_RANK))
     # a host flagged as a trap has a lowered budget (host_state.url_budget, set by update)
     budgets = host_state.filter(F.col("url_budget").isNotNull()).select("host_bucket", "host", "url_budget")
     capped = (ranked.join(F.broadcast(budgets), ["host_bucket", "host"], "left")
               .withColumn("_rank", F.row_number().over(per_host))
               .filter(F.col("_rank") <= F.lit(largest_host_cap(cfg)))  # a literal: see largest_host_cap
-              .filter(F.col("_rank") <= F.least(per_host_cap(cfg), F.coalesce("url_budget", per_host_cap(cfg))))
+              .filter(F.col("_rank") <= selection.host_cap_rule(per_host_cap(cfg), F.col("url_budget"), COLUMN_OPS))
               .drop("url_budget"))
-    order = [F.col("_priority").desc(), F.col("_rank").asc(), F.col("next_fetch_at").asc(), F.col("url").asc()]
-    top = split_budget(capped, int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"]), order)
-    fresh_after = from_epoch_col(F.lit(now - float(cfg["fetch.robots_ttl_s"])))
-    fresh = F.col("robots_fetched_at") > fresh_after
-    sitemaps_fresh = F.col("sitemaps_fetched_at") > from_epoch_col(F.lit(now - float(cfg["sitemaps.ttl_s"])))
+    top = split_budget(capped, int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"]))
+    def fetched_after(column: str, ttl_s: float) -> Column:
+        return selection.fetched_after_rule(F.col(column), from_epoch_col(F.lit(now - ttl_s)), COLUMN_OPS)
+
+    fresh = fetched_after("robots_fetched_at", float(cfg["fetch.robots_ttl_s"]))
+    sitemaps_fresh = fetched_after("sitemaps_fetched_at", float(cfg["sitemaps.ttl_s"]))
     robots = host_state.select(
         "host_bucket", "host", "backoff_s", "sitemaps",
         *[F.when(fresh, F.col(c)).alias(c) for c in ("robots_status", "robots_txt", "robots_fetched_at")],
@@ -236,7 +264,7 @@ def spark_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
     # with all ~40 columns outgrew the default driver's memory and spilled (the query took 77 s
     # against 45 s with these 12: BENCHMARKS.md "Fourth run: a quiet machine").
     host_state = read_host_state(spark, root).cache()
-    due = select_due(read_url_state(spark, root), host_state, now).select(*DUE_COLUMNS).cache()
+    due = select_due(read_url_state(spark, root), host_state, cfg, now).select(*DUE_COLUMNS).cache()
     return Fetchlist(select_fetchlist(due, host_state, cfg, segment_id, now), cached=[due, host_state])
 
 
@@ -244,58 +272,63 @@ _HOST_COLUMNS = ("host_bucket", "host", "url_budget", "backoff_s", "sitemaps", "
                  "sitemaps_fetched_at", "deferred_until", "backoff_until")
 
 
-def _host_rows(spark: SparkSession, root: CrawlRoot, names: list[str] | None) -> dict[str, dict]:
-    """{host: host row (epoch times)}: of the hosts ``names`` without their robots.txt bodies, or
-    (None) of every host, bodies included (a whole read, through Arrow)."""
+def _host_rows(spark: SparkSession, host_state: DataFrame, names: list[str] | None) -> dict[str, dict]:
+    """{host: host row (epoch times)} of the hostdb ``host_state``: of the hosts ``names`` without
+    their robots.txt bodies, or (None) of every host, bodies included (a whole read, through Arrow)."""
     columns = list(_HOST_COLUMNS) if names is not None else [*_HOST_COLUMNS, "robots_txt"]
-    hosts = to_epoch(read_host_state(spark, root).select(*columns), [c for c in HOST_STATE_TIMES if c in columns])
+    hosts = to_epoch(host_state.select(*columns), [c for c in HOST_STATE_TIMES if c in columns])
     if names is None:
         return {r["host"]: r for r in rows_where(hosts, lambda t: pc.is_valid(t["host"]))}
     return {r["host"]: r.asDict() for r in hosts.filter(F.col("host").isin(names)).collect()}
 
 
-def _due_rows(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float, limit: int) -> list[dict]:
-    """The due URLs (DUE_COLUMNS, epoch times), leased or held back or not; at most ``limit`` + 1
-    of them (more means: too many for the driver). Read whole through Arrow from a crawldb that
-    fits the driver, else with the due filter."""
-    if not fits_driver(spark, cfg, root.crawldb):
-        due = _due_regardless_of_host(read_url_state(spark, root), now).select(*DUE_COLUMNS)
-        return [r.asDict() for r in to_epoch(due, ["next_fetch_at"]).limit(limit + 1).collect()]
+def _due_rows(url_state: DataFrame, cfg: Mapping[str, Any], now: float, limit: int, whole: bool) -> list[dict]:
+    """The due URLs of the crawldb ``url_state`` (DUE_COLUMNS, epoch times), and with
+    generate.fill_budget those that may be taken early, leased or held back or not; at most
+    ``limit`` + 1 of them (more means: too many for the driver). ``whole``: read the table whole
+    through Arrow (it fits the driver) and filter there, else with the due filter."""
+    if not whole:
+        due = _due_regardless_of_host(url_state, cfg, now).select(*DUE_COLUMNS)
+        return [r.asDict() for r in to_epoch(due, DUE_TIMES).limit(limit + 1).collect()]
     now_us = pa.scalar(epoch_micros(now), pa.int64())
     statuses = pa.array(sorted(GENERATABLE_STATUSES), pa.string())
-    frame = to_epoch(read_url_state(spark, root).select(
-        *DUE_COLUMNS, "status", F.unix_micros("next_fetch_at").alias("_due_us"),
-        F.unix_micros("lease_until").alias("_lease_us")), ["next_fetch_at"])
-    rows = rows_where(frame, lambda t: pc.and_kleene(
-        pc.and_kleene(pc.is_in(t["status"], value_set=statuses), pc.less_equal(t["_due_us"], now_us)),
-        pc.or_kleene(pc.is_null(t["_lease_us"]), pc.less_equal(t["_lease_us"], now_us))))
+    frame = to_epoch(url_state.select(
+        *DUE_COLUMNS, F.unix_micros("next_fetch_at").alias("_due_us"),
+        F.unix_micros("lease_until").alias("_lease_us")), DUE_TIMES)
+
+    def wanted(t: pa.Table) -> pa.Array:
+        due = pc.less_equal(t["_due_us"], now_us)
+        if cfg["generate.fill_budget"]:
+            with np.errstate(invalid="ignore"):  # null times are NaN, and compare as false
+                early = selection.early_rule(t["status"].to_numpy(), t["next_fetch_at"].to_numpy(),
+                                             t["last_fetched_at"].to_numpy(), float(now),
+                                             float(cfg["schedule.min_interval_s"]), NUMPY_OPS)
+            due = pc.or_kleene(due, pa.array(np.asarray(early, dtype=bool)))
+        return pc.and_kleene(pc.and_kleene(pc.is_in(t["status"], value_set=statuses), due),
+                             pc.or_kleene(pc.is_null(t["_lease_us"]), pc.less_equal(t["_lease_us"], now_us)))
+
+    rows = rows_where(frame, wanted)
     return [{c: r[c] for c in DUE_COLUMNS} for r in rows[:limit + 1]]
 
 
-def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
-                    now: float) -> Fetchlist | None:
-    """The fetchlist chosen on the driver (crawl/crawldb/selection.py) when at most
-    generate.local_max_due URLs are due. Two reads side by side instead of the planned query:
-    the due URLs, and the whole hostdb with its robots.txt bodies; each table read whole through
-    Arrow if it fits the driver (crawldb.local_read_max_mb: no file-listing jobs for a filter,
-    and the bodies need no join). On a larger hostdb, the due hosts' rows are read after the due
-    URLs, without the bodies, which join the chosen rows as they are written. None when more are
-    due (in hosts held back or not): spark_fetchlist chooses then."""
-    limit = int(cfg["generate.local_max_due"])
-    if limit <= 0:
-        return None
-    due, hosts = run_concurrently(lambda: _due_rows(spark, cfg, root, now, limit),
-                                  lambda: _host_rows(spark, root, None) if fits_driver(spark, cfg, root.hostdb) else None)
-    if len(due) > limit:
-        return None
+def held_back_rule(deferred_until, backoff_until, now, ops):
+    """The host is deferred (Crawl-delay too large) or backing off (429/503, robots.txt
+    unreachable) at ``now``: its URLs wait. Times as the path compares them: timestamp Columns
+    and a timestamp literal in Spark, whole microseconds (crawl.rule_ops micros) on the driver."""
+    return ((ops.not_null(deferred_until) & (deferred_until > now))
+            | (ops.not_null(backoff_until) & (backoff_until > now)))
+
+
+def choose_in_memory(due: list[dict], hosts: Mapping[str, Mapping[str, Any]], cfg: Mapping[str, Any],
+                     segment_id: str, now: float, with_bodies: bool) -> list[dict]:
+    """The fetchlist rows (FETCHLIST_SCHEMA fields, epoch times, with ``_robots`` and ``_rank``)
+    chosen on the driver from the due URLs and their hosts' rows (_due_rows, _host_rows): the
+    held-back hosts' URLs left out, then crawl/crawldb/selection.py. ``with_bodies``: ``hosts``
+    hold the robots.txt bodies (else robots_txt is None and ``_robots`` says which rows get it)."""
     names = sorted({r["host"] for r in due})
-    with_bodies = hosts is not None
-    if not with_bodies:
-        hosts = _host_rows(spark, root, names) if names else {}
-    now_us = epoch_micros(now)
     held_back = {h for h in names if h in hosts
-                 and any(hosts[h][c] is not None and epoch_micros(hosts[h][c]) > now_us
-                         for c in ("deferred_until", "backoff_until"))}
+                 and held_back_rule(NUMPY_OPS.micros(hosts[h]["deferred_until"]), NUMPY_OPS.micros(hosts[h]["backoff_until"]),
+                                    epoch_micros(now), NUMPY_OPS)}
     due = [r for r in due if r["host"] not in held_back]
     chosen = selection.select(due, lambda host: override_value(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]), host),
                               {h: hosts[h]["url_budget"] for h in names if h in hosts},
@@ -306,11 +339,42 @@ def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
     for r in rows:
         r["segment_id"] = segment_id
         r["robots_txt"] = hosts[r["host"]]["robots_txt"] if with_bodies and r["_robots"] else None
+    return rows
+
+
+def in_memory_frame(spark: SparkSession, rows: list[dict]) -> DataFrame:
+    """choose_in_memory's rows as a DataFrame: FETCHLIST_SCHEMA (timestamps), ``_robots``, ``_rank``."""
     columns = FETCHLIST_SCHEMA.fieldNames()
     schema = StructType(epoch_schema(FETCHLIST_SCHEMA).fields
                         + [StructField("_robots", BooleanType()), StructField("_rank", IntegerType())])
-    local = from_epoch(spark.createDataFrame([tuple(r[c] for c in columns) + (r["_robots"], r["_rank"]) for r in rows],
-                                             schema, verifySchema=False), FETCHLIST_TIMES)
+    return from_epoch(spark.createDataFrame([tuple(r[c] for c in columns) + (r["_robots"], r["_rank"]) for r in rows],
+                                            schema, verifySchema=False), FETCHLIST_TIMES)
+
+
+def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
+                    now: float) -> Fetchlist | None:
+    """The fetchlist chosen on the driver (choose_in_memory, crawl/crawldb/selection.py) when at most
+    generate.local_max_due URLs are due. Two reads side by side instead of the planned query:
+    the due URLs, and the whole hostdb with its robots.txt bodies; each table read whole through
+    Arrow if it fits the driver (crawldb.local_read_max_mb: no file-listing jobs for a filter,
+    and the bodies need no join). On a larger hostdb, the due hosts' rows are read after the due
+    URLs, without the bodies, which join the chosen rows as they are written. None when more are
+    due (in hosts held back or not): spark_fetchlist chooses then."""
+    limit = int(cfg["generate.local_max_due"])
+    if limit <= 0:
+        return None
+    due, hosts = run_concurrently(
+        lambda: _due_rows(read_url_state(spark, root), cfg, now, limit, fits_driver(spark, cfg, root.crawldb)),
+        lambda: _host_rows(spark, read_host_state(spark, root), None) if fits_driver(spark, cfg, root.hostdb) else None)
+    if len(due) > limit:
+        return None
+    names = sorted({r["host"] for r in due})
+    with_bodies = hosts is not None
+    if not with_bodies:
+        hosts = _host_rows(spark, read_host_state(spark, root), names) if names else {}
+    rows = choose_in_memory(due, hosts, cfg, segment_id, now, with_bodies)
+    columns = FETCHLIST_SCHEMA.fieldNames()
+    local = in_memory_frame(spark, rows)
     if not with_bodies:
         bodies = read_host_state(spark, root).select("host_bucket", "host", F.col("robots_txt").alias("_body"))
         local = (local.join(bodies, ["host_bucket", "host"], "left")

@@ -34,7 +34,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,10 +46,11 @@ from crawl.config import with_values
 from crawl.crawldb import in_memory, schedule
 from crawl.crawldb.segment_ids import segment_time
 from crawl.crawldb.selection import budget_split
-from crawl.crawldb.status import (DUPLICATE, FETCHED, NOTMODIFIED, UNFETCHED, FetchStatus, apply_fetch,
+from crawl.crawldb.status import (DUPLICATE, FETCHED, NOTMODIFIED, UNFETCHED, apply_fetch,
                                   mark_duplicate, schedule_policy)
 from crawl.fetch.warc import warc_location_uri
 from jobs.engine import discover
+from jobs.engine.column_ops import COLUMN_OPS
 from jobs.engine.commit_info import writes_commits
 from jobs.engine.common import run_segment_step
 from jobs.engine.errors import UserError
@@ -110,16 +111,22 @@ def updated_states(spark: SparkSession, url_state: DataFrame, outcomes: DataFram
     return from_epoch(spark.createDataFrame(rdd, epoch_schema(URL_STATE_SCHEMA), verifySchema=False), URL_STATE_TIMES)
 
 
-def with_duplicates(spark: SparkSession, root: CrawlRoot, segment_id: str, outcomes: DataFrame,
-                    cfg: Mapping[str, Any]) -> DataFrame:
-    """The segment's outcomes with dedup's ``dup_of`` (if dedup ran) and, for duplicates, their
-    score scaled by dedup.duplicate_link_factor: the share their links get is smaller."""
+def _dedup_result(spark: SparkSession, root: CrawlRoot, segment_id: str) -> DataFrame | None:
+    """dedup's answer for the segment (url_hash, url, dup_of), None if dedup did not run."""
     if not path_exists(spark, root.dedup_result(segment_id)):
+        return None
+    return spark.read.parquet(root.dedup_result(segment_id)).select("url_hash", "url", "dup_of")
+
+
+def with_duplicates(outcomes: DataFrame, dups: DataFrame | None, cfg: Mapping[str, Any]) -> DataFrame:
+    """The segment's outcomes with dedup's ``dup_of`` (``dups``: url_hash, url, dup_of; None if
+    dedup did not run) and the score of crawl.crawldb.in_memory.duplicate_score_rule: the share
+    a duplicate's links get is smaller."""
+    if dups is None:
         return outcomes.withColumn("dup_of", F.lit(None).cast("string"))
-    dups = spark.read.parquet(root.dedup_result(segment_id)).select("url_hash", "url", "dup_of")
     factor = float(cfg["dedup.duplicate_link_factor"])
     return (outcomes.join(dups, ["url_hash", "url"], "left")
-            .withColumn("score", F.when(F.col("dup_of").isNotNull(), F.col("score") * factor).otherwise(F.col("score"))))
+            .withColumn("score", in_memory.duplicate_score_rule(F.col("score"), F.col("dup_of"), factor, COLUMN_OPS)))
 
 
 
@@ -133,10 +140,9 @@ def orphaned_duplicates(url_state: DataFrame, outcomes: DataFrame, now: float) -
     keeps naming a page with other content, or a duplicate of a third page. Duplicates fetched
     in this segment are left out: their own outcome updates them."""
     previous = url_state.select("url_hash", "url", F.col("text_hash").alias("_old_text"))
-    changed = ((F.col("fetch_status") == FetchStatus.OK) & F.col("text_hash").isNotNull()
-               & F.col("_old_text").isNotNull() & (F.col("text_hash") != F.col("_old_text")))
     lost = (outcomes.join(previous, ["url_hash", "url"], "left")
-            .filter(F.col("fetch_status").isin(*in_memory.LOST_CONTENT) | changed | F.col("dup_of").isNotNull())
+            .filter(in_memory.lost_content_rule(F.col("fetch_status"), F.col("text_hash"), F.col("_old_text"),
+                                                F.col("dup_of"), COLUMN_OPS))
             .select(F.col("url").alias("dup_of")).distinct())
     fetched = outcomes.select("url_hash", "url")
     return (url_state.filter(F.col("status") == DUPLICATE).join(lost, "dup_of", "left_semi")
@@ -311,15 +317,22 @@ class Sources(CachedFrames):
 def spark_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
                   now: float) -> Sources:
     """The sources computed by Spark queries, for a segment of any size."""
-    fetched = spark.read.parquet(root.fetched(segment_id))
-    outcomes = with_duplicates(spark, root, segment_id, fetched.filter(F.col("kind") == "url"), cfg)
-    hosts = fetched.filter(F.col("kind") == "host")
     # pinned: the sources are computed while the MERGE writes a new version
-    url_state = read_url_state(spark, root, pinned=True)
+    return sources_by_spark(spark, cfg, spark.read.parquet(root.fetched(segment_id)),
+                            _dedup_result(spark, root, segment_id), read_url_state(spark, root, pinned=True),
+                            read_host_state(spark, root, pinned=True), segment_id, now)
+
+
+def sources_by_spark(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataFrame, dups: DataFrame | None,
+                     url_state: DataFrame, host_state: DataFrame, segment_id: str, now: float) -> Sources:
+    """spark_sources of the segment's ``fetched`` rows, dedup's answer ``dups`` (None: dedup did
+    not run), the crawldb ``url_state`` and the hostdb ``host_state``."""
+    outcomes = with_duplicates(fetched.filter(F.col("kind") == "url"), dups, cfg)
+    hosts = fetched.filter(F.col("kind") == "host")
     updates = updated_states(spark, url_state, outcomes, cfg)
     # what the segment discovered: new URLs within each host's budget, and lastmod hints
     unknown, known = discover.split_known(discover.candidates(spark, outcomes, hosts, cfg), url_state)
-    budgeted = discover.within_host_budget(unknown, read_host_state(spark, root, pinned=True), cfg).cache()
+    budgeted = discover.within_host_budget(unknown, host_state, cfg).cache()
     new_rows = discover.new_url_rows(spark, budgeted.filter("_keep"), now, segment_id)
     hints = due_now_hints(discover.lastmod_hints(known, now), orphaned_duplicates(url_state, outcomes, now))
     return Sources(updates, new_rows, hints, discover.per_host_counts(budgeted), outcomes, hosts,
@@ -332,26 +345,26 @@ _LOCAL_MAX_ROWS = 200_000
 _KEYS = "host_bucket int, url_hash long, url string"
 
 
-def _crawldb_rows(spark: SparkSession, root: CrawlRoot, keys: list[tuple], urls: list[str]) -> list[dict] | None:
+def _crawldb_rows(url_state: DataFrame, keys: list[tuple], urls: list[str]) -> list[dict] | None:
     """The crawldb rows (epoch times) of ``keys`` (and of any URL sharing a url_hash with one),
     and of the duplicates whose dup_of is one of ``urls``; None if more than _LOCAL_MAX_ROWS. The
     crawldb is read whole (it fits the driver: local_sources checks) and filtered through Arrow."""
     hashes = pa.array(sorted({k[1] for k in keys}), pa.int64())
     dup_of = pa.array(sorted(set(urls)), pa.string())
-    rows = rows_where(to_epoch(read_url_state(spark, root), URL_STATE_TIMES).select(*_URL_FIELDS),
+    rows = rows_where(to_epoch(url_state, URL_STATE_TIMES).select(*_URL_FIELDS),
                       lambda t: pc.or_kleene(pc.is_in(t["url_hash"], value_set=hashes),
                                              pc.and_kleene(pc.equal(t["status"], DUPLICATE),
                                                            pc.is_in(t["dup_of"], value_set=dup_of))))
     return None if len(rows) > 2 * _LOCAL_MAX_ROWS else rows
 
 
-def _host_url_counts(spark: SparkSession, root: CrawlRoot, hosts: list[tuple]) -> dict[tuple[int, str], int | None]:
+def _host_url_counts(host_state: DataFrame, hosts: list[tuple]) -> dict[tuple[int, str], int | None]:
     """host_state.url_count of ``hosts`` ((host_bucket, host) pairs): three columns of the whole
     hostdb, filtered through Arrow (its rows are hosts of a crawldb that fits the driver)."""
     if not hosts:
         return {}
     names = pa.array(sorted({h for _, h in hosts}), pa.string())
-    rows = rows_where(read_host_state(spark, root).select("host_bucket", "host", "url_count"),
+    rows = rows_where(host_state.select("host_bucket", "host", "url_count"),
                       lambda t: pc.is_in(t["host"], value_set=names))
     return {(r["host_bucket"], r["host"]): r["url_count"] for r in rows}
 
@@ -364,17 +377,27 @@ def local_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     queries. None when the segment is larger, or the crawldb larger than
     crawldb.local_read_max_mb, or what it discovered or touches is larger than _LOCAL_MAX_ROWS
     (or a URL appears twice in it): spark_sources computes them then."""
-    limit = int(cfg["update.local_max_urls"])
-    if limit <= 0 or not fits_driver(spark, cfg, root.crawldb):
+    if int(cfg["update.local_max_urls"]) <= 0 or not fits_driver(spark, cfg, root.crawldb):
         return None
-    fetched = spark.read.parquet(root.fetched(segment_id))
+    return sources_in_memory(spark, cfg, spark.read.parquet(root.fetched(segment_id)),
+                             lambda: _dedup_result(spark, root, segment_id), read_url_state(spark, root),
+                             read_host_state(spark, root), segment_id, now)
+
+
+def sources_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataFrame,
+                      dups: Callable[[], DataFrame | None], url_state: DataFrame, host_state: DataFrame,
+                      segment_id: str, now: float) -> Sources | None:
+    """local_sources of the segment's ``fetched`` rows, dedup's answer (``dups``: a reader of
+    it, None if dedup did not run), the crawldb ``url_state`` (read whole: it must fit the
+    driver) and the hostdb ``host_state``; None when the segment is too large."""
+    limit = int(cfg["update.local_max_urls"])
     fetched = fetched.select(*[c for c in fetched.columns if c != "signature"])  # dedup's, not needed here
 
     def duplicates() -> dict[tuple[int, str], str]:
-        if not path_exists(spark, root.dedup_result(segment_id)):
+        result = dups()
+        if result is None:
             return {}
-        rows = spark.read.parquet(root.dedup_result(segment_id)).select("url_hash", "url", "dup_of").collect()
-        return {(r["url_hash"], r["url"]): r["dup_of"] for r in rows}
+        return {(r["url_hash"], r["url"]): r["dup_of"] for r in result.collect()}
 
     # a host row per host with URLs in the segment: at most as many as url rows
     segment, dup_of = run_concurrently(lambda: fetched.limit(2 * limit + 1).collect(), duplicates)
@@ -390,9 +413,9 @@ def local_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     if len(cands) > _LOCAL_MAX_ROWS:
         return None
     crawldb, counts = run_concurrently(
-        lambda: _crawldb_rows(spark, root, sorted(keys | {in_memory.key_of(c) for c in cands}),
+        lambda: _crawldb_rows(url_state, sorted(keys | {in_memory.key_of(c) for c in cands}),
                               sorted({o["url"] for o in outcomes})),
-        lambda: _host_url_counts(spark, root, sorted({(c["host_bucket"], c["host"]) for c in cands})))
+        lambda: _host_url_counts(host_state, sorted({(c["host_bucket"], c["host"]) for c in cands})))
     if crawldb is None:
         return None
     plan = in_memory.plan(outcomes, cands, {in_memory.key_of(r): r for r in crawldb}, counts,

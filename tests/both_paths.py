@@ -17,8 +17,12 @@ def _value(v):
     return float(f"{v:.12g}") if isinstance(v, float) else v
 
 
-def _rows(df) -> list[tuple]:
-    return sorted((tuple(_value(v) for v in row) for row in df.collect()), key=repr)
+def table_rows(rows) -> list[tuple]:
+    """The rows of a DataFrame (or of a list of tuples or dicts) in a comparable form: sorted,
+    floats to 12 significant digits."""
+    rows = rows.collect() if hasattr(rows, "collect") else rows
+    return sorted((tuple(_value(v) for v in (row.values() if isinstance(row, dict) else row)) for row in rows),
+                  key=repr)
 
 
 @contextlib.contextmanager
@@ -36,11 +40,11 @@ def _both_paths(module, chooser: str, local_path: str, spark_path: str, frames: 
         by_spark = getattr(module, spark_path)(spark, cfg, root, segment_id, now)
         try:
             for name in frames:
-                expected = _rows(getattr(by_spark, name))
-                assert _rows(getattr(local, name)) == expected, (segment_id, name)
+                expected = table_rows(getattr(by_spark, name))
+                assert table_rows(getattr(local, name)) == expected, (segment_id, name)
                 for overrides in local_variants:
                     variant = getattr(module, local_path)(spark, {**cfg, **overrides}, root, segment_id, now)
-                    assert variant is not None and _rows(getattr(variant, name)) == expected, (segment_id, name, overrides)
+                    assert variant is not None and table_rows(getattr(variant, name)) == expected, (segment_id, name, overrides)
         finally:
             by_spark.release()
         checked.append(segment_id)

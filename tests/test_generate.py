@@ -2,12 +2,14 @@
 its per-host caps, on real Spark and Delta with crawldb rows written directly."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from crawl.crawldb import schedule
+from crawl.crawldb import schedule, selection
 from crawl.config import ConfigError
 from crawl.crawldb.status import new_url_state
 from crawl.net.urls import host_bucket, host_of, url_hash
+from crawl.rule_ops import NUMPY_OPS
 from jobs import generate
 from jobs.inject import rows_to_url_state
 from jobs.engine.crawl_root import CrawlRoot
@@ -91,22 +93,30 @@ def top_by_priority(cfg, rows, n):
 
 def test_priority_column_equals_crawl_schedule_priority(spark):
     cfg = make_config()
-    cases = [  # score, depth, next_fetch_at, fetch_interval_s
-        (1.0, 0, NOW - 60.0, None),             # never fetched: staleness 1
-        (0.25, 3, NOW - 3 * DAY, 86400),        # 3 intervals overdue
-        (9.0, 1, NOW - 1.5, 3600),              # barely due
-        (1e-9, 0, NOW - 10 * DAY, 3600),        # score below the floor
-        (2.0, 12, NOW - 100.0, 0),              # a zero interval counts as none
-        (4.0, 0, NOW + 3600.0, 86400),          # not due yet: 0
-        (4.0, 0, NOW, 86400),                   # due right now: 1
-        (0.5, 2, None, None),                   # no next_fetch_at: 1
+    cases = [  # score, depth, next_fetch_at, fetch_interval_s, status, last_fetched_at
+        (1.0, 0, NOW - 60.0, None, "unfetched", None),          # never fetched: staleness 1
+        (0.25, 3, NOW - 3 * DAY, 86400, "fetched", NOW - 4 * DAY),  # 3 intervals overdue
+        (9.0, 1, NOW - 1.5, 3600, "fetched", NOW - 3601.5),      # barely due
+        (1e-9, 0, NOW - 10 * DAY, 3600, "retry", None),          # score below the floor
+        (2.0, 12, NOW - 100.0, 0, "fetched", NOW - 100.0),       # a zero interval counts as none
+        (4.0, 0, NOW + 3600.0, 86400, "retry", NOW - 82800.0),   # not due yet, not taken early: 0
+        (4.0, 0, NOW, 86400, "fetched", NOW - 86400.0),          # due right now: 1
+        (0.5, 2, None, None, "unfetched", None),                 # no next_fetch_at: 1
+        (4.0, 0, NOW + 21600.0, 86400, "fetched", NOW - 64800.0),  # taken early: 3/4 of its interval gone
+        (4.0, 0, NOW + 21600.0, 86400, "notmodified", NOW - 600.0),  # too recent to be taken early: 0
     ]
     df = from_epoch(spark.createDataFrame(
-        cases, "score double, depth int, next_fetch_at double, fetch_interval_s long"), ["next_fetch_at"])
+        cases, "score double, depth int, next_fetch_at double, fetch_interval_s long, status string, "
+               "last_fetched_at double"), ["next_fetch_at", "last_fetched_at"])
     got = [r["p"] for r in df.select(generate.priority_col(cfg, NOW).alias("p")).collect()]
-    want = [schedule.priority(s, d, NOW, t, i, **priority_kw(cfg)) for s, d, t, i in cases]
+    early = [selection.early_rule(np.array([st], dtype=object), np.array([t], dtype=float), np.array([last], dtype=float),
+                                  NOW, float(cfg["schedule.min_interval_s"]), NUMPY_OPS)[0]
+             for _, _, t, _, st, last in cases]
+    want = [schedule.priority(s, d, NOW, t, i, early=e, **priority_kw(cfg))
+            for (s, d, t, i, _, _), e in zip(cases, early)]
     assert got == pytest.approx(want, rel=1e-12, abs=0.0)
-    assert want[5] == 0.0 and want[0] == 1.0
+    assert want[5] == 0.0 and want[0] == 1.0 and want[9] == 0.0
+    assert want[8] == pytest.approx(2.0 * 0.75)  # importance 4^0.5, three quarters of its interval
 
 
 def test_budget_split_rounds_the_discovery_share_up():

@@ -7,7 +7,9 @@ sixth round"). For a segment of at most ``update.local_max_urls`` URLs, jobs/upd
 collects the segment, the crawldb rows it can touch (its own URLs, the URLs it discovered, the
 duplicates of its pages) and the url_count of the hosts it discovered URLs on: all bounded by
 the segment, not by the tables. This module then computes, with the rules of jobs/update.py and
-jobs/engine/discover.py step for step (tests/test_update_local.py compares the two on real crawls):
+jobs/engine/discover.py step for step, each rule defined once (here or in crawl.crawldb.status) and used by
+both paths (tests/test_both_paths_property.py compares the two on generated segments,
+tests/test_dedup_job.py, tests/test_discovery_e2e.py and tests/test_e2e.py on real crawls):
 
 - updates: each attempted URL still leased to the segment gets
   crawl.crawldb.status.apply_fetch (and mark_duplicate when dedup found its content elsewhere);
@@ -32,8 +34,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from crawl.crawldb.status import (DUPLICATE, FetchStatus, apply_fetch, discovered_links, mark_duplicate,
                                   new_url_state)
-from crawl.crawldb.schedule import epoch_micros
 from crawl.net.urls import host_bucket, host_of, url_hash
+from crawl.rule_ops import NUMPY_OPS, By, sort_key
 
 Key = tuple[int, int, str]  # (host_bucket, url_hash, url): the crawldb's row key
 # the fields of one candidate, in jobs/engine/discover.py's _CANDIDATE_SCHEMA order
@@ -41,6 +43,55 @@ CANDIDATE_FIELDS = ("url", "host", "host_bucket", "url_hash", "depth", "score", 
 LINK_SOURCES = (FetchStatus.OK, FetchStatus.REDIRECT)
 # Answers after which a page no longer holds the content its duplicates copy.
 LOST_CONTENT = (FetchStatus.NOT_FOUND, FetchStatus.CLIENT_ERROR, FetchStatus.REDIRECT)
+
+
+# How the links and sitemap entries naming one URL become its one candidate row: per field,
+# Spark's aggregate of that name (nulls skipped). jobs/discover.py aggregates with these in its
+# groupBy; candidates() folds with them.
+CANDIDATE_AGGREGATES = (("depth", "min"), ("score", "sum"), ("redirect_hops", "min"), ("inlinks", "sum"),
+                        ("lastmod", "max"))
+# New URLs of a host enter, within its total budget, best first (crawl.rule_ops orderings).
+NEW_URL_ORDER = (By("score", descending=True), By("depth"), By("url"))
+
+
+_FOLDS: dict[str, Callable[[Any, Any], Any]] = {"min": min, "max": max, "sum": lambda x, y: x + y}
+
+
+def _fold(how: str, a: Any, b: Any) -> Any:
+    """Spark's ``how`` aggregate of two values, nulls skipped (a group of nulls gives null)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return _FOLDS[how](a, b)
+
+
+def duplicate_score_rule(score, dup_of, factor: float, ops):
+    """The score a page's links share: a duplicate's (dup_of set by dedup) times
+    dedup.duplicate_link_factor, any other page's as it is."""
+    return ops.when(ops.not_null(dup_of), score * ops.lit(float(factor)), score)
+
+
+def lost_content_rule(fetch_status, text_hash, old_text_hash, dup_of, ops):
+    """The page no longer holds the content its duplicates copy: it answered gone or with a
+    redirect (LOST_CONTENT), its text changed (another text_hash than the crawldb's), or dedup
+    found it a duplicate itself."""
+    changed = ((fetch_status == FetchStatus.OK) & ops.not_null(text_hash) & ops.not_null(old_text_hash)
+               & (text_hash != old_text_hash))
+    return ops.isin(fetch_status, LOST_CONTENT) | changed | ops.not_null(dup_of)
+
+
+def lastmod_hint_rule(lastmod, last_fetched_at, ops):
+    """A known URL's sitemap lastmod is newer than our last fetch: it is due now. Never fetched
+    (null): due already, no hint. Times as the path compares them: timestamps in Spark, whole
+    microseconds (crawl.rule_ops micros) on the driver."""
+    return ops.not_null(lastmod) & ops.not_null(last_fetched_at) & (lastmod > last_fetched_at)
+
+
+def within_budget_rule(rank_in_host, cap, url_count, ops):
+    """The ``rank_in_host``-th best new URL of a host (NEW_URL_ORDER) fits its total budget
+    ``cap`` beside the host_state.url_count URLs it has (null: none)."""
+    return rank_in_host <= cap - ops.coalesce(url_count, ops.lit(0))
 
 
 @dataclass
@@ -57,13 +108,12 @@ def key_of(row: Mapping[str, Any]) -> Key:
 
 def with_duplicates(outcomes: Iterable[Mapping[str, Any]], dup_of: Mapping[tuple[int, str], str],
                     factor: float) -> list[dict[str, Any]]:
-    """The outcomes with dedup's ``dup_of`` (or None), a duplicate's score times ``factor``."""
+    """The outcomes with dedup's ``dup_of`` (or None), the score as duplicate_score_rule says."""
     out = []
     for row in outcomes:
         d = dict(row)
         d["dup_of"] = dup_of.get((d["url_hash"], d["url"]))
-        if d["dup_of"] is not None:
-            d["score"] = d["score"] * factor
+        d["score"] = duplicate_score_rule(d["score"], d["dup_of"], factor, NUMPY_OPS)
         out.append(d)
     return out
 
@@ -72,36 +122,32 @@ def candidates(outcomes: Iterable[Mapping[str, Any]], hosts: Iterable[Mapping[st
                max_depth: int, max_redirects: int, sitemap_score: float, buckets: int) -> list[dict[str, Any]]:
     """One dict (CANDIDATE_FIELDS) per URL the segment discovered and did not attempt."""
     outcomes = list(outcomes)
-    found: dict[str, list] = {}  # url -> [depth, score, redirect_hops, inlinks, lastmod]
+    found: dict[str, dict[str, Any]] = {}  # url -> the CANDIDATE_AGGREGATES fields so far
 
-    def add(url: str, depth: int, score: float, hops: int, n: int, lastmod: float | None) -> None:
+    def add(url: str, **values: Any) -> None:
         seen = found.get(url)
         if seen is None:
-            found[url] = [depth, score, hops, n, lastmod]
+            found[url] = values
             return
-        seen[0] = min(seen[0], depth)
-        seen[1] += score
-        seen[2] = min(seen[2], hops)
-        seen[3] += n
-        if lastmod is not None and (seen[4] is None or lastmod > seen[4]):
-            seen[4] = lastmod
+        for name, how in CANDIDATE_AGGREGATES:
+            seen[name] = _fold(how, seen[name], values[name])
 
     for row in outcomes:
         if row["fetch_status"] in LINK_SOURCES:
             for url, depth, share, hops in discovered_links(row, factor, max_depth, max_redirects):
-                add(url, depth, share, hops, 1, None)
+                add(url, depth=depth, score=share, redirect_hops=hops, inlinks=1, lastmod=None)
     if max_depth >= 1:
         for host in hosts:
             for entry in host.get("sitemap_entries") or ():
-                add(entry["url"], 1, sitemap_score, 0, 0, entry["lastmod"])
+                add(entry["url"], depth=1, score=sitemap_score, redirect_hops=0, inlinks=0, lastmod=entry["lastmod"])
     for row in outcomes:
         found.pop(row["url"], None)
     out = []
-    for url, (depth, score, hops, n, lastmod) in found.items():
+    for url, agg in found.items():
         host = host_of(url)
         out.append({"url": url, "host": host, "host_bucket": host_bucket(host, buckets), "url_hash": url_hash(url),
-                    "depth": int(depth), "score": float(score), "redirect_hops": int(hops), "inlinks": int(n),
-                    "lastmod": lastmod})
+                    "depth": int(agg["depth"]), "score": float(agg["score"]), "redirect_hops": int(agg["redirect_hops"]),
+                    "inlinks": int(agg["inlinks"]), "lastmod": agg["lastmod"]})
     return out
 
 
@@ -126,9 +172,7 @@ def plan(outcomes: list[Mapping[str, Any]], cands: list[Mapping[str, Any]], craw
             result.updates.append(new)
         old = by_url_key.get((o["url_hash"], o["url"]))
         old_text = old["text_hash"] if old is not None else None
-        changed = (o["fetch_status"] == FetchStatus.OK and o["text_hash"] is not None and old_text is not None
-                   and o["text_hash"] != old_text)
-        if o["fetch_status"] in LOST_CONTENT or changed or o["dup_of"] is not None:
+        if lost_content_rule(o["fetch_status"], o["text_hash"], old_text, o["dup_of"], NUMPY_OPS):
             lost.add(o["url"])
 
     hints: dict[Key, float] = {}
@@ -137,8 +181,7 @@ def plan(outcomes: list[Mapping[str, Any]], cands: list[Mapping[str, Any]], craw
         known = crawldb.get(key_of(c))
         if known is None:
             unknown[c["host"]].append(c)
-        elif (c["lastmod"] is not None and known["last_fetched_at"] is not None
-              and epoch_micros(c["lastmod"]) > epoch_micros(known["last_fetched_at"])):
+        elif lastmod_hint_rule(NUMPY_OPS.micros(c["lastmod"]), NUMPY_OPS.micros(known["last_fetched_at"]), NUMPY_OPS):
             hints[key_of(c)] = now
     for key, row in crawldb.items():
         if row["status"] == DUPLICATE and row["dup_of"] in lost and (key[1], key[2]) not in attempted:
@@ -146,10 +189,10 @@ def plan(outcomes: list[Mapping[str, Any]], cands: list[Mapping[str, Any]], craw
     result.hints = [(*key, at) for key, at in hints.items()]
 
     for host, rows in unknown.items():
-        rows.sort(key=lambda c: (-c["score"], c["depth"], c["url"]))
+        rows.sort(key=sort_key(NEW_URL_ORDER))
         bucket = rows[0]["host_bucket"]
-        room = host_cap(host) - (url_counts.get((bucket, host)) or 0)
-        kept = rows[:max(room, 0)]
+        cap, count = host_cap(host), url_counts.get((bucket, host))
+        kept = [c for rank, c in enumerate(rows, 1) if within_budget_rule(rank, cap, count, NUMPY_OPS)]
         for c in kept:
             result.new_rows.append(new_url_state(c["url"], host, bucket, c["url_hash"], c["depth"], c["score"], now,
                                                  c["redirect_hops"], c["inlinks"], segment_id))

@@ -107,6 +107,8 @@ from typing import Any
 
 import numpy as np
 
+from crawl.rule_ops import NUMPY_OPS
+
 RATE_GRID_POINTS = 64      # posterior grid: rates, log-spaced over the prior range
 INTERVAL_GRID_POINTS = 64  # intervals, log-spaced over [min_interval_s, max_interval_s]
 
@@ -390,37 +392,67 @@ def gone_interval(gone_checks: int, gone_interval_s: float, max_interval_s: floa
 
 # --------------------------------------------------------------------------- priority
 
-def importance(score, depth, *, score_exponent: float, depth_decay: float, score_floor: float):
+def importance_rule(score, depth, ops, *, score_exponent: float, depth_decay: float, score_floor: float):
     """How much a URL's freshness matters (1 for a seed: score 1, depth 0):
-    max(score, score_floor)^score_exponent × depth_decay^depth."""
-    s = np.maximum(np.asarray(score, dtype=float), float(score_floor))
-    d = np.maximum(np.asarray(depth, dtype=float), 0.0)
-    return _out(s ** float(score_exponent) * float(depth_decay) ** d)
+    max(score, score_floor)^score_exponent × depth_decay^max(depth, 0). The one definition:
+    ``ops`` is crawl.rule_ops.NUMPY_OPS on the driver (``importance``) and
+    jobs.engine.column_ops.COLUMN_OPS in generate's Spark query. A null score or depth is skipped by
+    ``greatest`` (as Spark's greatest skips null): the floor, depth 0."""
+    s = ops.greatest(score, ops.lit(float(score_floor)))
+    d = ops.greatest(depth, ops.lit(0.0))
+    return ops.pow(s, ops.lit(float(score_exponent))) * ops.pow(ops.lit(float(depth_decay)), d)
+
+
+def staleness_rule(now, next_fetch_at, interval, ops):
+    """How overdue a URL is relative to its own interval: 0 before next_fetch_at, then
+    1 + (now − next_fetch_at) / interval. Without an interval yet (null or ≤ 0: never fetched)
+    or without next_fetch_at, a due URL counts 1. Times in epoch seconds; ``ops`` as in
+    importance_rule."""
+    known = ops.not_null(interval) & (interval > 0) & ops.not_null(next_fetch_at)
+    overdue = ops.when(known, (now - next_fetch_at) / interval, ops.lit(0.0))
+    not_due = ops.not_null(next_fetch_at) & (now < next_fetch_at)
+    return ops.when(not_due, ops.lit(0.0), ops.lit(1.0) + ops.greatest(overdue, ops.lit(0.0)))
+
+
+def early_staleness_rule(now, next_fetch_at, interval, ops):
+    """How close a URL that is not due yet is to due, relative to its own interval:
+    1 + (now − next_fetch_at) / interval, at least 0 (the share of its interval gone by, for a URL
+    whose next fetch is one interval after its last); 0 without an interval. Ranks the URLs
+    generate takes before they are due (crawl.crawldb.selection.early_rule)."""
+    known = ops.not_null(interval) & (interval > 0) & ops.not_null(next_fetch_at)
+    return ops.when(known, ops.greatest(ops.lit(1.0) + (now - next_fetch_at) / interval, ops.lit(0.0)), ops.lit(0.0))
+
+
+def priority_rule(score, depth, now, next_fetch_at, interval, ops, *, score_exponent: float,
+                  depth_decay: float, score_floor: float, early=None):
+    """generate's ranking of a URL: importance × staleness (higher first; 0 = not due), or, for
+    a URL taken early (``early`` true), importance × early_staleness_rule."""
+    staleness_of = staleness_rule(now, next_fetch_at, interval, ops)
+    if early is not None:
+        staleness_of = ops.when(early, early_staleness_rule(now, next_fetch_at, interval, ops), staleness_of)
+    return (importance_rule(score, depth, ops, score_exponent=score_exponent, depth_decay=depth_decay,
+                            score_floor=score_floor)
+            * staleness_of)
+
+
+def importance(score, depth, *, score_exponent: float, depth_decay: float, score_floor: float):
+    """importance_rule on numbers or numpy arrays (None / NaN: null)."""
+    return _out(importance_rule(_times(score), _times(depth), NUMPY_OPS, score_exponent=score_exponent,
+                                depth_decay=depth_decay, score_floor=score_floor))
 
 
 def staleness(now, next_fetch_at, interval):
-    """How overdue a URL is relative to its own interval: 0 before next_fetch_at, then
-    1 + (now − next_fetch_at) / interval. Without an interval yet (None, NaN, ≤ 0: never
-    fetched) or without next_fetch_at, a due URL counts 1."""
-    now_a = np.asarray(now, dtype=float)
-    due_at = _times(next_fetch_at)
-    iv = _times(interval)
-    known = np.isfinite(iv) & (iv > 0) & np.isfinite(due_at)
-    overdue = np.where(known, (now_a - np.where(known, due_at, 0.0)) / np.where(known, iv, 1.0), 0.0)
-    not_due = np.isfinite(due_at) & (now_a < np.where(np.isfinite(due_at), due_at, 0.0))
-    return _out(np.where(not_due, 0.0, 1.0 + np.maximum(overdue, 0.0)))
+    """staleness_rule on numbers or numpy arrays (None / NaN: null)."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # rows without an interval: discarded by ``when``
+        return _out(staleness_rule(np.asarray(now, dtype=float), _times(next_fetch_at), _times(interval), NUMPY_OPS))
 
 
 def priority(score, depth, now, next_fetch_at, interval, *, score_exponent: float,
-             depth_decay: float, score_floor: float):
-    """generate's ranking of a URL: importance × staleness (higher first; 0 = not due)."""
-    w = importance(score, depth, score_exponent=score_exponent, depth_decay=depth_decay,
-                   score_floor=score_floor)
-    return _out(np.asarray(w) * np.asarray(staleness(now, next_fetch_at, interval)))
+             depth_decay: float, score_floor: float, early=None):
+    """priority_rule on numbers or numpy arrays (None / NaN: null)."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # rows without an interval: discarded by ``when``
+        return _out(priority_rule(_times(score), _times(depth), np.asarray(now, dtype=float), _times(next_fetch_at),
+                                  _times(interval), NUMPY_OPS, score_exponent=score_exponent,
+                                  depth_decay=depth_decay, score_floor=score_floor,
+                                  early=None if early is None else np.asarray(early, dtype=bool)))
 
-
-def epoch_micros(epoch: float) -> int:
-    """Epoch seconds as whole microseconds, rounded half away from zero: how deltacrawl's jobs
-    turn them into Spark timestamps (jobs.engine.schemas.from_epoch_col), so Python compares times as
-    Spark does."""
-    return int(epoch * 1e6 + 0.5) if epoch >= 0 else -int(-epoch * 1e6 + 0.5)

@@ -3,8 +3,9 @@
 jobs/generate.py ranks the due URLs with a Spark query (select_fetchlist): per host by priority
 within the host's cap, then the cycle's budget split between discovery and refresh. When at
 most ``generate.local_max_due`` URLs are due, jobs/generate.py collects them (and their hosts'
-rows) and this module applies the same rules, step for step (tests/generate_paths.py compares
-the two on real crawls):
+rows) and this module applies the same rules, step for step, each defined once here or in
+crawl.crawldb.schedule and evaluated by both paths (tests/test_both_paths_property.py compares
+the two on generated crawldbs, tests/test_generate.py and tests/test_e2e.py on real crawls):
 
 1. per host, by priority (crawl.crawldb.schedule.priority), then longest due, then URL: at most
    the host's cap (generate.max_urls_per_host or an override's max_urls_per_cycle, lowered to
@@ -24,7 +25,57 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from crawl.crawldb.schedule import epoch_micros, priority
+from crawl.crawldb.schedule import priority
+from crawl.crawldb.status import FETCHED, NOTMODIFIED
+from crawl.rule_ops import NUMPY_OPS, By, sort_key
+
+
+# The orderings of the selection, one definition for both paths (crawl.rule_ops: sort_key here,
+# jobs.engine.column_ops.spark_order in jobs/generate.py). Row fields: _priority (priority_rule),
+# _rank (the URL's rank in its host), _pool_rank (its rank in its pool), _discovery (pool),
+# _over_quota (over_quota_rule).
+# _early (early_rule) comes first everywhere: a URL taken before it is due only ever fills places
+# no due URL wants, in its host and in the cycle.
+HOST_RANK = (By("_early"), By("_priority", descending=True), By("next_fetch_at"), By("url"))
+POOL_ORDER = (By("_early"), By("_priority", descending=True), By("_rank"), By("next_fetch_at"), By("url"))
+FILL_ORDER = (By("_early"), By("_over_quota"), By("_pool_rank"), By("_discovery"))
+# The statuses whose next fetch the change-rate schedule set (crawl.crawldb.status: a 2xx or a
+# 304): only these are taken early; retries, gone re-checks and the rest keep their own times.
+EARLY_STATUSES = (FETCHED, NOTMODIFIED)
+
+
+def early_rule(status, next_fetch_at, last_fetched_at, now, min_interval_s: float, ops):
+    """The URL may fill a cycle's budget before it is due (generate.fill_budget): its interval
+    came from the change-rate schedule, it is not due yet, and it was last fetched at least
+    schedule.min_interval_s ago. Issue 32, finding 1: pages found together come due together,
+    and the cycles between those waves left most of top_n unused; taking the URLs closest to
+    due instead spreads the waves out and keeps every cycle full. Times in epoch seconds."""
+    return (ops.isin(status, EARLY_STATUSES) & ops.not_null(next_fetch_at) & (next_fetch_at > now)
+            & ops.not_null(last_fetched_at) & (last_fetched_at + ops.lit(float(min_interval_s)) <= now))
+
+
+def is_discovery_rule(fetch_count, ops):
+    """The URL has never had an answer (fetch_count 0 or null): the discovery pool."""
+    return ops.coalesce(fetch_count, ops.lit(0)) == 0
+
+
+def host_cap_rule(cap, url_budget, ops):
+    """A host's cap this cycle: ``cap`` (generate.max_urls_per_host or its override), lowered to
+    host_state.url_budget when the host looked like a trap (null: no lowered budget)."""
+    return ops.least(cap, ops.coalesce(url_budget, cap))
+
+
+def over_quota_rule(pool_rank, discovery, quotas: tuple[int, int], ops):
+    """The row is past its pool's quota (quotas: discovery, refresh): it only fills places the
+    other pool leaves."""
+    return pool_rank > ops.when(discovery, ops.lit(int(quotas[0])), ops.lit(int(quotas[1])))
+
+
+def fetched_after_rule(fetched_at, after, ops):
+    """A host's cached robots.txt (or sitemap list) was read after ``after`` (now − its TTL):
+    fresh, it rides on the fetchlist; never read (null): not fresh. Times as the path compares
+    them: timestamps in Spark, whole microseconds (crawl.rule_ops micros) on the driver."""
+    return ops.not_null(fetched_at) & (fetched_at > after)
 
 
 def budget_split(top_n: int, discovery_share: float) -> tuple[int, int]:
@@ -37,33 +88,44 @@ def budget_split(top_n: int, discovery_share: float) -> tuple[int, int]:
 def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_budget: Mapping[str, int | None],
            quotas: tuple[int, int], top_n: int, cfg: Mapping[str, Any], now: float) -> list[tuple[Mapping[str, Any], int]]:
     """(due row, rank in its host) of each URL the cycle fetches, best first. ``due``: the due
-    URLs (jobs/generate.DUE_COLUMNS, next_fetch_at in epoch seconds) of hosts neither deferred
-    nor backing off; ``url_budget``: a host's lowered budget, if it has one; ``quotas``: the
+    URLs (jobs/generate.DUE_COLUMNS, times in epoch seconds) of hosts neither deferred nor backing
+    off, and with generate.fill_budget those that may be taken early (early_rule); ``url_budget``: a host's lowered budget, if it has one; ``quotas``: the
     (discovery, refresh) split of ``top_n``."""
     if not due:
         return []
-    weights = priority([r["score"] for r in due], [r["depth"] for r in due], now,
-                       [r["next_fetch_at"] for r in due], [r["fetch_interval_s"] for r in due],
+    next_at = [r["next_fetch_at"] for r in due]
+    with np.errstate(invalid="ignore"):  # null times are NaN here, and compare as false
+        early = np.atleast_1d(early_rule(np.array([r["status"] for r in due], dtype=object),
+                                         np.array(next_at, dtype=float),
+                                         np.array([r["last_fetched_at"] for r in due], dtype=float), float(now),
+                                         float(cfg["schedule.min_interval_s"]), NUMPY_OPS))
+    weights = priority([r["score"] for r in due], [r["depth"] for r in due], now, next_at,
+                       [r["fetch_interval_s"] for r in due], early=early,
                        score_exponent=float(cfg["schedule.score_exponent"]),
                        depth_decay=float(cfg["schedule.depth_decay"]), score_floor=float(cfg["schedule.score_floor"]))
-    by_host: dict[str, list[tuple[float, Mapping[str, Any]]]] = defaultdict(list)
-    for weight, row in zip(np.atleast_1d(weights).tolist(), due):
-        by_host[row["host"]].append((weight, row))
-    pools: dict[bool, list[tuple[float, int, Mapping[str, Any]]]] = {True: [], False: []}
+    # the rules on whole columns at once (numpy), as Spark evaluates them on whole columns
+    discovery = np.atleast_1d(is_discovery_rule(np.array([r["fetch_count"] for r in due], dtype=float), NUMPY_OPS))
+    by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for weight, is_early, new, row in zip(np.atleast_1d(weights).tolist(), early.tolist(), discovery.tolist(), due):
+        by_host[row["host"]].append({"_priority": weight, "_early": bool(is_early), "_row": row,
+                                     "next_fetch_at": row["next_fetch_at"], "url": row["url"], "_discovery": new})
+    pools: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    host_key = sort_key(HOST_RANK)
     for host, rows in by_host.items():
-        rows.sort(key=lambda wr: (-wr[0], wr[1]["next_fetch_at"], wr[1]["url"]))
-        cap = host_cap(host)
-        budget = url_budget.get(host)
-        cap = min(cap, budget if budget is not None else cap)
-        for rank, (weight, row) in enumerate(rows[:max(cap, 0)], 1):
-            pools[(row["fetch_count"] or 0) == 0].append((weight, rank, row))
+        rows.sort(key=host_key)
+        cap = int(host_cap_rule(host_cap(host), url_budget.get(host), NUMPY_OPS))
+        for rank, r in enumerate(rows[:max(cap, 0)], 1):
+            r["_rank"] = rank
+            pools[r["_discovery"]].append(r)
     ranked = []
-    for discovery, quota in ((True, quotas[0]), (False, quotas[1])):
-        best = sorted(pools[discovery], key=lambda c: (-c[0], c[1], c[2]["next_fetch_at"], c[2]["url"]))[:top_n]
-        ranked += [((pool_rank > quota), pool_rank, discovery, rank, row)
-                   for pool_rank, (_, rank, row) in enumerate(best, 1)]
-    ranked.sort(key=lambda t: t[:3])
-    return [(row, rank) for _, _, _, rank, row in ranked[:top_n]]
+    for pool in (True, False):
+        best = sorted(pools[pool], key=sort_key(POOL_ORDER))[:top_n]
+        over = np.atleast_1d(over_quota_rule(np.arange(1, len(best) + 1), pool, quotas, NUMPY_OPS)).tolist()
+        for pool_rank, (r, past) in enumerate(zip(best, over), 1):
+            r["_pool_rank"], r["_over_quota"] = pool_rank, past
+            ranked.append(r)
+    ranked.sort(key=sort_key(FILL_ORDER))
+    return [(r["_row"], r["_rank"]) for r in ranked[:top_n]]
 
 
 def with_hosts(chosen: list[tuple[Mapping[str, Any], int]], hosts: Mapping[str, Mapping[str, Any]],
@@ -80,12 +142,12 @@ def with_hosts(chosen: list[tuple[Mapping[str, Any], int]], hosts: Mapping[str, 
     for row, rank in chosen:
         host = hosts.get(row["host"], {})
         robots_at, sitemaps_at = host.get("robots_fetched_at"), host.get("sitemaps_fetched_at")
-        fresh = robots_at is not None and epoch_micros(robots_at) > epoch_micros(robots_fresh_after)
+        fresh = bool(fetched_after_rule(NUMPY_OPS.micros(robots_at), NUMPY_OPS.micros(robots_fresh_after), NUMPY_OPS))
         values = {"robots_status": host.get("robots_status") if fresh else None,
                   "robots_fetched_at": robots_at if fresh else None,
                   "sitemaps": host.get("sitemaps"),
-                  "sitemaps_fetched_at": sitemaps_at if sitemaps_at is not None
-                  and epoch_micros(sitemaps_at) > epoch_micros(sitemaps_fresh_after) else None}
+                  "sitemaps_fetched_at": sitemaps_at if fetched_after_rule(
+                      NUMPY_OPS.micros(sitemaps_at), NUMPY_OPS.micros(sitemaps_fresh_after), NUMPY_OPS) else None}
         first = best[row["host"]] == rank
         d = dict(row)
         d["backoff_s"] = host.get("backoff_s")

@@ -30,7 +30,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from crawl.dedup.rules import SIMHASH_BANDS, hamming, is_near_duplicate
+from crawl.dedup.rules import (EXACT, NEAR, SIMHASH_BANDS, band_collisions, canonical_key, hamming, is_cool_band,
+                               is_near_duplicate)
+from crawl.rule_ops import nulls_first_key
 
 Key = tuple[int, str]  # (url_hash, url)
 
@@ -42,16 +44,10 @@ class Decision:
     hot_values: int  # (band, value) pairs left out: held by more than max_candidates rows
 
 
-def _nulls_first(value: Any) -> tuple:
-    return (0,) if value is None else (1, value)
-
-
 def _rank(page: Mapping[str, Any]) -> tuple:
-    """The canonical key (smallest wins), compared as Spark compares the struct
-    (first, -score, length(url), url)."""
-    score = page["score"]
-    return (_nulls_first(page["first"]), _nulls_first(None if score is None else -score),
-            _nulls_first(len(page["url"])), _nulls_first(page["url"]))
+    """The canonical key (crawl.dedup.rules.canonical_key, smallest wins), compared as Spark
+    compares the struct: field by field, nulls first."""
+    return nulls_first_key(canonical_key(page["first"], page["score"], page["url"]))
 
 
 def decide(pages: Iterable[Mapping[str, Any]], known: Iterable[Mapping[str, Any]],
@@ -83,7 +79,7 @@ def decide(pages: Iterable[Mapping[str, Any]], known: Iterable[Mapping[str, Any]
     for key, page in seg.items():
         _, o_hash, o_url = best_text[page["text_hash"]]
         if o_hash != page["url_hash"]:
-            matches[(key, (o_hash, o_url))] = "exact"
+            matches[(key, (o_hash, o_url))] = EXACT
 
     # the band join: counts per value of the segment, hot values, collisions
     new_rows = list(new_bands)
@@ -99,8 +95,8 @@ def decide(pages: Iterable[Mapping[str, Any]], known: Iterable[Mapping[str, Any]
     cool_values = set()
     for value, n in n_new.items():
         total = len(holders[value])
-        if total <= max_candidates:
-            collisions += n * (total - 1)
+        if is_cool_band(total, max_candidates):
+            collisions += band_collisions(n, total)
             cool_values.add(value)
         else:
             hot += 1
@@ -124,7 +120,7 @@ def decide(pages: Iterable[Mapping[str, Any]], known: Iterable[Mapping[str, Any]
                 if theirs is None or not is_near_duplicate(mine["simhash"], mine["signature"], theirs["simhash"],
                                                            theirs["signature"], max_hamming, min_jaccard):
                     continue
-            matches.setdefault((key, other), "near")
+            matches.setdefault((key, other), NEAR)
 
     # each page's best match, if it ranks before the page
     best: dict[Key, tuple[tuple, str, str]] = {}

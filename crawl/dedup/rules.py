@@ -38,6 +38,8 @@ from __future__ import annotations
 import hashlib
 from typing import Iterable
 
+from crawl.rule_ops import NUMPY_OPS, nulls_first_key
+
 SIMHASH_BANDS = 4
 SIGNATURE_BANDS = 8
 SIGNATURE_ROWS = 8
@@ -77,8 +79,10 @@ def band_rows(simhash: int | None, signature: bytes | None) -> list[tuple[int, i
     return rows
 
 
-def hamming(a: int, b: int) -> int:
-    return ((a ^ b) & _MASK64).bit_count()
+def hamming(a, b, ops=NUMPY_OPS):
+    """Bits in which two SimHashes (signed 64-bit) differ; Python ints, or Columns with
+    ``ops`` = jobs.engine.column_ops.COLUMN_OPS (jobs/dedup.py decides SimHash candidates in the join)."""
+    return ops.bit_count(ops.xor(a, b))
 
 
 def jaccard_estimate(a: bytes | None, b: bytes | None) -> float:
@@ -108,11 +112,39 @@ def confirm(band: int, simhash_a: int | None, signature_a: bytes | None, simhash
     return is_near_duplicate(simhash_a, signature_a, simhash_b, signature_b, max_hamming, min_jaccard)
 
 
-def canonical_key(first_fetched_at: float, score: float, url: str) -> tuple:
-    """Sort key of the canonical rule: the smallest key wins."""
-    return (float(first_fetched_at), -float(score), len(url), url)
+# What a duplicate matched by (dedup's ``match`` column). A pair found both ways counts as exact:
+# both paths take the smaller of the two, so EXACT must sort before NEAR.
+EXACT = "exact"
+NEAR = "near"
+assert EXACT < NEAR
+
+
+def first_fetched_rule(fetched_at, known_first, ops=NUMPY_OPS):
+    """When a segment's page was first fetched: dedup/pages' first_fetched_at if the page is
+    there already (``known_first``), else this fetch."""
+    return ops.coalesce(known_first, fetched_at)
+
+
+def canonical_key(first_fetched_at, score, url, ops=NUMPY_OPS) -> tuple:
+    """The canonical rule's key, smallest wins: (first fetched, −score, length of the URL, URL).
+    The one definition: jobs/dedup.py compares it as a Spark struct (``ops`` =
+    jobs.engine.column_ops.COLUMN_OPS), crawl/dedup/in_memory.py as a tuple with nulls first
+    (crawl.rule_ops.nulls_first_key), as Spark compares a struct's fields."""
+    return (first_fetched_at, ops.neg(score), ops.length(url), url)
 
 
 def best_of(candidates: Iterable[tuple[float, float, str]]) -> str:
     """The canonical URL among (first_fetched_at, score, url) triples."""
-    return min(candidates, key=lambda c: canonical_key(*c))[2]
+    return min(candidates, key=lambda c: nulls_first_key(canonical_key(*c)))[2]
+
+
+def is_cool_band(holders, max_candidates: int):
+    """A band value held by at most ``max_candidates`` rows (the segment's and the table's) is
+    joined; a hotter one (boilerplate-only pages) is left out. Plain numbers or Columns."""
+    return holders <= max_candidates
+
+
+def band_collisions(new_holders, holders):
+    """Candidate pairs one cool band value makes: each of the segment's rows holding it with
+    every other row holding it (a pair counts once per band it shares). Plain numbers or Columns."""
+    return new_holders * (holders - 1)

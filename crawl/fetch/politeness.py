@@ -16,6 +16,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Mapping
 
 from crawl.net.urls import host_without_port
+from crawl.rule_ops import NUMPY_OPS
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:
@@ -61,18 +62,36 @@ def decayed_backoff(previous: float) -> float:
 OVERRIDE_KEYS = {"delay_s": float, "max_concurrency": int, "max_urls_per_cycle": int, "max_urls_total": int}
 
 
-def _hostname(host: str) -> str:
+def host_name(host: str) -> str:
+    """The host key's name: lower-case, without the port (what override patterns match;
+    jobs.generate.host_name_col in Spark)."""
     return host_without_port(host).lower()
+
+
+def pattern_matches_rule(pattern: str, name, ops=NUMPY_OPS):
+    """``example.com`` matches the host name (``name``: lower-case, without the port) itself;
+    ``*.example.com`` also every subdomain. One definition for a host in Python and for a
+    Column of host names (``ops`` = jobs.engine.column_ops.COLUMN_OPS: generate's caps)."""
+    pattern = pattern.strip().lower()
+    if pattern.startswith("*."):
+        domain = pattern[2:]
+        return (name == domain) | ops.endswith(name, "." + domain)
+    return name == pattern
+
+
+def override_rule(overrides: list[dict], key: str, default: int, name, ops=NUMPY_OPS):
+    """``key`` of the first entry of ``overrides`` (fetch.host_overrides) that sets it and whose
+    pattern matches the host name ``name``, else ``default`` (a CASE WHEN, first match wins)."""
+    value = ops.lit(int(default))
+    for entry in reversed(list(overrides)):  # built back to front: the first match is outermost
+        if key in entry:
+            value = ops.when(pattern_matches_rule(entry["pattern"], name, ops), ops.lit(int(entry[key])), value)
+    return value
 
 
 def override_matches(pattern: str, host: str) -> bool:
     """``example.com`` matches that host on any port; ``*.example.com`` also every subdomain."""
-    name = _hostname(host)
-    pattern = pattern.strip().lower()
-    if pattern.startswith("*."):
-        domain = pattern[2:]
-        return name == domain or name.endswith("." + domain)
-    return name == pattern
+    return bool(pattern_matches_rule(pattern, host_name(host)))
 
 
 def host_override(host: str, overrides: list[dict]) -> dict | None:
@@ -85,11 +104,9 @@ def host_override(host: str, overrides: list[dict]) -> dict | None:
 
 def override_value(cfg: Mapping[str, Any], key: str, default: int, host: str) -> int:
     """``key`` of the first fetch.host_overrides entry matching ``host`` that sets it, else
-    ``default``: the rule jobs.engine.host_caps.override_cap computes as a Spark Column."""
-    for entry in cfg["fetch.host_overrides"]:
-        if key in entry and override_matches(entry["pattern"], host):
-            return int(entry[key])
-    return int(default)
+    ``default``: override_rule for one host (jobs.engine.host_caps.override_cap is the same rule
+    as a Spark Column)."""
+    return int(override_rule(cfg["fetch.host_overrides"], key, default, host_name(host)))
 
 
 def validate_overrides(overrides: object) -> list[dict]:

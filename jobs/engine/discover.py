@@ -23,10 +23,12 @@ from typing import Any, Iterator, Mapping
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from crawl.crawldb.in_memory import LINK_SOURCES
+from crawl.crawldb.in_memory import (CANDIDATE_AGGREGATES, LINK_SOURCES, NEW_URL_ORDER, lastmod_hint_rule,
+                                      within_budget_rule)
 from crawl.crawldb.status import discovered_links, new_url_state, outlink_score
 from crawl.fetch.politeness import override_value
 from crawl.net.urls import host_bucket, host_of, url_hash
+from jobs.engine.column_ops import COLUMN_OPS, spark_order
 from jobs.engine.host_caps import override_cap
 from jobs.engine.schemas import URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch, from_epoch_col
 
@@ -74,19 +76,18 @@ def candidates(spark: SparkSession, outcomes: DataFrame, hosts: DataFrame, cfg: 
                .select("outlinks", "depth", "score", "fetch_status", "redirect_hops"))
     links = spark.createDataFrame(
         sources.rdd.mapPartitions(lambda it: _link_rows(it, factor, max_depth, max_redirects)),
-        "url string, depth int, score double, redirect_hops int, n int, lastmod double", verifySchema=False)
+        "url string, depth int, score double, redirect_hops int, inlinks int, lastmod double", verifySchema=False)
     sitemap_score = settings.sitemap_score
     from_sitemaps = (hosts.filter(F.col("sitemap_entries").isNotNull())
                      .select(F.explode("sitemap_entries").alias("e"))
                      .select(F.col("e.url").alias("url"), F.lit(1).alias("depth"),
                              F.lit(sitemap_score).alias("score"), F.lit(0).alias("redirect_hops"),
-                             F.lit(0).alias("n"), F.col("e.lastmod").alias("lastmod")))
+                             F.lit(0).alias("inlinks"), F.col("e.lastmod").alias("lastmod")))
     if max_depth < 1:
         from_sitemaps = from_sitemaps.limit(0)
+    # per URL, crawl.crawldb.in_memory.CANDIDATE_AGGREGATES (the driver path folds with the same)
     unique = (links.unionByName(from_sitemaps).groupBy("url")
-              .agg(F.min("depth").alias("depth"), F.sum("score").alias("score"),
-                   F.min("redirect_hops").alias("redirect_hops"), F.sum("n").cast("int").alias("inlinks"),
-                   F.max("lastmod").alias("lastmod"))
+              .agg(*[getattr(F, how)(name).alias(name) for name, how in CANDIDATE_AGGREGATES])
               .join(outcomes.select("url"), "url", "left_anti"))
     return spark.createDataFrame(unique.rdd.mapPartitions(lambda it: _keyed(it, buckets)), _CANDIDATE_SCHEMA,
                                  verifySchema=False)
@@ -114,10 +115,10 @@ def split_known(cands: DataFrame, url_state: DataFrame) -> tuple[DataFrame, Data
 def within_host_budget(unknown: DataFrame, host_state: DataFrame, cfg: Mapping[str, Any]) -> DataFrame:
     """Unknown candidates with ``_keep``: whether the host's total budget has room for them."""
     counts = host_state.select("host_bucket", "host", "url_count")
-    best_first = Window.partitionBy("host").orderBy(F.col("score").desc(), F.col("depth").asc(), F.col("url").asc())
-    room = host_total_cap(cfg) - F.coalesce("url_count", F.lit(0))
+    best_first = Window.partitionBy("host").orderBy(*spark_order(NEW_URL_ORDER))
+    keep = within_budget_rule(F.row_number().over(best_first), host_total_cap(cfg), F.col("url_count"), COLUMN_OPS)
     return (unknown.join(counts, ["host_bucket", "host"], "left")
-            .withColumn("_keep", F.row_number().over(best_first) <= room)
+            .withColumn("_keep", keep)
             .drop("url_count"))
 
 
@@ -144,7 +145,6 @@ def per_host_counts(budgeted: DataFrame) -> DataFrame:
 
 def lastmod_hints(known: DataFrame, now: float) -> DataFrame:
     """Known URLs whose sitemap lastmod is newer than our last fetch: (keys, next_fetch_at = now)."""
-    # (a known URL never fetched is due already; null compares as false)
-    newer = from_epoch_col(F.col("lastmod")) > F.col("_last_fetched_at")
+    newer = lastmod_hint_rule(from_epoch_col(F.col("lastmod")), F.col("_last_fetched_at"), COLUMN_OPS)
     return (known.filter(newer)
             .select("host_bucket", "url_hash", "url", from_epoch_col(F.lit(now)).alias("next_fetch_at")))

@@ -3,7 +3,7 @@
 cycle with per_host_cap; update's discovery caps a host's total with discovery.host_total_cap.
 
 The same rule for one host in Python is crawl.fetch.politeness.override_value (the driver-side
-paths use it); tests/test_update_plan.py holds the two equal.
+paths use it); tests/test_rule_ops.py holds the two equal.
 """
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from typing import Any, Mapping
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from crawl.fetch.politeness import override_rule
+from jobs.engine.column_ops import COLUMN_OPS
+
 
 def host_name_col() -> Column:
     """The host without its port, lower-case (what fetch.host_overrides patterns match)."""
@@ -19,21 +22,9 @@ def host_name_col() -> Column:
 
 
 def override_cap(cfg: Mapping[str, Any], key: str, default: int) -> Column:
-    """``default``, or ``key`` of the first fetch.host_overrides entry matching the row's host that sets it."""
-    name = host_name_col()
-    cap = F.lit(int(default))
-    # CASE WHEN is first-match-wins, like crawl.fetch.politeness.host_override: build it back to front
-    for entry in reversed(list(cfg["fetch.host_overrides"])):
-        if key not in entry:
-            continue
-        pattern = entry["pattern"]
-        if pattern.startswith("*."):
-            domain = pattern[2:]
-            matches = (name == domain) | name.endswith("." + domain)
-        else:
-            matches = name == pattern
-        cap = F.when(matches, F.lit(int(entry[key]))).otherwise(cap)
-    return cap
+    """``default``, or ``key`` of the first fetch.host_overrides entry matching the row's host that
+    sets it (crawl.fetch.politeness.override_rule, as a Column)."""
+    return override_rule(cfg["fetch.host_overrides"], key, default, host_name_col(), COLUMN_OPS)
 
 
 def per_host_cap(cfg: Mapping[str, Any]) -> Column:

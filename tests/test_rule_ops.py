@@ -1,0 +1,109 @@
+"""crawl/rule_ops.py: a rule written once over the ops gives the same answer on Python values
+(NUMPY_OPS, the driver paths) and on Spark Columns (jobs.engine.column_ops.COLUMN_OPS), nulls included,
+and an ordering spec sorts Python rows as Spark's orderBy sorts them."""
+from __future__ import annotations
+
+import itertools
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from crawl.crawldb.in_memory import lastmod_hint_rule, lost_content_rule, within_budget_rule
+from crawl.crawldb.schedule import priority, priority_rule
+from crawl.crawldb.selection import fetched_after_rule, host_cap_rule, is_discovery_rule
+from crawl.dedup.rules import canonical_key, first_fetched_rule, hamming
+from crawl.rule_ops import NUMPY_OPS, By, nulls_first_key, sort_key
+from jobs.engine.column_ops import COLUMN_OPS, spark_order
+from jobs.engine.schemas import from_epoch_col
+
+NOW = 1_800_000_000.0
+SETTINGS = {"score_exponent": 0.5, "depth_decay": 0.9, "score_floor": 1e-6}
+
+
+def _grid():
+    """Every combination of a few values, nulls included, for the rules' operands."""
+    return [dict(zip(("score", "depth", "due", "interval", "count", "status", "text", "old", "dup", "at"), values))
+            for values in itertools.product(
+                [None, 0.0, 2.0], [None, 0, 3], [None, NOW - 7200.0, NOW + 1.0], [None, 0.0, 3600.0], [None, 0, 2],
+                ["ok", "not_found"], [None, 5], [None, 5, 6], [None, "http://a.test/"], [None, NOW - 10.5e-6])]
+
+
+def _rules(row, ops, col):
+    """Each rule of both paths applied to the row's operands (``col``: how a field is read), as
+    the paths apply them: the driver's priority through crawl.crawldb.schedule.priority (numbers,
+    None as NaN), generate's Spark query through the rule itself."""
+    if ops is NUMPY_OPS:
+        weight = priority(col("score"), col("depth"), NOW, col("due"), col("interval"), **SETTINGS)
+
+        def time(value):  # how the driver compares times: whole microseconds
+            return NUMPY_OPS.micros(value)
+    else:
+        weight = priority_rule(col("score"), col("depth"), NOW, col("due"), col("interval"), ops, **SETTINGS)
+
+        def time(value):  # how Spark compares them: timestamps
+            return from_epoch_col(value if isinstance(value, Column) else F.lit(value))
+    return (
+        weight,
+        is_discovery_rule(col("count"), ops),
+        host_cap_rule(ops.lit(3), col("count"), ops),
+        lost_content_rule(col("status"), col("text"), col("old"), col("dup"), ops),
+        lastmod_hint_rule(time(col("due")), time(col("at")), ops),
+        fetched_after_rule(time(col("at")), time(NOW - 20e-6), ops),
+        within_budget_rule(ops.lit(2), ops.lit(3), col("count"), ops),
+        first_fetched_rule(col("due"), col("at"), ops),
+    )
+
+
+def test_every_shared_rule_is_the_same_on_python_values_and_on_columns(spark):
+    rows = _grid()
+    schema = ("score double, depth int, due double, interval double, count int, status string, text long, "
+              "old long, dup string, at double")
+    df = spark.createDataFrame([tuple(r.values()) for r in rows], schema)
+    by_spark = df.select(*[c.alias(f"r{i}") for i, c in enumerate(_rules(None, COLUMN_OPS, F.col))]).collect()
+    for row, got in zip(rows, by_spark):
+        expected = _rules(row, NUMPY_OPS, row.get)
+        for i, (mine, theirs) in enumerate(zip(expected, got)):
+            mine = None if NUMPY_OPS.is_null(mine) else mine
+            if isinstance(theirs, float):
+                assert abs(float(mine) - theirs) <= 1e-12 * max(1.0, abs(theirs)), (i, row)
+            else:
+                assert (theirs is None and mine is None) or bool(mine) == bool(theirs) and (
+                    not isinstance(theirs, int) or int(mine) == theirs), (i, row, mine, theirs)
+
+
+def test_an_ordering_sorts_python_rows_as_spark_orders_them(spark):
+    order = (By("a", descending=True), By("b"), By("c"))
+    rows = [{"a": a, "b": b, "c": c} for a, b, c in itertools.product([None, 1.0, 2.5], [None, 0, 7], ["x", "é", "z"])]
+    df = spark.createDataFrame([(r["a"], r["b"], r["c"]) for r in rows], "a double, b int, c string")
+    expected = [tuple(r.values()) for r in sorted(rows, key=sort_key(order))]
+    assert [tuple(r) for r in df.orderBy(*spark_order(order)).collect()] == expected
+
+
+def test_the_canonical_key_compares_as_spark_compares_its_struct(spark):
+    pages = [(first, score, url) for first, score, url in itertools.product(
+        [None, 1.0, 2.0], [None, 0.5, 3.0], ["http://a.test/xy", "http://a.test/z", "http://b.test/z"])]
+    df = spark.createDataFrame(pages, "first double, score double, url string")
+    key = F.struct(*canonical_key(F.col("first"), F.col("score"), F.col("url"), COLUMN_OPS))
+    by_spark = [tuple(r) for r in df.orderBy(key.asc()).collect()]
+    assert by_spark == sorted(pages, key=lambda p: nulls_first_key(canonical_key(*p)))
+
+
+def test_hamming_counts_the_same_bits_on_columns(spark):
+    values = [0, 1, -1, -(1 << 63), (1 << 63) - 1, 0x0F0F_0F0F_0F0F_0F0F, -0x1234_5678_9ABC_DEF0]
+    pairs = list(itertools.product(values, values))
+    df = spark.createDataFrame(pairs, "a long, b long")
+    got = [r[0] for r in df.select(hamming(F.col("a"), F.col("b"), COLUMN_OPS)).collect()]
+    assert got == [hamming(a, b) for a, b in pairs]
+    assert hamming(0, -1) == 64
+
+
+def test_host_override_caps_are_the_same_for_a_host_and_for_a_column(spark):
+    from jobs.generate import override_cap, override_value
+    cfg = {"fetch.host_overrides": [{"pattern": "*.a.example", "max_urls_per_cycle": 3},
+                                    {"pattern": "x.a.example", "max_urls_per_cycle": 9},
+                                    {"pattern": "b.example", "delay_s": 1.0},
+                                    {"pattern": "b.example", "max_urls_per_cycle": 5}]}
+    hosts = ["a.example", "x.a.example:8080", "X.A.Example", "b.example:81", "xa.example", "[::1]:80", "c.example"]
+    df = spark.createDataFrame([(h,) for h in hosts], "host string")
+    got = [r[0] for r in df.select(override_cap(cfg, "max_urls_per_cycle", 7)).collect()]
+    assert got == [override_value(cfg, "max_urls_per_cycle", 7, h) for h in hosts] == [3, 3, 3, 5, 7, 7, 7]
