@@ -98,7 +98,8 @@ def test_hamming_counts_the_same_bits_on_columns(spark):
 
 
 def test_host_override_caps_are_the_same_for_a_host_and_for_a_column(spark):
-    from jobs.generate import override_cap, override_value
+    from crawl.fetch.politeness import override_value
+    from jobs.engine.host_caps import override_cap
     cfg = {"fetch.host_overrides": [{"pattern": "*.a.example", "max_urls_per_cycle": 3},
                                     {"pattern": "x.a.example", "max_urls_per_cycle": 9},
                                     {"pattern": "b.example", "delay_s": 1.0},
