@@ -73,7 +73,6 @@ from crawl.crawldb import selection
 from crawl.crawldb.segment_ids import new_segment_id
 from crawl.crawldb.selection import budget_split
 from crawl.crawldb.schedule import importance_rule, priority_rule, staleness_rule
-from crawl.crawldb.status import GENERATABLE_STATUSES
 from crawl.rule_ops import NUMPY_OPS, epoch_micros
 from jobs.engine.column_ops import COLUMN_OPS, spark_order
 from jobs.engine.commit_info import note_segment, writes_commits
@@ -123,14 +122,10 @@ def early_col(cfg: Mapping[str, Any], now: float) -> Column:
 
 
 def _due_regardless_of_host(url_state: DataFrame, cfg: Mapping[str, Any], now: float) -> DataFrame:
-    now_ts = from_epoch_col(F.lit(now))
-    due = F.col("next_fetch_at") <= now_ts
-    if cfg["generate.fill_budget"]:
-        due = due | early_col(cfg, now)
-    return (url_state
-            .filter(F.col("status").isin(*GENERATABLE_STATUSES))
-            .filter(due)
-            .filter(F.col("lease_until").isNull() | (F.col("lease_until") <= now_ts)))
+    """crawl.crawldb.selection.fetchable_rule as a filter (the held-back hosts are select_due's)."""
+    early = early_col(cfg, now) if cfg["generate.fill_budget"] else F.lit(False)
+    return url_state.filter(selection.fetchable_rule(F.col("status"), F.col("next_fetch_at"), F.col("lease_until"),
+                                                     from_epoch_col(F.lit(now)), early, COLUMN_OPS))
 
 
 def _held_back(now: float) -> Column:
@@ -290,22 +285,22 @@ def _due_rows(url_state: DataFrame, cfg: Mapping[str, Any], now: float, limit: i
     if not whole:
         due = _due_regardless_of_host(url_state, cfg, now).select(*DUE_COLUMNS)
         return [r.asDict() for r in to_epoch(due, DUE_TIMES).limit(limit + 1).collect()]
-    now_us = pa.scalar(epoch_micros(now), pa.int64())
-    statuses = pa.array(sorted(GENERATABLE_STATUSES), pa.string())
     frame = to_epoch(url_state.select(
         *DUE_COLUMNS, F.unix_micros("next_fetch_at").alias("_due_us"),
         F.unix_micros("lease_until").alias("_lease_us")), DUE_TIMES)
 
     def wanted(t: pa.Table) -> pa.Array:
-        due = pc.less_equal(t["_due_us"], now_us)
-        if cfg["generate.fill_budget"]:
-            with np.errstate(invalid="ignore"):  # null times are NaN, and compare as false
-                early = selection.early_rule(t["status"].to_numpy(), t["next_fetch_at"].to_numpy(),
-                                             t["last_fetched_at"].to_numpy(), float(now),
-                                             float(cfg["schedule.min_interval_s"]), NUMPY_OPS)
-            due = pc.or_kleene(due, pa.array(np.asarray(early, dtype=bool)))
-        return pc.and_kleene(pc.and_kleene(pc.is_in(t["status"], value_set=statuses), due),
-                             pc.or_kleene(pc.is_null(t["_lease_us"]), pc.less_equal(t["_lease_us"], now_us)))
+        # the rules on whole columns (numpy): times as whole microseconds (exact in a double) and as
+        # epoch seconds where early_rule reads them, as Spark's filter has them
+        status = t["status"].to_numpy()
+        with np.errstate(invalid="ignore"):  # null times are NaN, and compare as false
+            early = (selection.early_rule(status, t["next_fetch_at"].to_numpy(), t["last_fetched_at"].to_numpy(),
+                                          float(now), float(cfg["schedule.min_interval_s"]), NUMPY_OPS)
+                     if cfg["generate.fill_budget"] else False)
+            keep = selection.fetchable_rule(status, t["_due_us"].to_numpy().astype(float),
+                                            t["_lease_us"].to_numpy().astype(float), float(epoch_micros(now)),
+                                            early, NUMPY_OPS)
+        return pa.array(np.broadcast_to(np.asarray(keep, dtype=bool), (t.num_rows,)))
 
     rows = rows_where(frame, wanted)
     return [{c: r[c] for c in DUE_COLUMNS} for r in rows[:limit + 1]]
