@@ -118,6 +118,22 @@ def devweb_networks(hosts: int, hostile: bool = False) -> list[str]:
 
 # --------------------------------------------------------------------------- the test web in a subprocess
 
+def stop_server_process(proc: subprocess.Popen, *files) -> None:
+    """Stop a web served from a subprocess: SIGTERM (serve_forever stops cleanly), SIGKILL after
+    30 s; then close its stdout and the other ``files`` (its stderr log)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+    if proc.stdout is not None:
+        proc.stdout.close()
+    for f in files:
+        f.close()
+
+
 class DevWebProcess:
     """``deltacrawl devweb`` in a child process (its own interpreter, its own GIL).
 
@@ -167,16 +183,7 @@ class DevWebProcess:
         return [json.loads(line) for line in data.splitlines() if line.endswith(b"}")]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()  # SIGTERM: serve_forever stops cleanly
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self._stderr.close()
+        stop_server_process(self.proc, self._stderr)
 
 
 # --------------------------------------------------------------------------- helpers

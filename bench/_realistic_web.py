@@ -427,16 +427,8 @@ class RealisticWebProcess:
             return json.loads(resp.read())
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.stderr.close()
+        from _common import stop_server_process  # bench/ is on sys.path wherever this module is imported
+        stop_server_process(self.proc, self.stderr)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,9 @@ from typing import Any, Mapping
 from pyspark.sql import SparkSession
 
 from crawl.crawldb.hints import HintParse, parse_hint_lines
-from crawl.crawldb.seeds import SeedFileEncodingError, check_encoding
+from crawl.crawldb.seeds import check_encoding
 from crawl.net.filters import LinkFilter
-from jobs.engine.common import run_spark_step
+from jobs.engine.common import reading_input_file, run_spark_step
 from jobs.engine.crawl_root import CrawlRoot
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.hint_inbox import append_hints
@@ -48,19 +48,11 @@ class HintResult:
 
 def load_hints(path: str, cfg: Mapping[str, Any]) -> HintParse:
     """The hint file parsed and filtered; a clear UserError for a file that cannot be used."""
-    try:
+    with reading_input_file("hints", path):
         with open(path, "rb") as raw:
             check_encoding(raw.read(4096))
         with open(path, encoding="utf-8", errors="replace") as fh:
             parsed = parse_hint_lines(fh, LinkFilter.from_config(cfg), int(cfg["discovery.max_url_length"]))
-    except FileNotFoundError:
-        raise UserError(f"hints file not found: {path}") from None
-    except IsADirectoryError:
-        raise UserError(f"hints file is a directory: {path}") from None
-    except OSError as exc:
-        raise UserError(f"cannot read hints file {path}: {exc.strerror}") from None
-    except SeedFileEncodingError as exc:
-        raise UserError(f"hints file {path} {exc}") from None
     bad = parsed.describe_rejected()
     if not parsed.urls:
         raise UserError(f"no valid URL in hints file {path}" + (f": {bad}" if bad else " (it has no URL lines)"))

@@ -21,12 +21,12 @@ from typing import Any, Mapping
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
-from crawl.crawldb.seeds import SeedFileEncodingError, SeedParse, read_seed_file
+from crawl.crawldb.seeds import SeedParse, read_seed_file
 from crawl.crawldb.status import new_url_state
 from crawl.net.addresses import AddressPolicy
 from crawl.net.urls import host_bucket, host_of, url_hash
 from jobs.engine.commit_info import writes_commits
-from jobs.engine.common import add_run_options, run_spark_step
+from jobs.engine.common import add_run_options, reading_input_file, run_spark_step
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.logs import step_logger
 from jobs.engine.crawl_root import CrawlRoot
@@ -70,16 +70,8 @@ def rows_to_url_state(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFr
 
 def load_seeds(path: str, cfg: Mapping[str, Any] | None = None) -> SeedParse:
     """The seeds file parsed; URLs longer than discovery.max_url_length (as for links) are bad lines."""
-    try:
+    with reading_input_file("seeds", path):
         parsed = read_seed_file(path, int(cfg["discovery.max_url_length"]) if cfg is not None else None)
-    except FileNotFoundError:
-        raise UserError(f"seeds file not found: {path}") from None
-    except IsADirectoryError:
-        raise UserError(f"seeds file is a directory: {path}") from None
-    except OSError as exc:
-        raise UserError(f"cannot read seeds file {path}: {exc.strerror}") from None
-    except SeedFileEncodingError as exc:
-        raise UserError(f"seeds file {path} {exc}") from None
     for number, text, reason in parsed.rejected[:SHOWN_REJECTS]:
         step_logger("inject").warning("skipped line %d: %r: %s", number, text, reason)
     if len(parsed.rejected) > SHOWN_REJECTS:

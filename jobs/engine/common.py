@@ -10,9 +10,11 @@ import re
 import sys
 import tempfile
 import traceback
-from typing import Any, Callable, Mapping
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping
 
 from crawl.config import ConfigError, build_config, parse_pairs
+from crawl.crawldb.seeds import SeedFileEncodingError
 from jobs.engine.errors import ConcurrentStepError, EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, UserError
 
 
@@ -140,6 +142,22 @@ def describe_failure(exc: BaseException) -> str:
     first = text.splitlines()[0] if text else ""
     return f"{type(exc).__name__}: {first}"
 
+
+
+@contextmanager
+def reading_input_file(kind: str, path: str) -> Iterator[None]:
+    """A file of URLs the user named (``kind``: "seeds", "hints") read inside: missing, a folder,
+    unreadable or not text becomes one UserError line saying which, not a traceback."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise UserError(f"{kind} file not found: {path}") from None
+    except IsADirectoryError:
+        raise UserError(f"{kind} file is a directory: {path}") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {kind} file {path}: {exc.strerror}") from None
+    except SeedFileEncodingError as exc:
+        raise UserError(f"{kind} file {path} {exc}") from None
 
 def add_run_options(parser: argparse.ArgumentParser, cycle: bool = True) -> None:
     """--crawl-id, --cycle and --mlflow-uri: a step as part of one crawl run (Airflow's DAG run)."""
