@@ -26,6 +26,7 @@ def test_links_are_filtered_and_known_ones_dropped_by_the_bloom_filter():
     kept = host.keep([f"http://{HOST}/new", f"http://{HOST}/known", f"http://{HOST}/a/a/a/",
                       f"http://{HOST}/img.png", "http://other.example/x"])
     assert kept == [f"http://{HOST}/new", "http://other.example/x"]
+    assert host.in_scope == 3  # the known link counts: the page's score is shared by all three
     assert host.rejects == {KNOWN: 1, "repeating_path": 1, "extension": 1}
     summary = host.summary()
     assert summary["links_found"] == 5 and summary["links_kept"] == 2 and summary["trap_signal"] is None

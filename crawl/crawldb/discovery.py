@@ -72,6 +72,7 @@ class HostLinks:
         self.found = 0            # links seen on the host's pages (after normalisation)
         self.kept = 0             # links that leave the task
         self.pages = 0            # pages whose links were judged
+        self.in_scope = 0         # the last page's links that passed the rules, known or not (keep)
         self._new_same_host: set[str] = set()
         self._lsh = None
         self._similar_pages = 0
@@ -83,8 +84,12 @@ class HostLinks:
 
     def keep(self, links: Iterable[str], depth: int = 0) -> list[str]:
         """The links of one page (``depth`` hops from a seed) worth sending to update: within the
-        crawl depth, filtered, and not already known according to the Bloom filter."""
+        crawl depth, filtered, and not already known according to the Bloom filter. ``in_scope``
+        is then how many passed the rules, known or not: what the page's score is shared by
+        (issue 32, finding 4: dividing it by the unknown ones only made a link's score depend on
+        which of its siblings happened to be found first)."""
         task = self.task
+        self.in_scope = 0
         if depth + 1 > task.max_depth:
             links = list(links)
             self.pages += 1
@@ -105,6 +110,7 @@ class HostLinks:
                 # crawldb knows them, so it does not depend on the Bloom filter being on
                 if host_of(url) == own:
                     self._new_same_host.add(url)
+                self.in_scope += 1
                 if bloom is not None and url in bloom:
                     reason = KNOWN
             if reason is not None:
