@@ -8,6 +8,16 @@ Outputs:  everything the individual steps write; the stats table at the end; aft
           number, stats/figures/config JSON and PNG charts as artifacts) in the store
           --mlflow-uri / mlflow.tracking_uri names, by default <crawl_root>/mlflow.db (see
           jobs/engine/tracking.py; "off" disables it, and a tracking failure never fails the crawl).
+Overlap:  with crawl.overlap (--overlap), cycles overlap so the fetcher is not idle while the
+          other steps run: segment N is fetched on a thread of its own while the driver runs
+          dedup and update of segment N - 1 and then generates segment N + 1 from what is not
+          leased (N's URLs are), and N + 1's fetch starts as soon as N's ends. Every step that
+          commits to the crawldb (generate's lease, update's MERGE) stays on the driver's own
+          thread, one after another, so no two of them ever race; fetch only reads it. Politeness
+          holds across the overlap: a segment's first request to a host keeps the gap after the
+          last request of the segment fetched before (jobs/fetch.py recent_contacts). Crash
+          safety is each step's own (markers, leases): a crawl that dies leaves at most two
+          segments not updated, and `deltacrawl fetch`/`update` finish them as after any death.
 Re-run:   safe: inject is idempotent, each cycle makes a new segment, each run has a new crawl id
           (its cycles rows are appended, earlier ones stay). Stops early (exit 0) when nothing
           is due any more.
@@ -19,6 +29,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -62,27 +73,10 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
         set_crawl_cycle(spark, result.crawl_id, INJECT_CYCLE)  # every Delta commit says its cycle
         recorder.run_step(INJECT_CYCLE, "inject", lambda: inject.run(spark, cfg, root, seeds_path), seeds_path)
         recorder.end_cycle()
-        for cycle in range(1, cycles + 1):
-            set_crawl_cycle(spark, result.crawl_id, cycle)
-            gen = recorder.run_step(cycle, "generate", lambda: generate.run(spark, cfg, root))
-            if gen.segment_id is None:
-                recorder.end_cycle()
-                step_logger("crawl").info("cycle %d: nothing due, stopping", cycle)
-                break
-            segment = gen.segment_id
-            # fetch mostly waits on hosts (politeness): meanwhile the driver builds the snapshots
-            # of the tables dedup and update read next (their versions do not change during it)
-            with snapshots_built_meanwhile(spark, (root.dedup_pages, root.dedup_bands, root.crawldb, root.hostdb,
-                                                   root.warc_index)):
-                recorder.run_step(cycle, "fetch", lambda: fetch.run(spark, cfg, root, segment), f"segment {segment}")
-            for name, module in (("dedup", dedup), ("update", update)):
-                recorder.run_step(cycle, name, lambda: module.run(spark, cfg, root, segment), f"segment {segment}")
-            timings = {f.step: f.seconds for f in recorder.end_cycle()}
-            result.cycles_run = cycle
-            result.segments.append(segment)
-            result.step_seconds.append(timings)
-            step_logger("crawl").info("cycle %d/%d done in %.1f s (%s)", cycle, cycles, sum(timings.values()),
-                                      ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+        if cfg["crawl.overlap"]:
+            _overlapping_cycles(spark, cfg, root, cycles, recorder, result)
+        else:
+            _cycles_in_turn(spark, cfg, root, cycles, recorder, result)
         result.stats = stats.run(spark, cfg, root)
         status = "FINISHED"
     except KeyboardInterrupt:
@@ -101,6 +95,97 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
             else:
                 tracker.abort(status)
     return result
+
+
+def _cycle_done(recorder: CrawlRecorder, result: CrawlResult, cycle: int, cycles: int, segment: str) -> None:
+    timings = {f.step: f.seconds for f in recorder.end_cycle(cycle)}
+    result.cycles_run = cycle
+    result.segments.append(segment)
+    result.step_seconds.append(timings)
+    step_logger("crawl").info("cycle %d/%d done in %.1f s (%s)", cycle, cycles, sum(timings.values()),
+                              ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+
+
+def _cycles_in_turn(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, cycles: int,
+                    recorder: CrawlRecorder, result: CrawlResult) -> None:
+    """generate → fetch → dedup → update, one cycle after the other."""
+    for cycle in range(1, cycles + 1):
+        set_crawl_cycle(spark, result.crawl_id, cycle)
+        gen = recorder.run_step(cycle, "generate", lambda: generate.run(spark, cfg, root))
+        if gen.segment_id is None:
+            recorder.end_cycle()
+            step_logger("crawl").info("cycle %d: nothing due, stopping", cycle)
+            break
+        segment = gen.segment_id
+        # fetch mostly waits on hosts (politeness): meanwhile the driver builds the snapshots
+        # of the tables dedup and update read next (their versions do not change during it)
+        with snapshots_built_meanwhile(spark, (root.dedup_pages, root.dedup_bands, root.crawldb, root.hostdb,
+                                               root.warc_index)):
+            recorder.run_step(cycle, "fetch", lambda: fetch.run(spark, cfg, root, segment), f"segment {segment}")
+        for name, module in (("dedup", dedup), ("update", update)):
+            recorder.run_step(cycle, name, lambda: module.run(spark, cfg, root, segment), f"segment {segment}")
+        _cycle_done(recorder, result, cycle, cycles, segment)
+
+
+def overlap_fetch_config(spark: SparkSession, cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The config fetch runs with while other steps run beside it: with fetch.tasks = 0 (Spark's
+    default parallelism) it takes half the task slots, so the driver's steps have the rest (its
+    tasks mostly wait on hosts: fewer tasks, each with more hosts, lose little)."""
+    if int(cfg["fetch.tasks"]):
+        return cfg
+    return with_values(cfg, {"fetch.tasks": max(1, spark.sparkContext.defaultParallelism // 2)})
+
+
+def _overlapping_cycles(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, cycles: int,
+                        recorder: CrawlRecorder, result: CrawlResult) -> None:
+    """crawl.overlap: fetch N on its own thread while the driver runs dedup and update of N - 1 and
+    generate N + 1 (module docstring)."""
+    fetch_cfg = overlap_fetch_config(spark, cfg)
+    crawl_id = result.crawl_id
+
+    def finish(cycle: int, segment: str) -> None:
+        set_crawl_cycle(spark, crawl_id, cycle)
+        for name, module in (("dedup", dedup), ("update", update)):
+            recorder.run_step(cycle, name, lambda: module.run(spark, cfg, root, segment), f"segment {segment}")
+        _cycle_done(recorder, result, cycle, cycles, segment)
+
+    cycle = 1
+    set_crawl_cycle(spark, crawl_id, cycle)
+    gen = recorder.run_step(cycle, "generate", lambda: generate.run(spark, cfg, root))
+    pending: tuple[int, str] | None = None  # fetched, not updated yet
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltacrawl-fetch") as fetcher:
+        while True:
+            if gen.segment_id is None:
+                if pending is None:
+                    recorder.end_cycle(cycle)
+                    step_logger("crawl").info("cycle %d: nothing due, stopping", cycle)
+                    break
+                # nothing due but what the segment in hand holds (at the start of a crawl every
+                # known URL may be in it): update it, then generate again, in turn
+                finish(*pending)
+                pending = None
+                set_crawl_cycle(spark, crawl_id, cycle)
+                gen = recorder.run_step(cycle, "generate", lambda: generate.run(spark, cfg, root))
+                continue
+            segment = gen.segment_id
+            fetching = fetcher.submit(recorder.run_step, cycle, "fetch",
+                                      lambda s=segment: fetch.run(spark, fetch_cfg, root, s), f"segment {segment}")
+            try:
+                if pending is not None:
+                    finish(*pending)
+                    pending = None
+                gen = None
+                if cycle < cycles:
+                    set_crawl_cycle(spark, crawl_id, cycle + 1)
+                    gen = recorder.run_step(cycle + 1, "generate", lambda: generate.run(spark, cfg, root))
+            finally:
+                fetching.result()  # a failed fetch raises here, once the driver's steps are done
+            pending = (cycle, segment)
+            if gen is None:
+                break
+            cycle += 1
+        if pending is not None:
+            finish(*pending)
 
 
 def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> tuple[str, list[str]]:
@@ -136,6 +221,9 @@ def configure(parser) -> None:
     parser.description = "Inject seeds, then run N generate/fetch/update cycles and print stats."
     parser.add_argument("--seeds", metavar="FILE", help="seeds file (one URL per line)")
     parser.add_argument("--cycles", type=int, default=3, help="number of cycles (default: 3)")
+    parser.add_argument("--overlap", action="store_true",
+                        help="overlap the cycles: fetch one segment while the others are updated and generated "
+                             "(crawl.overlap)")
     parser.add_argument("--with-devweb", action="store_true",
                         help="start the bundled local test web and crawl it (seeds default to its hosts)")
     parser.add_argument("--mlflow-uri", metavar="URI",
@@ -155,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def body(args, cfg) -> int:
         from jobs.engine.session import build_spark
+        if args.overlap:
+            cfg = with_values(cfg, {"crawl.overlap": True})
         with ExitStack() as stack:  # the test web (if any) lives as long as the crawl
             seeds = args.seeds
             if not seeds:  # --with-devweb (checks() refused a run with neither)

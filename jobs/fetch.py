@@ -40,6 +40,7 @@ Example:  spark-submit --jars "$(deltacrawl jars)" jobs/fetch.py 20261129120000-
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import os
 import re
@@ -64,7 +65,7 @@ from jobs.engine.common import run_segment_step
 from jobs.engine.errors import UserError
 from jobs.engine.logs import Progress, step_logger
 from jobs.engine.seen_filter import SeenFilter, seen_filter
-from jobs.engine.crawl_root import CrawlRoot, path_exists, read_marker, write_marker
+from jobs.engine.crawl_root import CrawlRoot, list_segments, path_exists, read_marker, write_marker
 from jobs.engine.reads import read_url_state
 from jobs.engine.schemas import FETCHED_SCHEMA, FETCHLIST_TIMES, to_epoch
 
@@ -166,6 +167,57 @@ class FetchRun:
     request_log_dir: str | None       # where tasks log their requests (None: no log)
     completed_run: str | None = None  # the last run of this segment's fetch that succeeded
     sweep_logs_s: float | None = None  # logs on executors' local disks: remove other segments' this old
+    # what the segments fetched just before know of this segment's hosts (recent_contacts):
+    # politeness across segments, also when the next one starts at once
+    recent_contacts: Mapping[str, Mapping[str, Any]] | None = None
+
+
+# How many of the segments fetched before this one say whom they contacted last (a crawl keeps at
+# most one segment in flight besides this one: crawl.overlap, jobs/crawl_cycles.py).
+RECENT_SEGMENTS = 2
+
+
+def recent_contacts(spark: SparkSession, root: CrawlRoot, segment_id: str, fetchlist: DataFrame,
+                    cfg: Mapping[str, Any], now: float) -> dict[str, dict[str, Any]]:
+    """What the last ``RECENT_SEGMENTS`` segments fetched before this one (segment ids sort by
+    time) know of this segment's hosts: {host: {ended: when its last request ended, gap: the gap
+    it keeps, and robots_status, robots_txt, robots_fetched_at: its robots.txt answer}}. Contacts
+    count when they ended within the longest gap a host can ask for (the largest of fetch.delay_s,
+    max_delay_s and max_crawl_delay_s); robots.txt only for hosts the fetchlist carries none for.
+    A segment's first request to a host then keeps the host's gap after the last one the segment
+    before sent, also when it starts the moment that one ends, and a host the segment before
+    met is not asked for robots.txt again before that segment's update has cached it
+    (crawl.overlap: the next segment is generated before it). The request log only covers
+    attempts of this segment."""
+    earlier = [s for s in reversed(list_segments(spark, root)) if s < segment_id
+               and path_exists(spark, root.fetched(s) + "/_SUCCESS")][:RECENT_SEGMENTS]
+    if not earlier:
+        return {}
+    window = max(float(cfg["fetch.delay_s"]), float(cfg["fetch.max_delay_s"]), float(cfg["fetch.max_crawl_delay_s"]))
+    gap = F.greatest(F.coalesce("min_delay_s", F.lit(0.0)), F.coalesce("crawl_delay_s", F.lit(0.0)),
+                     F.lit(float(cfg["fetch.delay_s"])))
+    mine = fetchlist.groupBy("host").agg(F.max("robots_fetched_at").alias("_cached"))
+    # each segment read on its own: one read of several partitioned folders finds no common base
+    columns = ("host", "last_fetch_at", "min_delay_s", "crawl_delay_s", "robots_status", "robots_txt",
+               "robots_fetched_at")
+    frames = [spark.read.parquet(root.fetched(s)).filter(F.col("kind") == "host").select(*columns) for s in earlier]
+    hosts = functools.reduce(DataFrame.unionByName, frames).join(mine, "host")
+    recent = F.col("last_fetch_at") > F.lit(now - window)
+    robots = F.col("_cached").isNull() & F.col("robots_fetched_at").isNotNull()
+    latest = F.max_by(F.struct("robots_status", "robots_txt", "robots_fetched_at"),
+                      F.when(robots, F.col("robots_fetched_at")))
+    rows = (hosts.filter(recent | robots).groupBy("host")
+            .agg(F.max(F.when(recent, F.col("last_fetch_at"))).alias("ended"), F.max(F.when(recent, gap)).alias("gap"),
+                 latest.alias("r"))
+            .collect())
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        c: dict[str, Any] = {"ended": r["ended"], "gap": r["gap"]}
+        if r["r"] is not None and r["r"]["robots_fetched_at"] is not None:
+            c.update(robots_status=r["r"]["robots_status"], robots_txt=r["r"]["robots_txt"],
+                     robots_fetched_at=r["r"]["robots_fetched_at"])
+        out[r["host"]] = c
+    return out
 
 
 def new_run_id() -> str:
@@ -213,7 +265,7 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], run: Fet
         if seen is not None:
             from crawl.net.bloom import BloomFilter
             bloom = BloomFilter.from_bytes(seen.value)
-        results = fetch_partition(dicts, cfg, archive, parser, bloom, request_log)
+        results = fetch_partition(dicts, cfg, archive, parser, bloom, request_log, run.recent_contacts)
     where = {"fetch_task": f"{index}.{attempt}", "fetch_executor": executor_identity()}
     for out in results:
         out.update(where)
@@ -312,10 +364,12 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         seen = seen_filter(spark, root, cfg)
         if seen is not None:
             step_logger("fetch").info("%s", seen.describe())
+        fetchlist = spark.read.parquet(fetchlist_path)
         run = FetchRun(new_run_id(), store, root.request_log_dir(segment_id),
                        read_marker(spark, root.fetched_run_marker(segment_id)),
-                       None if root.is_local else float(cfg["generate.lease_s"]))
-        fetched = fetch_segment(spark, spark.read.parquet(fetchlist_path), cfg, run, seen)
+                       None if root.is_local else float(cfg["generate.lease_s"]),
+                       recent_contacts(spark, root, segment_id, fetchlist, cfg, time.time()) or None)
+        fetched = fetch_segment(spark, fetchlist, cfg, run, seen)
         with Progress(spark, "fetch", f"segment {segment_id}", float(cfg["log.progress_s"])):
             fetched.write.mode("overwrite").partitionBy("kind").parquet(root.fetched(segment_id))
         write_marker(spark, root.fetched_run_marker(segment_id), run.run_id)

@@ -367,12 +367,20 @@ class HostQueue:
         first = self.pending[0]
         cached_at = first.get("robots_fetched_at")
         cached_status = first.get("robots_status")
+        cached_txt = first.get("robots_txt")
+        recent = self.ctx.earlier.robots.get(self.host)
+        if cached_status is None and recent is not None:
+            # read by the segment fetched just before, whose update has not run yet (crawl.overlap):
+            # kept with this segment's host row, as if read now
+            cached_status, cached_txt, cached_at = recent
+            self.host_row.update(robots_txt=cached_txt, robots_fetched_at=cached_at)
         # only a definite answer is cached: after a failure (5xx, 429, no answer) ask again
         if (cached_status is not None and 200 <= cached_status < 500 and cached_status != 429
                 and cached_at is not None and time.time() - cached_at < float(cfg["fetch.robots_ttl_s"])):
-            self.host_row["robots_status"] = first["robots_status"]
-            self._apply_policy(policy_from_fetch(first["robots_status"], first.get("robots_txt"), agent, max_bytes))
+            self.host_row["robots_status"] = cached_status
+            self._apply_policy(policy_from_fetch(cached_status, cached_txt, agent, max_bytes))
             return
+        self.host_row.update(robots_txt=None, robots_fetched_at=None)
         scheme = first["url"].split("://", 1)[0]
         url = f"{scheme}://{self.host}/robots.txt"
         status, body = UNREACHABLE_STATUS, b""
@@ -640,8 +648,11 @@ async def run_queues(queues: list[HostQueue], ctx: TaskContext) -> None:
 
 async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
                       archive: Archive | None = None, parser: Parser | None = None,
-                      bloom: Any = None, request_log: RequestLog | None = None) -> list[dict[str, Any]]:
-    """Fetch every URL of ``rows`` (any number of hosts), politely; return url and host rows."""
+                      bloom: Any = None, request_log: RequestLog | None = None,
+                      recent: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Fetch every URL of ``rows`` (any number of hosts), politely; return url and host rows.
+    ``recent``: what the segments fetched just before know of a host (requestlog.EarlierRequests
+    note_recent: when its last request ended, its gap, its robots.txt answer)."""
     groups = group_by_host(rows)
     if not groups:
         return []
@@ -659,6 +670,8 @@ async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
                                      headers={"User-Agent": cfg["fetch.user_agent"]},
                                      cookie_jar=aiohttp.DummyCookieJar()) as session:
         ctx = TaskContext(cfg, session, archive, parser, TaskLinks(cfg, bloom), request_log, addresses)
+        if recent:
+            ctx.earlier.note_recent(recent)
         queues = [HostQueue(host, host_rows, ctx) for host, host_rows in groups.items()]
         await run_queues(queues, ctx)
     out: list[dict[str, Any]] = []
@@ -670,9 +683,11 @@ async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
 
 def fetch_partition(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
                     archive: Archive | None = None, parser: Parser | None = None,
-                    bloom: Any = None, request_log: RequestLog | None = None) -> list[dict[str, Any]]:
+                    bloom: Any = None, request_log: RequestLog | None = None,
+                    recent: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Entry point for one Spark task: run the event loop over this partition's hosts.
     ``bloom`` (crawl.net.bloom.BloomFilter) drops outlinks the crawldb already knows; ``request_log``
-    (crawl.fetch.requestlog) records each request and says what earlier attempts sent."""
-    return asyncio.run(fetch_hosts(list(rows), cfg, archive, parser, bloom, request_log))
+    (crawl.fetch.requestlog) records each request and says what earlier attempts sent; ``recent``
+    what the segments fetched just before sent (fetch_hosts)."""
+    return asyncio.run(fetch_hosts(list(rows), cfg, archive, parser, bloom, request_log, recent))
 

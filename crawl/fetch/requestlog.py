@@ -38,6 +38,7 @@ import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 # A page requested by this many attempts (or runs) that died is not requested again under the
 # lease: two deaths with the same page under way make it a suspect, and a retry that requested it
@@ -59,6 +60,21 @@ class EarlierRequests:
     pages: Counter[str] = field(default_factory=Counter)
     files: int = 0
     read_at: float = field(default_factory=time.time)
+    # hosts the segments fetched just before this one contacted: when their last request ended
+    # (known: those segments completed), so the first request here keeps the host's gap after it
+    ended_at: dict[str, float] = field(default_factory=dict)
+    # their robots.txt answers (status, body, fetched at) for hosts the fetchlist has none for
+    robots: dict[str, tuple[int, str | None, float]] = field(default_factory=dict)
+
+    def note_recent(self, contacts: "Mapping[str, Mapping[str, Any]]") -> None:
+        """Add ``contacts`` ({host: {ended, gap, and robots_status, robots_txt, robots_fetched_at
+        when known}}) of the segments fetched just before (jobs/fetch.py recent_contacts)."""
+        for host, c in contacts.items():
+            if c.get("ended") is not None:
+                self.ended_at[host] = max(float(c["ended"]), self.ended_at.get(host, float("-inf")))
+                self.gap_s[host] = max(float(c["gap"]), self.gap_s.get(host, 0.0))
+            if c.get("robots_status") is not None and c.get("robots_fetched_at") is not None:
+                self.robots[host] = (int(c["robots_status"]), c.get("robots_txt"), float(c["robots_fetched_at"]))
 
     def given_up(self, url: str) -> bool:
         """Whether ``url`` is not to be requested again under this lease (``MAX_LOST_REQUESTS``)."""
@@ -71,9 +87,10 @@ class EarlierRequests:
         ``max_request_s`` (the total request timeout) after it was sent, and an attempt that died
         did so before this log was read: the earlier of the two bounds it."""
         sent = self.last_at.get(host)
-        if sent is None:
-            return None
-        return min(self.read_at, sent + max_request_s)
+        ended = self.ended_at.get(host)
+        bounds = ([min(self.read_at, sent + max_request_s)] if sent is not None else []) + (
+            [ended] if ended is not None else [])
+        return max(bounds) if bounds else None
 
 
 def log_name(run: str, task: int, attempt: int) -> str:

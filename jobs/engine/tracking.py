@@ -31,6 +31,7 @@ import logging
 import os
 import secrets
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -444,8 +445,10 @@ class CrawlRecorder:
     tracker: CrawlTracker | None
     warn: OneLineWarnings
     cycles: list[tuple[int, list[StepFigures]]] = field(default_factory=list)
-    open_steps: list[StepFigures] = field(default_factory=list)  # the current cycle's, until recorded
+    recorded: set[int] = field(default_factory=set)  # cycles whose rows were handed to the worker
     _worker: ThreadPoolExecutor | None = field(default=None, repr=False)
+    # steps of two cycles run at once with crawl.overlap (fetch on its own thread)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _session: SparkSession | None = field(default=None, repr=False)
 
     def _background(self, work: Callable[[SparkSession], None]) -> None:
@@ -456,14 +459,23 @@ class CrawlRecorder:
         session = self._session
         self._worker.submit(work, session)
 
+    def _steps_of(self, cycle: int) -> list[StepFigures]:
+        """The figures list of ``cycle`` (made when its first step starts); under the lock."""
+        for number, steps in reversed(self.cycles):
+            if number == cycle:
+                return steps
+        self.cycles.append((cycle, []))
+        self.cycles.sort(key=lambda c: c[0])
+        return self._steps_of(cycle)
+
     def run_step(self, cycle: int, step: str, run: Callable[[], Any], what: str = "") -> Any:
-        if not self.cycles or self.cycles[-1][0] != cycle:
-            self.cycles.append((cycle, []))
-            self.open_steps = self.cycles[-1][1]
+        with self._lock:
+            steps = self._steps_of(cycle)
         started_at = time.time()
         result, seconds = log_step(step, f"cycle {cycle}" + (f", {what}" if what else ""), run, _summary)
         fig = result_figures(step, result, started_at, seconds)
-        self.cycles[-1][1].append(fig)
+        with self._lock:
+            steps.append(fig)
         if step in ("fetch", "update"):
             try:  # the crawldb as update left it: the next generate's lease commits soon after
                 version = table_version(self.spark, self.root.crawldb) if step == "update" else None
@@ -479,13 +491,18 @@ class CrawlRecorder:
             self._background(figures)
         return result
 
-    def end_cycle(self) -> list[StepFigures]:
-        """The current cycle is complete (or the crawl stops in it): record it, once (in the
-        background, after its figures)."""
-        if not self.open_steps:
-            return []
-        cycle, steps = self.cycles[-1]
-        self.open_steps = []
+    def end_cycle(self, cycle: int | None = None) -> list[StepFigures]:
+        """``cycle`` (None: the latest begun) is complete, or the crawl stops in it: record it,
+        once (in the background, after its figures)."""
+        with self._lock:
+            if not self.cycles:
+                return []
+            number = self.cycles[-1][0] if cycle is None else cycle
+            steps = next((s for c, s in self.cycles if c == number), [])
+            if not steps or number in self.recorded:
+                return []
+            self.recorded.add(number)
+            cycle = number
         run_id = self.tracker.run_id if self.tracker is not None else None
         label = json.dumps(commit_metadata(None))  # this cycle's, whatever cycle has begun by then
 

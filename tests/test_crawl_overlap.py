@@ -1,0 +1,86 @@
+"""Overlapping cycles (crawl.overlap, issue 33): segment N is fetched while N - 1 is deduplicated
+and updated and N + 1 generated. A real crawl of the test web over loopback HTTP, checked from
+the server's log (politeness across segments fetched back to back, robots.txt once per host)
+and from the crawl root (segments disjoint while leased, every one updated, counts consistent)."""
+from __future__ import annotations
+
+from crawl.devweb.web import DevWeb
+from jobs import cli
+from jobs.engine.crawl_root import CrawlRoot, list_segments, path_exists
+from tests.conftest import FAST, write_seeds
+from tests.politeness import assert_polite
+from tests.test_update_recovery import assert_consistent
+
+DELAY_S = 0.3
+CYCLES = 4
+
+
+def test_overlapping_cycles_stay_polite_disjoint_and_consistent(spark, tmp_path, capsys):
+    web = DevWeb(hosts=3, pages_per_host=8, port=0, seed=5, crawl_delay_s=0.0, links_per_page=3)
+    web.start()
+    try:
+        seeds = write_seeds(tmp_path / "seeds.txt", web.seed_urls())
+        overrides = {**FAST, "fetch.delay_s": DELAY_S, "generate.top_n": 6, "generate.max_urls_per_host": 2,
+                     "schedule.min_interval_s": 1, "schedule.max_interval_s": 3600,
+                     "schedule.prior_min_change_s": 1, "schedule.prior_max_change_s": 86400,
+                     "sitemaps.enabled": "false", "mlflow.tracking_uri": "off"}
+        conf = [arg for k, v in overrides.items() for arg in ("--conf", f"{k}={v}")]
+        crawl_root = str(tmp_path / "crawl")
+        rc = cli.main(["crawl", "--overlap", "--seeds", seeds, "--cycles", str(CYCLES), "--crawl-root", crawl_root,
+                       *conf])
+        _, err = capsys.readouterr()
+        assert rc == 0, err
+        assert f"cycle {CYCLES}/{CYCLES} done" in err
+        root = CrawlRoot(crawl_root)
+        segments = list_segments(spark, root)
+        assert len(segments) == CYCLES
+        for s in segments:
+            assert path_exists(spark, root.fetched(s) + "/_SUCCESS")
+        urls = [{r["url"] for r in spark.read.parquet(root.fetchlist(s)).select("url").collect()} for s in segments]
+        for a, b in zip(urls, urls[1:]):
+            assert not a & b  # N + 1 was generated while N's URLs were leased
+        assert_consistent(spark, root)
+        rows = spark.read.format("delta").load(root.crawldb).filter("segment_id IS NOT NULL").collect()
+        assert all(r["lease_until"] is None for r in rows)  # every segment's update ran
+        # the cycles overlapped: each segment's dedup began while the next segment was fetched
+        steps = {(r["cycle"], r["step"]): r for r in spark.read.format("delta").load(root.cycles).collect()}
+        for k in range(1, CYCLES):
+            fetch_next = steps[(k + 1, "fetch")]
+            assert steps[(k, "dedup")]["started_at"].timestamp() < (
+                fetch_next["started_at"].timestamp() + fetch_next["seconds"])
+        # politeness from the server's side: gaps between a host's requests, across segments too,
+        # and robots.txt read once per host although segment N + 1 was generated before N's update
+        assert_polite(web, web.requests(), DELAY_S)
+    finally:
+        web.stop()
+
+
+def test_a_segment_fetched_right_after_another_keeps_the_gap_and_the_robots_txt(spark, root, tmp_path):
+    """What makes the overlap polite (jobs/fetch.py recent_contacts): segment 2 is generated before
+    segment 1's update and fetched the moment segment 1's fetch ends. Its first request to the host
+    still waits the host's gap after segment 1's last one (the request log covers one segment's
+    attempts only; before, the steps between two fetches happened to make the gap), and it does not
+    ask for robots.txt again (segment 1 read it; the hostdb learns it only at segment 1's update)."""
+    from jobs import fetch, generate, inject
+    from tests.conftest import make_config
+    from tests.fixed_web import FixedWeb
+    delay = 4.0  # longer than a fetch step takes to start
+    web = FixedWeb(hosts=1).start()
+    try:
+        pages = [web.put(0, f"/p{i}.html", f"<html><body>page {i}</body></html>") for i in range(4)]
+        cfg = make_config(fetch__delay_s=delay, fetch__delay_factor=0, fetch__tasks=1, sitemaps__enabled="false",
+                          generate__top_n=2, generate__max_urls_per_host=2, generate__fill_budget="false")
+        inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", pages))
+        first = generate.run(spark, cfg, root).segment_id
+        second = generate.run(spark, cfg, root).segment_id  # the other two: the first two are leased
+        assert first and second
+        fetch.run(spark, cfg, root, first)
+        fetch.run(spark, cfg, root, second)
+        log = sorted(web.requests(), key=lambda e: e["ts"])
+        assert [e["path"] for e in log].count("/robots.txt") == 1
+        paths = [e["path"] for e in log if e["path"] != "/robots.txt"]
+        assert len(paths) == 4
+        gaps = [b["ts"] - a["ts"] for a, b in zip(log, log[1:])]
+        assert min(gaps) >= delay - 0.05, gaps  # request starts; every request here is short
+    finally:
+        web.stop()
