@@ -107,7 +107,7 @@ from typing import Any
 
 import numpy as np
 
-from crawl.crawldb.status import FETCHED, NOTMODIFIED
+from crawl.crawldb.statuses import FETCHED, NOTMODIFIED
 from crawl.rule_ops import NUMPY_OPS
 
 # The statuses whose interval the change-rate schedule sets (crawl.crawldb.status FETCHED and

@@ -33,20 +33,10 @@ import email.utils
 
 from typing import Any, Mapping
 
-UNFETCHED = "unfetched"
-FETCHED = "fetched"
-NOTMODIFIED = "notmodified"
-REDIRECT_TEMP = "redirect_temp"
-REDIRECT_PERM = "redirect_perm"
-RETRY = "retry"
-GONE = "gone"
-ROBOTS_DENIED = "robots_denied"
-DUPLICATE = "duplicate"
-BLOCKED_ADDRESS = "blocked_address"
-
-ALL_STATUSES = (UNFETCHED, FETCHED, NOTMODIFIED, REDIRECT_TEMP, REDIRECT_PERM, RETRY, GONE,
-                ROBOTS_DENIED, DUPLICATE, BLOCKED_ADDRESS)
-GENERATABLE_STATUSES = ALL_STATUSES
+# the crawldb's status names live in crawl.crawldb.statuses (crawl.crawldb.schedule reads them too)
+from crawl.crawldb.statuses import (ALL_STATUSES, BLOCKED_ADDRESS, DUPLICATE, FETCHED,  # noqa: F401
+                                    GENERATABLE_STATUSES, GONE, NOTMODIFIED, REDIRECT_PERM, REDIRECT_TEMP, RETRY,
+                                    ROBOTS_DENIED, UNFETCHED)
 
 
 class FetchStatus:
