@@ -23,11 +23,14 @@ infinite (never changes) for the rest, drawn from ``seed`` independently of the 
 times are precomputed at construction (cumulative sums of Exp(mean) gaps, up to ``horizon_s``
 after the web's clock zero ``t0``, which ``start()`` sets to the start time), so the version live
 at any time is known exactly: version v is live on [change_v, change_{v+1}) with change_0 = −∞
-(version 0 was live before the web started).
+(version 0 was live before the web started). Version 0's age at t0 (what its Last-Modified says)
+follows the same process: the time back to a Poisson process's last event is Exp(mean), so it
+is drawn from Exp(mean) (its own stream of ``seed``; the change times do not depend on it); a
+page that never changes is a day old.
 
 HTTP. ``GET`` of a page answers 200 with the live version's body, a strong ``ETag``
-``"<page>-<version>"`` and ``Last-Modified`` = the version's change time (version 0: one day before
-t0), or 304 (RFC 9110 §13.1: ``If-None-Match`` is evaluated first and, when present, decides;
+``"<page>-<version>"`` and ``Last-Modified`` = the version's change time (version 0: its age
+before t0, above), or 304 (RFC 9110 §13.1: ``If-None-Match`` is evaluated first and, when present, decides;
 otherwise ``If-Modified-Since`` gives 304 when the live version's Last-Modified, in whole seconds,
 is not later than it). ``/robots.txt`` allows everything; every other path is 404 (the crawler
 asks ``/sitemap.xml`` once per host).
@@ -73,6 +76,7 @@ class Page:
     kind: str
     mean_change_s: float          # inf: never changes
     change_times: np.ndarray      # seconds after t0 at which versions 1, 2, … go live
+    first_age_s: float = _OLD_VERSION_AGE_S  # how long before t0 version 0 went live
     links: list[tuple[int, str]] = field(default_factory=list)  # (host, path)
 
     def version_at(self, rel_t: float) -> int:
@@ -150,7 +154,9 @@ class ChangingWeb:
                     times = np.concatenate([times, times[-1] + np.cumsum(prng.exponential(mean, count))])
                 times = times[times < self.horizon_s]
             self._by_path[(h, path)] = i
-            self.pages.append(Page(i, h, path, kind, mean, times))
+            age = (float(np.random.default_rng([self.seed, 3, i]).exponential(mean)) if math.isfinite(mean)
+                   else _OLD_VERSION_AGE_S)
+            self.pages.append(Page(i, h, path, kind, mean, times, age))
         # links (fixed for every version)
         for h in range(self.hosts):
             idx = [p for p in self.pages if p.host == h]
@@ -185,8 +191,8 @@ class ChangingWeb:
         return networks_of(self.addresses)
 
     def version_change_time(self, page: Page, version: int) -> float:
-        """Seconds after t0 at which ``version`` went live (version 0: a day before t0)."""
-        return -_OLD_VERSION_AGE_S if version == 0 else float(page.change_times[version - 1])
+        """Seconds after t0 at which ``version`` went live (version 0: its age before t0)."""
+        return -page.first_age_s if version == 0 else float(page.change_times[version - 1])
 
     def etag(self, page: Page, version: int) -> str:
         return f'"{page.index}-{version}"'

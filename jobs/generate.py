@@ -72,7 +72,7 @@ from crawl.fetch.politeness import override_value
 from crawl.crawldb import selection
 from crawl.crawldb.segment_ids import new_segment_id
 from crawl.crawldb.selection import budget_split
-from crawl.crawldb.schedule import importance_rule, priority_rule, staleness_rule
+from crawl.crawldb.schedule import importance_rule, priority_rule, staleness_rule, valued_rule
 from crawl.rule_ops import NUMPY_OPS, epoch_micros
 from jobs.engine.column_ops import COLUMN_OPS, spark_order
 from jobs.engine.commit_info import note_segment, writes_commits
@@ -107,7 +107,8 @@ class GenerateResult:
 # next_fetch_at, fetch_interval_s, fetch_count; status and last_fetched_at: early_col) and what
 # the fetchlist carries.
 DUE_COLUMNS = ("url", "url_hash", "host", "host_bucket", "depth", "score", "next_fetch_at", "fetch_interval_s",
-               "fetch_count", "etag", "last_modified", "redirect_hops", "status", "last_fetched_at")
+               "fetch_count", "etag", "last_modified", "redirect_hops", "status", "last_fetched_at", "refresh_value",
+               "refresh_slope")
 DUE_TIMES = ("next_fetch_at", "last_fetched_at")
 
 
@@ -168,12 +169,21 @@ def staleness_col(now: float) -> Column:
 
 
 def priority_col(cfg: Mapping[str, Any], now: float) -> Column:
-    """crawl.crawldb.schedule.priority_rule as a Column (importance × staleness, higher first;
-    0 = not due; a row taken early ranks by how close it is to due). Reads score, depth,
-    next_fetch_at, fetch_interval_s, status and last_fetched_at."""
+    """crawl.crawldb.schedule.priority_rule as a Column (higher first: a URL with a refresh value
+    by what its fetch buys now, the others by importance × staleness, 0 = not due, or for a row
+    taken early how close it is to due). Reads score, depth, next_fetch_at, fetch_interval_s,
+    status, last_fetched_at, refresh_value and refresh_slope."""
     return priority_rule(F.col("score").cast("double"), F.col("depth").cast("double"), float(now),
                          _epoch("next_fetch_at"), F.col("fetch_interval_s").cast("double"), COLUMN_OPS,
-                         early=early_col(cfg, now), **_priority_settings(cfg))
+                         early=early_col(cfg, now), status=F.col("status"), refresh_value=F.col("refresh_value"),
+                         refresh_slope=F.col("refresh_slope"), last_fetched_at=_epoch("last_fetched_at"),
+                         **_priority_settings(cfg))
+
+
+def valued_col() -> Column:
+    """crawl.crawldb.schedule.valued_rule: the row ranks by its refresh value."""
+    return valued_rule(F.col("status"), F.col("refresh_value"), F.col("refresh_slope"), _epoch("last_fetched_at"),
+                       F.col("fetch_interval_s").cast("double"), COLUMN_OPS)
 
 
 def is_discovery_col() -> Column:
@@ -210,11 +220,16 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
     """Rank by priority, cap per host, split the budget between discovery and refresh, attach the
     fresh robots.txt cache; one row per URL to fetch (see the module docstring)."""
     ranked = (due.withColumn("_priority", priority_col(cfg, now)).withColumn("_discovery", is_discovery_col())
-              .withColumn("_early", early_col(cfg, now)))
+              .withColumn("_early", early_col(cfg, now)).withColumn("_valued", valued_col()))
+    per_host_pool = Window.partitionBy("host", "_discovery").orderBy(*spark_order(selection.HOST_POOL_RANK))
     per_host = Window.partitionBy("host").orderBy(*spark_order(selection.HOST_RANK))
     # a host flagged as a trap has a lowered budget (host_state.url_budget, set by update)
     budgets = host_state.filter(F.col("url_budget").isNotNull()).select("host_bucket", "host", "url_budget")
-    capped = (ranked.join(F.broadcast(budgets), ["host_bucket", "host"], "left")
+    capped = (ranked.withColumn("_host_pool_rank", F.row_number().over(per_host_pool))
+              # a row past the cap in its own pool is past it in its host too (literal bound: see
+              # largest_host_cap)
+              .filter(F.col("_host_pool_rank") <= F.lit(largest_host_cap(cfg)))
+              .join(F.broadcast(budgets), ["host_bucket", "host"], "left")
               .withColumn("_rank", F.row_number().over(per_host))
               .filter(F.col("_rank") <= F.lit(largest_host_cap(cfg)))  # a literal: see largest_host_cap
               .filter(F.col("_rank") <= selection.host_cap_rule(per_host_cap(cfg), F.col("url_budget"), COLUMN_OPS))

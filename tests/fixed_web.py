@@ -1,8 +1,8 @@
 """A small loopback web with fixed content, for tests that need validators and feeds: host ``i``
 listens on 127.0.0.(2 + i) (never any other address), all hosts on one free port.
 
-``FixedWeb.put(host, path, body, content_type)`` sets what a path answers (200, with a strong
-``ETag`` of the body and a fixed ``Last-Modified``; a request whose ``If-None-Match`` names the
+``FixedWeb.put(host, path, body, content_type, last_modified)`` sets what a path answers (200, with a
+strong ``ETag`` of the body and a ``Last-Modified``, fixed unless given, none when None; a request whose ``If-None-Match`` names the
 ETag gets 304, RFC 9110 §13.1.2); ``/robots.txt`` allows everything unless put; any other path is
 404. Every request is logged (``requests()``): ``ts``, ``host`` ("ip:port"), ``path``, ``status``,
 ``inm`` and ``ims`` (the validator headers as received).
@@ -27,7 +27,7 @@ class FixedWeb:
             raise ValueError("hosts must be in 1..253")
         self.addresses = [f"127.0.0.{2 + i}" for i in range(hosts)]
         self.port = 0
-        self._content: dict[tuple[int, str], tuple[bytes, str]] = {}
+        self._content: dict[tuple[int, str], tuple[bytes, str, str | None]] = {}
         self._log: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
@@ -38,11 +38,12 @@ class FixedWeb:
     def base(self, host: int) -> str:
         return f"http://{self.addresses[host]}:{self.port}"
 
-    def put(self, host: int, path: str, body: str | bytes, content_type: str = "text/html") -> str:
+    def put(self, host: int, path: str, body: str | bytes, content_type: str = "text/html",
+            last_modified: str | None = LAST_MODIFIED) -> str:
         """Serve ``body`` at ``path`` of ``host``; returns the page's URL."""
         data = body.encode() if isinstance(body, str) else body
         with self._lock:
-            self._content[(host, path)] = (data, content_type)
+            self._content[(host, path)] = (data, content_type, last_modified)
         return self.base(host) + path
 
     def requests(self) -> list[dict[str, Any]]:
@@ -58,9 +59,9 @@ class FixedWeb:
             found = self._content.get((host, request.path)) if host is not None else None
         inm = request.headers.get("If-None-Match")
         if found is not None:
-            data, ctype = found
+            data, ctype, modified = found
             etag = '"' + hashlib.sha1(data).hexdigest()[:16] + '"'
-            headers = {"ETag": etag, "Last-Modified": LAST_MODIFIED}
+            headers = {"ETag": etag, **({"Last-Modified": modified} if modified else {})}
             if inm is not None and etag in {t.strip().removeprefix("W/") for t in inm.split(",")}:
                 resp = web.Response(status=304, headers=headers)
             else:

@@ -92,7 +92,11 @@ def generate_case(draw, case: int, robots_ttl_s: float, sitemaps_ttl_s: float):
             fetch_count=draw(st.integers(0, 3)),
             lease_until=draw(st.sampled_from([None, None, NOW - 60.0, NOW, NOW + 600.0])),
             etag=draw(st.sampled_from([None, '"e1"'])),
-            redirect_hops=draw(st.sampled_from([None, 0, 2]))))
+            redirect_hops=draw(st.sampled_from([None, 0, 2])),
+            # a refresh value ranks the URL by what its fetch buys (valued_rule): few distinct
+            # values, so equal priorities are decided by the later fields too
+            refresh_value=draw(st.sampled_from([None, 0.0, 50.0, 50.0, 8000.0])),
+            refresh_slope=draw(st.sampled_from([None, 0.0, 1.0, 2.0]))))
     host_rows = []
     for host in hosts:
         if not draw(st.integers(0, 5)):

@@ -32,6 +32,7 @@ def test_links_are_filtered_and_known_ones_dropped_by_the_bloom_filter():
     kept = host.keep([f"http://{HOST}/new", f"http://{HOST}/known", f"http://{HOST}/a/a/a/",
                       f"http://{HOST}/img.png", "http://other.example/x"])
     assert kept == [f"http://{HOST}/new", "http://other.example/x"]
+    assert host.in_scope == 3  # the known link counts: the page's score is shared by all three
     assert host.rejects == {KNOWN: 1, "repeating_path": 1, "extension": 1}
     summary = host.summary()
     assert summary["links_found"] == 5 and summary["links_kept"] == 2 and summary["trap_signal"] is None
@@ -111,10 +112,11 @@ def test_links_recurring_across_a_hosts_pages_are_judged_as_on_first_sight(pages
     rejects: Counter = Counter()
     same_host: set[str] = set()
     for links in pages:
-        expected = []
+        expected, in_scope = [], 0
         for url in links:
             reason = link_filter.reject_reason(url, HOST)
             if reason is None:
+                in_scope += 1
                 if host_of(url) == HOST:
                     same_host.add(url)
                 if url in bloom:
@@ -124,6 +126,7 @@ def test_links_recurring_across_a_hosts_pages_are_judged_as_on_first_sight(pages
             else:
                 rejects[reason] += 1
         assert host.keep(links) == expected
+        assert host.in_scope == in_scope
     assert host.rejects == rejects
     summary = host.summary()
     assert summary["links_found"] == sum(map(len, pages))

@@ -2,7 +2,10 @@
 (loopback HTTP, the shared SparkSession, the schedule's clock compressed through config)."""
 from __future__ import annotations
 
+import email.utils
 import re
+
+import pytest
 
 from crawl.devweb.web import DevWeb
 from jobs import cli
@@ -46,5 +49,45 @@ def test_every_cycle_uses_the_whole_budget_once_the_urls_are_known(spark, tmp_pa
         pages = [e for e in log if e["path"] != "/robots.txt"]
         assert len(pages) <= sum(per_cycle)  # robots-denied URLs are never requested
         assert_polite(web, log, 0.05)
+    finally:
+        web.stop()
+
+
+def test_last_modified_and_known_links_as_the_crawldb_records_them(spark, root, tmp_path):
+    """Findings 3 and 4 over HTTP (their effect on a whole crawl: tests/test_refresh_allocation.py).
+    3: a page whose Last-Modified says it has not changed for months is known unchanged for that
+    long from its first answer (unchanged_s), so its next fetch is worth far less than that of a
+    page without one. 4: a page's score is shared by all its links, the
+    ones the crawldb already knows included (before, /a got half the page's cash when /c and /d
+    were known, and a quarter when they were not)."""
+    from jobs import fetch, generate, inject, update
+    from tests.conftest import make_config
+    from tests.fixed_web import LAST_MODIFIED, FixedWeb
+    web = FixedWeb(hosts=1).start()
+    try:
+        links = "".join(f'<a href="/{p}">{p}</a>' for p in "abcd")
+        home = web.put(0, "/", f"<html><body>{links}</body></html>", last_modified=None)
+        for p in "abcd":
+            web.put(0, f"/{p}", f"<html><body>page {p}</body></html>",
+                    last_modified=LAST_MODIFIED if p == "a" else None)
+        cfg = make_config(fetch__delay_s=0.05, fetch__tasks=1, sitemaps__enabled="false", generate__fill_budget="false")
+        known = [f"{web.base(0)}/c", f"{web.base(0)}/d"]
+        inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", [home, *known]))
+        for _ in range(2):  # the seeds, then /a and /b
+            segment = generate.run(spark, cfg, root).segment_id
+            fetch.run(spark, cfg, root, segment)
+            update.run(spark, cfg, root, segment)
+        rows = {r["url"].rsplit("/", 1)[1]: r for r in spark.read.format("delta").load(root.crawldb).collect()}
+        factor = float(cfg["update.outlink_score_factor"])
+        assert rows["a"]["score"] == pytest.approx(factor / 4) and rows["b"]["score"] == pytest.approx(factor / 4)
+        assert rows["a"]["status"] == rows["b"]["status"] == "fetched"
+        age = rows["a"]["first_observed_at"].timestamp() - email.utils.parsedate_to_datetime(LAST_MODIFIED).timestamp()
+        assert rows["a"]["unchanged_s"] == pytest.approx(min(age, float(cfg["schedule.prior_max_change_s"])), abs=5)
+        assert rows["b"]["unchanged_s"] == 0.0 and rows["a"]["change_span_s"] == rows["b"]["change_span_s"] == 0.0
+        for r in (rows["a"], rows["b"]):
+            assert r["refresh_value"] > 0 and 0 <= r["refresh_slope"] <= 2
+        worth = {p: rows[p]["refresh_value"] * (rows["b"]["fetch_interval_s"] / rows[p]["fetch_interval_s"])
+                 ** rows[p]["refresh_slope"] for p in "ab"}  # what each buys once /b is due
+        assert worth["a"] < 0.1 * worth["b"]
     finally:
         web.stop()

@@ -86,3 +86,32 @@ def test_hints_make_known_urls_due_and_add_new_ones(spark, root, tmp_path, capsy
         assert due.count() == 0
     finally:
         web.stop()
+
+
+def test_a_hint_for_a_url_leased_to_a_segment_waits_for_that_segments_answer(spark, root, tmp_path):
+    """A hint that arrives after a leased URL was fetched, but before its segment's update, was
+    applied and then overwritten by that update (the URL's next fetch set from the older answer):
+    lost. Now it is carried to the next generate, which applies it as the answer in the crawldb
+    is older than the hint; and a hint older than the answer is dropped there."""
+    web = FixedWeb(hosts=1).start()
+    try:
+        page, calm = (web.put(0, p, f"<html><body>{p}</body></html>") for p in ("/page.html", "/calm.html"))
+        cfg = make_config(fetch__delay_s=0.05, fetch__tasks=1, sitemaps__enabled=False, generate__fill_budget=False)
+        inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", [page, calm]))
+        first = generate.run(spark, cfg, root).segment_id
+        fetch.run(spark, cfg, root, first)  # fetched; its segment not updated yet: both URLs leased
+        hint.run(spark, cfg, root, write_seeds(tmp_path / "changed.txt", [page]))
+        assert generate.run(spark, cfg, root).segment_id is None  # leased: not applied, carried
+        assert spark.read.format("delta").load(hints_path(root)).count() == 2  # the push and its carry
+        update.run(spark, cfg, root, first)
+        segment = generate.run(spark, cfg, root).segment_id
+        assert segment is not None
+        assert {r["url"] for r in spark.read.parquet(root.fetchlist(segment)).collect()} == {page}
+        fetch.run(spark, cfg, root, segment)
+        update.run(spark, cfg, root, segment)
+        assert_consistent(spark, root)
+        # a hint older than the copy: dropped, not carried again
+        assert generate.run(spark, cfg, root).segment_id is None
+        assert spark.read.format("delta").load(hints_path(root)).count() == 2
+    finally:
+        web.stop()

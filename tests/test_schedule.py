@@ -257,3 +257,44 @@ def test_priority_overdue_important_then_overdue_unimportant_then_not_due():
     ranked = np.argsort(-S.priority(np.array([1.0, 0.001, 1.0]), 1, now, np.array([now - DAY, now - DAY, now + 1]),
                                     DAY, **IMPORTANCE))
     assert ranked.tolist() == [0, 1, 2]
+
+
+def test_last_modified_narrows_what_is_known_unchanged():
+    """record_exposure (issue 32): without Last-Modified a poll counts whole, unchanged or
+    changed; with it, a change lies before its Last-Modified and nothing after, and the first
+    answer's Last-Modified credits the page's age, taken back once a change comes with a
+    Last-Modified that did not move (a server that does not keep it)."""
+    credit = 86400.0
+    # first answer, a week-old copy: credited up to the cap
+    assert S.record_exposure(None, None, 0, None, None, 1000.0, False, 1000.0 - 7 * DAY,
+                             max_age_credit_s=credit) == (credit, 0.0)
+    assert S.record_exposure(None, None, 0, None, None, 1000.0, False, 400.0, max_age_credit_s=credit) == (600.0, 0.0)
+    assert S.record_exposure(None, None, 0, None, None, 1000.0, False, None, max_age_credit_s=credit) == (0.0, 0.0)
+    # an unchanged poll adds its interval; a changed one without a usable Last-Modified its whole interval
+    assert S.record_exposure(600.0, 0.0, 1, 1000.0, 1000.0, 1300.0, False, 400.0, max_age_credit_s=credit) == (900.0, 0.0)
+    assert S.record_exposure(600.0, 0.0, 1, 1000.0, 1000.0, 1300.0, True, None, max_age_credit_s=credit) == (600.0, 300.0)
+    # a change with a Last-Modified inside the interval: 100 s known unchanged after it
+    assert S.record_exposure(600.0, 0.0, 1, 1000.0, 1000.0, 1300.0, True, 1200.0, max_age_credit_s=credit) == (700.0, 200.0)
+    # a change whose Last-Modified did not move: the first answer's age is taken back (at most the
+    # 300 s observed before this poll were known unchanged)
+    assert S.record_exposure(600.0, 0.0, 2, 1000.0, 1300.0, 1500.0, True, 400.0, max_age_credit_s=credit) == (300.0, 200.0)
+
+
+def test_the_refresh_value_is_what_a_fetch_buys():
+    """next_interval_and_value: at the interval the value is the fetch value μ (unless clamped);
+    value × (τ / interval)^slope follows E_posterior[w ∂F/∂f] as τ grows; a page long unchanged
+    (old Last-Modified) is worth far less than one seen changing now and then."""
+    kw = dict(fetch_value_s=50.0, min_interval_s=5.0, max_interval_s=7200.0, prior_min_change_s=5.0,
+              prior_max_change_s=86400.0)
+    interval, value, slope = S.next_interval_and_value(6, 3, 0.0, 1500.0, 1.0, **kw)
+    assert 5.0 < interval < 7200.0 and value == pytest.approx(50.0, rel=1e-3) and 0.0 < slope <= 2.0
+    grids = S._grids(5.0, 86400.0, 5.0, 7200.0)
+    post, w, _ = S._weighted_posterior(6, 3, 0.0, 1500.0, 1.0, grids[0])
+    exact = float((post @ S._refresh_gain(grids[0][:, None], np.array([[2 * interval]])))[0, 0]) * w[0]
+    assert value * 2.0 ** slope == pytest.approx(exact, rel=1e-9)  # the slope spans [I, 2I]
+    def bought_after(tau, **history):  # what generate ranks by, τ seconds after the last fetch
+        i, v, k = S.next_interval_and_value(2, history.pop("changes"), 0.0, 300.0, 1.0, **history, **kw)
+        return v * (tau / i) ** k
+
+    assert bought_after(600.0, changes=0, unchanged_s=86400.0, change_span_s=0.0) < 0.1 * bought_after(
+        600.0, changes=1, unchanged_s=0.0, change_span_s=300.0)

@@ -214,3 +214,16 @@ def test_discovered_links_depth_score_and_redirect_chains():
     assert S.discovered_links(hop, 0.5, 10, 5) == [("http://a.com/next", 1, 0.5, 5)]  # the 5th hop is kept
     assert S.discovered_links(dict(hop, redirect_hops=5), 0.5, 10, 5) == []  # a 6th is not
     assert S.discovered_links(dict(page, outlinks=[]), 0.5, 10, 5) == []
+
+
+def test_a_links_score_share_does_not_depend_on_which_siblings_are_known():
+    """Issue 32, finding 4: the score was divided by the links that survived the seen-URL filter,
+    so the same link got twice the share once half its siblings were known. It is divided by
+    all the page's links within the rules (outlinks_total), known or not."""
+    first = {"outlinks": [f"http://a.com/{i}" for i in range(4)], "outlinks_total": 4, "depth": 0, "score": 1.0,
+             "fetch_status": FS.OK, "redirect_hops": 0}
+    later = dict(first, outlinks=["http://a.com/0", "http://a.com/1"])  # /2 and /3 known by now
+    assert {u: s for u, _, s, _ in S.discovered_links(first, 0.5, 10, 5)}["http://a.com/0"] == 0.125
+    assert {u: s for u, _, s, _ in S.discovered_links(later, 0.5, 10, 5)}["http://a.com/0"] == 0.125
+    # a segment fetched before the count existed shares among the links it holds
+    assert S.discovered_links(dict(later, outlinks_total=None), 0.5, 10, 5)[0][2] == 0.25

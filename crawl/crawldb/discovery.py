@@ -76,6 +76,7 @@ class HostLinks:
         self.found = 0            # links seen on the host's pages (after normalisation)
         self.kept = 0             # links that leave the task
         self.pages = 0            # pages whose links were judged
+        self.in_scope = 0         # the last page's links that passed the rules, known or not (keep)
         self._new_same_host: set[str] = set()
         # url -> the reason it was dropped, or None (kept): a link's verdict depends only on the
         # URL, this host, the task's rules and its Bloom filter, all fixed for the task; and the
@@ -92,8 +93,12 @@ class HostLinks:
 
     def keep(self, links: Iterable[str], depth: int = 0) -> list[str]:
         """The links of one page (``depth`` hops from a seed) worth sending to update: within the
-        crawl depth, filtered, and not already known according to the Bloom filter."""
+        crawl depth, filtered, and not already known according to the Bloom filter. ``in_scope``
+        is then how many passed the rules, known or not: what the page's score is shared by
+        (issue 32, finding 4: dividing it by the unknown ones only made a link's score depend on
+        which of its siblings happened to be found first)."""
         task = self.task
+        self.in_scope = 0
         if depth + 1 > task.max_depth:
             links = list(links)
             self.pages += 1
@@ -108,7 +113,7 @@ class HostLinks:
         rejects = self.rejects
         kept: list[str] = []
         self.pages += 1
-        found = 0
+        found = in_scope = 0
         for url in links:
             found += 1
             reason = verdicts.get(url, _UNSEEN)
@@ -123,11 +128,14 @@ class HostLinks:
                         reason = KNOWN
                 if len(verdicts) < _VERDICT_MEMO_MAX:
                     verdicts[url] = reason
+            if reason is None or reason == KNOWN:  # passed the rules, known or not
+                in_scope += 1
             if reason is not None:
                 rejects[reason] += 1
                 continue
             kept.append(url)
         self.found += found
+        self.in_scope = in_scope
         self.kept += len(kept)
         return kept
 

@@ -107,7 +107,12 @@ from typing import Any
 
 import numpy as np
 
+from crawl.crawldb.status import FETCHED, NOTMODIFIED
 from crawl.rule_ops import NUMPY_OPS
+
+# The statuses whose interval the change-rate schedule sets (crawl.crawldb.status FETCHED and
+# NOTMODIFIED: a 2xx or a 304), and so the ones ranked by their refresh value.
+VALUED_STATUSES = (FETCHED, NOTMODIFIED)
 
 RATE_GRID_POINTS = 64      # posterior grid: rates, log-spaced over the prior range
 INTERVAL_GRID_POINTS = 64  # intervals, log-spaced over [min_interval_s, max_interval_s]
@@ -137,6 +142,24 @@ def _polls(fetch_count, change_count, first_fetched_at, last_fetched_at):
     return n, np.where(ok, x, 0.0), mean_interval
 
 
+def _exposure(fetch_count, change_count, first_fetched_at, last_fetched_at, unchanged_s=None, change_span_s=None):
+    """(X changes seen, U seconds known unchanged, c̄ mean seconds each change is known to lie in,
+    known: whether anything was observed) per URL. From the exposure columns when the crawldb has
+    them (``record_exposure``: Last-Modified narrows both), else from the poll counts with every
+    interval taken as the mean one: U = (n − X)Ī, c̄ = Ī."""
+    n, x, mean_interval = _polls(fetch_count, change_count, first_fetched_at, last_fetched_at)
+    derived_u = np.where(np.isfinite(mean_interval), (n - x) * np.nan_to_num(mean_interval), 0.0)
+    derived_c = np.where(np.isfinite(mean_interval), x * np.nan_to_num(mean_interval), 0.0)
+    u = _times(unchanged_s)
+    c = _times(change_span_s)
+    u, c, derived_u, derived_c, x = np.broadcast_arrays(u, c, derived_u, derived_c, x)
+    have = np.isfinite(u) & np.isfinite(c)
+    unchanged = np.where(have, np.maximum(np.nan_to_num(u), 0.0), derived_u)
+    span = np.where(have, np.maximum(np.nan_to_num(c), 0.0), derived_c)
+    cbar = np.where(x > 0, np.maximum(span / np.maximum(x, 1.0), 1.0), 0.0)
+    return x, unchanged, cbar, (unchanged > 0) | (x > 0)
+
+
 # --------------------------------------------------------------------------- history
 
 def record_observation(fetch_count, change_count, first_fetched_at, last_fetched_at, last_changed_at,
@@ -159,6 +182,42 @@ def record_observation(fetch_count, change_count, first_fetched_at, last_fetched
         return (int(out[0]), int(out[1]), float(out[2]), float(out[3]),
                 None if math.isnan(float(out[4])) else float(out[4]))
     return tuple(np.broadcast_arrays(*out))
+
+
+def record_exposure(unchanged_s, change_span_s, observed_count, first_observed_at, previous_at, fetched_at, changed,
+                    modified_at=None, *, max_age_credit_s: float) -> tuple[float, float]:
+    """(unchanged_s, change_span_s) after one 2xx or 304 answer at ``fetched_at``: the seconds the
+    URL is known to have stayed unchanged, and the seconds within which its seen changes lie.
+
+    ``observed_count``: content observations before this one, the first at ``first_observed_at``
+    and the last at ``previous_at``; ``changed`` as for record_observation; ``modified_at``: the
+    answer's Last-Modified (epoch seconds; None when absent or unusable). Without Last-Modified a
+    poll that saw no change adds its interval to the first sum and one that saw a change to the
+    second. Last-Modified narrows both (Cho & Garcia-Molina, "Estimating frequency of change",
+    ACM TOIT 3(3), 2003: the last-modified date): a change seen with a Last-Modified inside the
+    poll's interval happened before it, and nothing happened after it; and the first answer's
+    Last-Modified says how long the page had been unchanged already (credited up to
+    ``max_age_credit_s``). A change seen with a Last-Modified outside the interval shows the server
+    does not keep it: the poll counts whole, and the first answer's age is taken back (what is
+    known unchanged is then at most the time observed)."""
+    unchanged = float(unchanged_s or 0.0)
+    span = float(change_span_s or 0.0)
+    at = float(fetched_at)
+    mod = None if modified_at is None or not math.isfinite(float(modified_at)) else float(modified_at)
+    if int(observed_count or 0) <= 0 or previous_at is None:
+        if mod is not None and mod < at:
+            unchanged += min(at - mod, float(max_age_credit_s))
+        return unchanged, span
+    prev = float(previous_at)
+    gap = max(at - prev, 0.0)
+    if not changed:
+        return unchanged + gap, span
+    if mod is None:
+        return unchanged, span + gap
+    if prev < mod <= at:
+        return unchanged + (at - mod), span + (mod - prev)
+    observed = max(prev - float(first_observed_at), 0.0) if first_observed_at is not None else unchanged
+    return min(unchanged, observed), span + gap
 
 
 # --------------------------------------------------------------------------- point estimate
@@ -242,30 +301,38 @@ def _grids(prior_min_change_s: float, prior_max_change_s: float, min_interval_s:
     return rates, intervals, gain
 
 
-def _posterior(n, x, mean_interval, rates):
-    """P(λ = rates[k] | n polls at Ī, X changes) under the log-uniform grid prior: N × K."""
-    n, x, mean_interval = (np.atleast_1d(a) for a in np.broadcast_arrays(n, x, mean_interval))
-    known = np.isfinite(mean_interval)
-    z = rates[None, :] * np.where(known, mean_interval, 0.0)[:, None]  # λĪ
+def _posterior(x, unchanged, cbar, known, rates):
+    """P(λ = rates[k] | X changes each within c̄ seconds, U seconds unchanged) under the
+    log-uniform grid prior: N × K. The likelihood is (1 − e^(−λc̄))^X · e^(−λU)."""
+    x, unchanged, cbar, known = (np.atleast_1d(a) for a in np.broadcast_arrays(x, unchanged, cbar, known))
+    lam = rates[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
-        changed_ll = np.where(x[:, None] > 0, x[:, None] * np.log(-np.expm1(-z)), 0.0)
-    log_lik = np.where(known[:, None], changed_ll - (n - x)[:, None] * z, 0.0)
+        changed_ll = np.where(x[:, None] > 0, x[:, None] * np.log(-np.expm1(-lam * cbar[:, None])), 0.0)
+    log_lik = np.where(known[:, None], changed_ll - lam * unchanged[:, None], 0.0)
     log_lik = np.where(np.isnan(log_lik), -np.inf, log_lik)
     log_lik -= np.max(log_lik, axis=1, keepdims=True)
     p = np.exp(log_lik)
     return p / np.sum(p, axis=1, keepdims=True)
 
 
-def _value_table(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, grids):
+def _weighted_posterior(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, rates,
+                        unchanged_s=None, change_span_s=None):
+    """(posterior N × K, importance N (0 where unusable), the inputs' broadcast shape)."""
+    x, unchanged, cbar, known = _exposure(fetch_count, change_count, first_fetched_at, last_fetched_at,
+                                          unchanged_s, change_span_s)
+    x, unchanged, cbar, known, w = np.broadcast_arrays(x, unchanged, cbar, known, np.asarray(importance, dtype=float))
+    post = _posterior(x.ravel(), unchanged.ravel(), cbar.ravel(), known.ravel(), rates)
+    w = np.atleast_1d(w.ravel())
+    return post, np.where(np.isnan(w) | (w < 0), 0.0, w), x.shape  # no usable importance: not worth a refresh
+
+
+def _value_table(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, grids,
+                 unchanged_s=None, change_span_s=None):
     """E_posterior[w ∂F/∂f] at each grid interval: N × J, non-decreasing along J."""
     rates, _, gain = grids
-    n, x, mean_interval = _polls(fetch_count, change_count, first_fetched_at, last_fetched_at)
-    n, x, mean_interval, w = np.broadcast_arrays(n, x, mean_interval, np.asarray(importance, dtype=float))
-    shape = n.shape
-    table = _posterior(n.ravel(), x.ravel(), mean_interval.ravel(), rates) @ gain
-    w = np.atleast_1d(w.ravel())
-    w = np.where(np.isnan(w) | (w < 0), 0.0, w)  # no usable importance: not worth a refresh
-    return table * w[:, None], shape
+    post, w, shape = _weighted_posterior(fetch_count, change_count, first_fetched_at, last_fetched_at, importance,
+                                         rates, unchanged_s, change_span_s)
+    return (post @ gain) * w[:, None], shape
 
 
 def _interval_from_table(table, fetch_value_s: float, intervals):
@@ -286,26 +353,62 @@ def _interval_from_table(table, fetch_value_s: float, intervals):
 
 def next_interval(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, *,
                   fetch_value_s: float, min_interval_s: float, max_interval_s: float,
-                  prior_min_change_s: float, prior_max_change_s: float):
+                  prior_min_change_s: float, prior_max_change_s: float, unchanged_s=None, change_span_s=None):
     """Seconds until a URL is due again, from its history *including* the answer just recorded
-    (``record_observation``) and its importance: the interval in [min_interval_s,
+    (``record_observation``, and ``record_exposure`` for ``unchanged_s`` / ``change_span_s``;
+    None: derived from the counts) and its importance: the interval in [min_interval_s,
     max_interval_s] with E_posterior[importance · ∂F/∂f] = fetch_value_s (module docstring)."""
+    return next_interval_and_value(
+        fetch_count, change_count, first_fetched_at, last_fetched_at, importance, fetch_value_s=fetch_value_s,
+        min_interval_s=min_interval_s, max_interval_s=max_interval_s, prior_min_change_s=prior_min_change_s,
+        prior_max_change_s=prior_max_change_s, unchanged_s=unchanged_s, change_span_s=change_span_s)[0]
+
+
+# The refresh value's slope is measured between the interval and this many times it.
+_SLOPE_SPAN = 2.0
+
+
+def next_interval_and_value(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, *,
+                            fetch_value_s: float, min_interval_s: float, max_interval_s: float,
+                            prior_min_change_s: float, prior_max_change_s: float, unchanged_s=None,
+                            change_span_s=None):
+    """(interval, refresh value, refresh slope): ``next_interval``, and what a fetch buys as time
+    goes by, for generate's ranking (``refresh_value_rule``).
+
+    The refresh value is E_posterior[w ∂F/∂f] at the interval I (importance-weighted seconds; μ
+    itself unless the interval was clamped), the slope its log-log slope between I and 2I, so
+    that value × (τ / I)^slope approximates the same expectation after τ seconds. Ranking the
+    known URLs by it is Cho & Garcia-Molina's optimality condition read the other way round:
+    with a budget of top_n fetches, the best ones are those whose next fetch buys the most
+    (bench/freshness.py and issue 32: ranking by importance × how overdue instead served
+    important pages at every cycle and starved deep ones)."""
     grids = _grids(float(prior_min_change_s), float(prior_max_change_s), float(min_interval_s),
                    float(max_interval_s))
-    table, shape = _value_table(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, grids)
-    return _out(_interval_from_table(table, fetch_value_s, grids[1]).reshape(shape))
+    rates = grids[0]
+    post, w, shape = _weighted_posterior(fetch_count, change_count, first_fetched_at, last_fetched_at, importance,
+                                         rates, unchanged_s, change_span_s)
+    table = (post @ grids[2]) * w[:, None]
+    interval = _interval_from_table(table, fetch_value_s, grids[1])
+    at_interval = np.einsum("nk,kn->n", post, _refresh_gain(rates[:, None], interval[None, :])) * w
+    later = np.einsum("nk,kn->n", post, _refresh_gain(rates[:, None], _SLOPE_SPAN * interval[None, :])) * w
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = np.where((at_interval > 0) & (later > 0), np.log(later / at_interval) / math.log(_SLOPE_SPAN), 0.0)
+    return (_out(interval.reshape(shape)), _out(at_interval.reshape(shape)),
+            _out(np.clip(slope, 0.0, 2.0).reshape(shape)))
 
 
 def calibrate_fetch_value(fetch_count, change_count, first_fetched_at, last_fetched_at, importance,
                           fetches_per_s: float, *, min_interval_s: float, max_interval_s: float,
-                          prior_min_change_s: float, prior_max_change_s: float) -> float:
+                          prior_min_change_s: float, prior_max_change_s: float, unchanged_s=None,
+                          change_span_s=None) -> float:
     """The fetch value μ (seconds) at which ``next_interval`` of these URLs (arrays: e.g. the whole
     crawldb) adds up to ``fetches_per_s`` fetches per second; bisection on log μ, since the
     total falls as μ grows. Returns 0.0 if every URL at min_interval_s fits the budget, and
     ``inf`` if not even every URL at max_interval_s does."""
     grids = _grids(float(prior_min_change_s), float(prior_max_change_s), float(min_interval_s),
                    float(max_interval_s))
-    table, _ = _value_table(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, grids)
+    table, _ = _value_table(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, grids,
+                            unchanged_s, change_span_s)
     budget = float(fetches_per_s)
     count = table.shape[0]
     if count / float(min_interval_s) <= budget:
@@ -345,7 +448,7 @@ def refresh_budget(top_n: int, discovery_quota: int, pending_new: int) -> int:
 def fit_fetch_value(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, *,
                     refresh_per_cycle: float, cycle_s: float, sampled_share: float, headroom: float,
                     min_interval_s: float, max_interval_s: float, prior_min_change_s: float,
-                    prior_max_change_s: float) -> float:
+                    prior_max_change_s: float, unchanged_s=None, change_span_s=None) -> float:
     """The fetch value μ that makes the intervals of a crawldb's known URLs ask for ``headroom`` ×
     the fetches a cycle has for refresh (``refresh_per_cycle`` every ``cycle_s`` seconds).
 
@@ -362,7 +465,8 @@ def fit_fetch_value(fetch_count, change_count, first_fetched_at, last_fetched_at
         return math.inf
     return calibrate_fetch_value(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, per_s,
                                  min_interval_s=min_interval_s, max_interval_s=max_interval_s,
-                                 prior_min_change_s=prior_min_change_s, prior_max_change_s=prior_max_change_s)
+                                 prior_min_change_s=prior_min_change_s, prior_max_change_s=prior_max_change_s,
+                                 unchanged_s=unchanged_s, change_span_s=change_span_s)
 
 
 # --------------------------------------------------------------------------- errors
@@ -423,16 +527,43 @@ def early_staleness_rule(now, next_fetch_at, interval, ops):
     return ops.when(known, ops.greatest(ops.lit(1.0) + (now - next_fetch_at) / interval, ops.lit(0.0)), ops.lit(0.0))
 
 
+def valued_rule(status, refresh_value, refresh_slope, last_fetched_at, interval, ops):
+    """The URL's next fetch is ranked by what it buys (``refresh_value_rule``): its last answer
+    was a 2xx or 304 (``status`` fetched or not_modified: the change-rate schedule set its
+    interval), update gave it a refresh value, and it has the times the rule reads. Other URLs
+    (never fetched, retries, gone re-checks, redirects, duplicates; rows from before the refresh
+    value existed) rank by importance × staleness."""
+    return (ops.isin(status, VALUED_STATUSES) & ops.not_null(refresh_value) & ops.not_null(refresh_slope)
+            & ops.not_null(last_fetched_at)
+            & ops.not_null(interval) & (ops.coalesce(interval, ops.lit(0.0)) > 0))
+
+
+def refresh_value_rule(refresh_value, refresh_slope, now, last_fetched_at, interval, ops):
+    """What fetching the URL now buys: E_posterior[importance · ∂F/∂f] after τ = now −
+    last_fetched_at seconds, as refresh_value × (τ / interval)^refresh_slope (the value and slope
+    update stored: next_interval_and_value). Importance-weighted seconds; higher first."""
+    tau = ops.greatest(now - last_fetched_at, ops.lit(0.0))
+    return refresh_value * ops.pow(tau / interval, refresh_slope)
+
+
 def priority_rule(score, depth, now, next_fetch_at, interval, ops, *, score_exponent: float,
-                  depth_decay: float, score_floor: float, early=None):
-    """generate's ranking of a URL: importance × staleness (higher first; 0 = not due), or, for
-    a URL taken early (``early`` true), importance × early_staleness_rule."""
+                  depth_decay: float, score_floor: float, early=None, status=None, refresh_value=None,
+                  refresh_slope=None, last_fetched_at=None):
+    """generate's ranking of a URL (higher first): for a URL with a refresh value (valued_rule,
+    given ``status``, ``refresh_value``, ``refresh_slope`` and ``last_fetched_at``), refresh_value_rule;
+    otherwise importance × staleness (0 = not due), or, for a URL taken early (``early`` true),
+    importance × early_staleness_rule. The two scales differ: the orderings
+    (crawl.crawldb.selection) compare valued URLs only with each other."""
     staleness_of = staleness_rule(now, next_fetch_at, interval, ops)
     if early is not None:
         staleness_of = ops.when(early, early_staleness_rule(now, next_fetch_at, interval, ops), staleness_of)
-    return (importance_rule(score, depth, ops, score_exponent=score_exponent, depth_decay=depth_decay,
-                            score_floor=score_floor)
-            * staleness_of)
+    plain = (importance_rule(score, depth, ops, score_exponent=score_exponent, depth_decay=depth_decay,
+                             score_floor=score_floor)
+             * staleness_of)
+    if refresh_value is None:
+        return plain
+    return ops.when(valued_rule(status, refresh_value, refresh_slope, last_fetched_at, interval, ops),
+                    refresh_value_rule(refresh_value, refresh_slope, now, last_fetched_at, interval, ops), plain)
 
 
 def importance(score, depth, *, score_exponent: float, depth_decay: float, score_floor: float):
@@ -448,11 +579,22 @@ def staleness(now, next_fetch_at, interval):
 
 
 def priority(score, depth, now, next_fetch_at, interval, *, score_exponent: float,
-             depth_decay: float, score_floor: float, early=None):
+             depth_decay: float, score_floor: float, early=None, status=None, refresh_value=None,
+             refresh_slope=None, last_fetched_at=None):
     """priority_rule on numbers or numpy arrays (None / NaN: null)."""
-    with np.errstate(divide="ignore", invalid="ignore"):  # rows without an interval: discarded by ``when``
+    valued = {} if refresh_value is None else {
+        "status": np.asarray(status, dtype=object), "refresh_value": _times(refresh_value),
+        "refresh_slope": _times(refresh_slope),
+        "last_fetched_at": _times(last_fetched_at)}
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # rows without: discarded by ``when``
         return _out(priority_rule(_times(score), _times(depth), np.asarray(now, dtype=float), _times(next_fetch_at),
                                   _times(interval), NUMPY_OPS, score_exponent=score_exponent,
                                   depth_decay=depth_decay, score_floor=score_floor,
-                                  early=None if early is None else np.asarray(early, dtype=bool)))
+                                  early=None if early is None else np.asarray(early, dtype=bool), **valued))
+
+
+def valued(status, refresh_value, refresh_slope, last_fetched_at, interval):
+    """valued_rule on numbers or numpy arrays (None / NaN: null)."""
+    return valued_rule(np.asarray(status, dtype=object), _times(refresh_value), _times(refresh_slope), _times(last_fetched_at), _times(interval),
+                       NUMPY_OPS)
 

@@ -7,12 +7,14 @@ rows) and this module applies the same rules, step for step, each defined once h
 crawl.crawldb.schedule and evaluated by both paths (tests/test_both_paths_property.py compares
 the two on generated crawldbs, tests/test_generate.py and tests/test_e2e.py on real crawls):
 
-1. per host, by priority (crawl.crawldb.schedule.priority), then longest due, then URL: at most
-   the host's cap (generate.max_urls_per_host or an override's max_urls_per_cycle, lowered to
-   host_state.url_budget for a host that looked like a trap);
-2. per pool (discovery: never answered, fetch_count 0; refresh: the rest), the pool's best by
-   priority, then rank in its host, then longest due, then URL; each pool's rows within its
-   quota (generate.budget_split) first, then the rest by rank in their pool, up to top_n;
+1. per host and pool (discovery: never answered, fetch_count 0; refresh: the rest), by priority
+   (crawl.crawldb.schedule.priority), then longest due, then URL; the host's rows take turns
+   between its two pools (its best refresh URL, its best new URL, its second best refresh URL,
+   …), at most the host's cap (generate.max_urls_per_host or an override's max_urls_per_cycle,
+   lowered to host_state.url_budget for a host that looked like a trap);
+2. per pool, the pool's best by priority, then rank in its host, then longest due, then URL;
+   each pool's rows within its quota (generate.budget_split) first, then the rest by rank in
+   their pool, up to top_n;
 3. the host's fresh robots.txt cache and sitemap list ride on its best row only.
 
 Times are epoch seconds (floats) here; jobs/generate.py converts them.
@@ -25,7 +27,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from crawl.crawldb.schedule import priority
+from crawl.crawldb.schedule import priority, valued
 from crawl.crawldb.status import FETCHED, GENERATABLE_STATUSES, NOTMODIFIED
 from crawl.rule_ops import NUMPY_OPS, By, sort_key
 
@@ -35,9 +37,16 @@ from crawl.rule_ops import NUMPY_OPS, By, sort_key
 # _rank (the URL's rank in its host), _pool_rank (its rank in its pool), _discovery (pool),
 # _over_quota (over_quota_rule).
 # _early (early_rule) comes first everywhere: a URL taken before it is due only ever fills places
-# no due URL wants, in its host and in the cycle.
-HOST_RANK = (By("_early"), By("_priority", descending=True), By("next_fetch_at"), By("url"))
-POOL_ORDER = (By("_early"), By("_priority", descending=True), By("_rank"), By("next_fetch_at"), By("url"))
+# no due URL wants, in its host and in the cycle. _valued (crawl.crawldb.schedule.valued_rule):
+# a URL ranked by its refresh value (importance-weighted seconds a fetch buys) is only compared
+# with others so ranked; the re-checks that rank by importance × staleness (retries, gone,
+# redirects, duplicates) go first among the due URLs of their pool, and a host's cap is shared
+# between its pools by taking turns (_host_pool_rank: the rank in the host's pool), since a
+# refresh value and a new URL's importance are on different scales.
+HOST_POOL_RANK = (By("_early"), By("_valued"), By("_priority", descending=True), By("next_fetch_at"), By("url"))
+HOST_RANK = (By("_early"), By("_host_pool_rank"), By("_discovery"))
+POOL_ORDER = (By("_early"), By("_valued"), By("_priority", descending=True), By("_rank"), By("next_fetch_at"),
+              By("url"))
 FILL_ORDER = (By("_early"), By("_over_quota"), By("_pool_rank"), By("_discovery"))
 # The statuses whose next fetch the change-rate schedule set (crawl.crawldb.status: a 2xx or a
 # 304): only these are taken early; retries, gone re-checks and the rest keep their own times.
@@ -109,16 +118,30 @@ def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_bud
                                          np.array(next_at, dtype=float),
                                          np.array([r["last_fetched_at"] for r in due], dtype=float), float(now),
                                          float(cfg["schedule.min_interval_s"]), NUMPY_OPS))
-    weights = priority([r["score"] for r in due], [r["depth"] for r in due], now, next_at,
-                       [r["fetch_interval_s"] for r in due], early=early,
+    column = {name: [r.get(name) for r in due] for name in (
+        "score", "depth", "fetch_interval_s", "status", "refresh_value", "refresh_slope", "last_fetched_at")}
+    weights = priority(column["score"], column["depth"], now, next_at, column["fetch_interval_s"], early=early,
+                       status=column["status"], refresh_value=column["refresh_value"],
+                       refresh_slope=column["refresh_slope"], last_fetched_at=column["last_fetched_at"],
                        score_exponent=float(cfg["schedule.score_exponent"]),
                        depth_decay=float(cfg["schedule.depth_decay"]), score_floor=float(cfg["schedule.score_floor"]))
+    is_valued = np.atleast_1d(valued(column["status"], column["refresh_value"], column["refresh_slope"],
+                                     column["last_fetched_at"], column["fetch_interval_s"]))
     # the rules on whole columns at once (numpy), as Spark evaluates them on whole columns
     discovery = np.atleast_1d(is_discovery_rule(np.array([r["fetch_count"] for r in due], dtype=float), NUMPY_OPS))
+    by_host_pool: dict[tuple[str, bool], list[dict[str, Any]]] = defaultdict(list)
+    for weight, is_early, is_val, new, row in zip(np.atleast_1d(weights).tolist(), early.tolist(), is_valued.tolist(),
+                                                  discovery.tolist(), due):
+        by_host_pool[(row["host"], new)].append({
+            "_priority": weight, "_early": bool(is_early), "_valued": bool(is_val), "_row": row,
+            "next_fetch_at": row["next_fetch_at"], "url": row["url"], "_discovery": new})
     by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for weight, is_early, new, row in zip(np.atleast_1d(weights).tolist(), early.tolist(), discovery.tolist(), due):
-        by_host[row["host"]].append({"_priority": weight, "_early": bool(is_early), "_row": row,
-                                     "next_fetch_at": row["next_fetch_at"], "url": row["url"], "_discovery": new})
+    host_pool_key = sort_key(HOST_POOL_RANK)
+    for (host, _), rows in by_host_pool.items():
+        rows.sort(key=host_pool_key)
+        for rank, r in enumerate(rows, 1):
+            r["_host_pool_rank"] = rank
+        by_host[host].extend(rows)
     pools: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
     host_key = sort_key(HOST_RANK)
     for host, rows in by_host.items():

@@ -28,6 +28,9 @@ current state plus that outcome to the new state. Times are epoch seconds (float
 """
 from __future__ import annotations
 
+import datetime
+import email.utils
+
 from typing import Any, Mapping
 
 UNFETCHED = "unfetched"
@@ -103,6 +106,7 @@ def new_url_state(url: str, host: str, bucket: int, url_key: int, depth: int, sc
         "inlinks": inlinks, "canonical_url": None, "noindex": None, "text_hash": None,
         "observed_count": 0, "first_observed_at": None, "last_observed_at": None, "last_changed_at": None,
         "gone_checks": 0, "discovered_segment": discovered_segment,
+        "unchanged_s": None, "change_span_s": None, "refresh_value": None, "refresh_slope": None,
     }
 
 
@@ -139,26 +143,59 @@ def _changed(state: Mapping[str, Any], outcome: Mapping[str, Any]) -> bool:
     return old is not None and new is not None and old != new
 
 
+def http_date_epoch(value: str | None) -> float | None:
+    """An HTTP date (Last-Modified; RFC 9110 §5.6.7, the three formats it accepts) as epoch
+    seconds; None when absent or unparsable (a server's bad header is not our error)."""
+    if not value:
+        return None
+    try:
+        parsed = email.utils.parsedate_to_datetime(str(value))
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if parsed is None:
+        return None
+    if parsed.tzinfo is None:  # RFC 850 and asctime dates are GMT
+        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+    try:
+        return parsed.timestamp()
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 def _observe(new: dict[str, Any], state: Mapping[str, Any], at: float, changed: bool,
-             policy: Mapping[str, Any]) -> None:
-    """A 2xx or 304: fold it into the URL's change history and schedule the next fetch."""
+             policy: Mapping[str, Any], modified_at: float | None = None) -> None:
+    """A 2xx or 304: fold it into the URL's change history (Last-Modified, as epoch seconds in
+    ``modified_at``, narrows it: schedule.record_exposure), schedule the next fetch and store what
+    that fetch will buy (refresh_value, refresh_slope: generate ranks by them)."""
     from crawl.crawldb import schedule
     first = state.get("first_observed_at")
+    observed = int(state.get("observed_count") or 0)
     count, changes, first, last, last_changed = schedule.record_observation(
-        int(state.get("observed_count") or 0), int(state.get("change_count") or 0),
+        observed, int(state.get("change_count") or 0),
         first, state.get("last_observed_at"), state.get("last_changed_at"), at, changed)
+    unchanged_s, change_span_s = state.get("unchanged_s"), state.get("change_span_s")
+    if observed > 1 and (unchanged_s is None or change_span_s is None):
+        # a URL recorded before the exposure columns existed: start from its counts' estimate
+        _, u, cbar, _ = schedule._exposure(observed, int(state.get("change_count") or 0),
+                                           state.get("first_observed_at"), state.get("last_observed_at"))
+        unchanged_s, change_span_s = float(u), float(cbar) * int(state.get("change_count") or 0)
+    unchanged_s, change_span_s = schedule.record_exposure(
+        unchanged_s, change_span_s, observed, state.get("first_observed_at"), state.get("last_observed_at"), at,
+        changed and observed > 0, modified_at, max_age_credit_s=float(policy["schedule.prior_max_change_s"]))
     importance = schedule.importance(float(state.get("score") or 0.0), int(state.get("depth") or 0),
                                      score_exponent=float(policy["schedule.score_exponent"]),
                                      depth_decay=float(policy["schedule.depth_decay"]),
                                      score_floor=float(policy["schedule.score_floor"]))
-    interval = schedule.next_interval(
+    interval, value, slope = schedule.next_interval_and_value(
         count, changes, first, last, importance, fetch_value_s=float(policy["schedule.fetch_value_s"]),
         min_interval_s=float(policy["schedule.min_interval_s"]), max_interval_s=float(policy["schedule.max_interval_s"]),
         prior_min_change_s=float(policy["schedule.prior_min_change_s"]),
-        prior_max_change_s=float(policy["schedule.prior_max_change_s"]))
+        prior_max_change_s=float(policy["schedule.prior_max_change_s"]),
+        unchanged_s=unchanged_s, change_span_s=change_span_s)
     new.update(observed_count=int(count), change_count=int(changes), first_observed_at=first,
                last_observed_at=last, last_changed_at=last_changed, next_fetch_at=at + float(interval),
-               fetch_interval_s=int(round(float(interval))))
+               fetch_interval_s=int(round(float(interval))), unchanged_s=unchanged_s, change_span_s=change_span_s,
+               refresh_value=float(value), refresh_slope=float(slope))
 
 
 def _gone(new: dict[str, Any], state: Mapping[str, Any], at: float, policy: Mapping[str, Any]) -> None:
@@ -244,7 +281,7 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
         return new
     new["gone_checks"] = 0
     if fs == FetchStatus.OK:
-        _observe(new, state, at, _changed(state, outcome), policy)
+        _observe(new, state, at, _changed(state, outcome), policy, http_date_epoch(outcome.get("last_modified")))
         new.update(status=FETCHED, content_hash=outcome.get("content_hash"), content_type=outcome.get("content_type"),
                    etag=outcome.get("etag"), last_modified=outcome.get("last_modified"),
                    redirect_to=None, parse_error=outcome.get("parse_error"),
@@ -254,7 +291,8 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
             new.update(warc_file=outcome["warc_file"], warc_offset=outcome.get("warc_offset"),
                        warc_length=outcome.get("warc_length"))
     elif fs == FetchStatus.NOT_MODIFIED:
-        _observe(new, state, at, False, policy)
+        _observe(new, state, at, False, policy,
+                 http_date_epoch(outcome.get("last_modified") or state.get("last_modified")))
         if state.get("status") == DUPLICATE:  # the same content as when dedup judged it
             new["dup_of"] = state.get("dup_of")
             _fixed(new, at, longest)
@@ -290,7 +328,9 @@ def discovered_links(outcome: Mapping[str, Any], factor: float, max_depth: int,
 
     A redirect's target is its only outlink and carries the chain length so far: a chain longer
     than ``max_redirects`` hops stops there (a loop stops by itself: its URLs are known).
-    Links past ``max_depth`` hops from a seed are dropped."""
+    Links past ``max_depth`` hops from a seed are dropped. The page's score is shared by all its
+    links within the crawl's rules (``outlinks_total``, known ones included), not only the new
+    ones sent here; a segment without the count shares it among these."""
     links = outcome.get("outlinks") or []
     depth = int(outcome["depth"]) + 1
     if not links or depth > max_depth:
@@ -300,7 +340,7 @@ def discovered_links(outcome: Mapping[str, Any], factor: float, max_depth: int,
         hops = int(outcome.get("redirect_hops") or 0) + 1
         if hops > max_redirects:
             return []
-    share = outlink_score(outcome["score"], len(links), factor)
+    share = outlink_score(outcome["score"], max(int(outcome.get("outlinks_total") or 0), len(links)), factor)
     return [(link, depth, share, hops) for link in links]
 
 

@@ -225,7 +225,7 @@ class HostQueue:
                "fetched_at": time.time(), "elapsed_ms": None, "content_type": None,
                "content_length": None, "truncated": False, "content_hash": None, "etag": None,
                "last_modified": None, "redirect_to": None, "error": None, "outlinks": [],
-               "parse_error": None, "warc_file": None, "warc_offset": None, "warc_length": None,
+               "outlinks_total": None, "parse_error": None, "warc_file": None, "warc_offset": None, "warc_length": None,
                "payload_digest": None, "redirect_hops": row.get("redirect_hops"), "canonical": None,
                "noindex": None, "text_hash": None, "simhash": None, "signature": None}
         out.update(fields)
@@ -527,6 +527,7 @@ class HostQueue:
         elif fetch_status == FetchStatus.REDIRECT:
             fields["redirect_to"] = redirect_to
             fields["outlinks"] = self.links.keep([redirect_to], int(row["depth"]))
+            fields["outlinks_total"] = self.links.in_scope
         elif 300 <= code < 400 and code != 304:
             fields["error"] = f"redirect without a usable Location: {location!r}"[:ERROR_TEXT_LIMIT]
         self._archive(row, resp, request_headers, body, fetched_at, fields)
@@ -545,6 +546,7 @@ class HostQueue:
         if result.canonical and result.canonical not in candidates:
             candidates.append(result.canonical)  # a hint: crawled as a URL of its own
         fields["outlinks"] = links.keep(candidates, depth)
+        fields["outlinks_total"] = links.in_scope
         self.sitemaps.add_feeds(result.feeds)  # read next, like sitemaps: their dates are change hints
         fields["canonical"] = result.canonical
         fields["noindex"] = bool(result.noindex)

@@ -72,8 +72,10 @@ def candidates(spark: SparkSession, outcomes: DataFrame, hosts: DataFrame, cfg: 
     settings = LinkSettings.of(cfg)
     factor, max_depth, max_redirects = settings.factor, settings.max_depth, settings.max_redirects
     buckets = settings.buckets
+    # outlinks_total: null in a segment fetched before it existed (discovered_links falls back)
+    total = F.col("outlinks_total") if "outlinks_total" in outcomes.columns else F.lit(None).cast("int")
     sources = (outcomes.filter(F.col("fetch_status").isin(*LINK_SOURCES))
-               .select("outlinks", "depth", "score", "fetch_status", "redirect_hops"))
+               .select("outlinks", total.alias("outlinks_total"), "depth", "score", "fetch_status", "redirect_hops"))
     links = spark.createDataFrame(
         sources.rdd.mapPartitions(lambda it: _link_rows(it, factor, max_depth, max_redirects)),
         "url string, depth int, score double, redirect_hops int, inlinks int, lastmod double", verifySchema=False)

@@ -11,7 +11,10 @@ after the last consumed one (<crawl_root>/hints/_consumed, a marker naming that 
 read through the table's change feed, one row per URL (its latest hint) is MERGEd into the
 crawldb (a known URL due at the hint's time when crawl.crawldb.hints.HINT_APPLIES_SQL says so,
 an unknown one inserted), the hinted hosts' url_count is counted again from the crawldb, and then
-the marker moves to the version read. A step that dies between the commit and the marker leaves
+the marker moves to the version read. A hint for a URL leased to a segment at that moment is not
+applied but appended to the inbox again, as it was: that segment's update is about to set the
+URL's next fetch from its own answer, which may be older than the hint, and the next generate
+decides with that answer in the crawldb (HINT_APPLIES_SQL: applied if our copy predates the hint). A step that dies between the commit and the marker leaves
 the marker behind: the next generate reads those hints again, and applying a hint twice changes
 nothing (the crawldb rows already say what the hints asked), so every hint counts once and none
 is lost. A change feed that no longer reaches back to the marker (the log was cleaned up) is
@@ -19,11 +22,12 @@ replaced by the whole table, for the same reason.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
@@ -34,6 +38,7 @@ from jobs.engine.common import describe_failure, is_commit_conflict
 from jobs.engine.crawl_root import CrawlRoot, read_marker, write_marker
 from jobs.engine.errors import ConcurrentStepError
 from jobs.engine.logs import step_logger
+from jobs.engine.reads import read_url_state
 from jobs.engine.schemas import URL_STATE_SCHEMA, from_epoch_col
 from jobs.engine.tables import CHANGE_FEED_PROPERTY, check_not_foreign, table_version
 from jobs.engine.writes import merge_counts, recount_url_counts
@@ -139,9 +144,11 @@ def consume_hints(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot) 
     try:
         made_due = inserted = 0
         if hinted:
-            made_due, inserted = _merge_hints(spark, cfg, root, hints)
+            now = time.time()
+            made_due, inserted = _merge_hints(spark, cfg, root, hints, now)
             # counted, not added: hints read twice give the same value
             recount_url_counts(spark, root, hints)
+            _hints_for_leased_urls_again(spark, root, hints, now)
     finally:
         hints.unpersist()
     write_marker(spark, consumed_marker(root), f"{upto}\n")
@@ -150,8 +157,32 @@ def consume_hints(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot) 
     return result
 
 
-def _merge_hints(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, hints: DataFrame) -> tuple[int, int]:
-    """(made due, inserted): one MERGE of the hints into the crawldb."""
+def _leased(now: float) -> Column:
+    """The crawldb row ``t`` is leased to a segment at ``now`` (epoch seconds)."""
+    return F.col("t.lease_until").isNotNull() & (F.col("t.lease_until") > from_epoch_col(F.lit(now)))
+
+
+def _hints_for_leased_urls_again(spark: SparkSession, root: CrawlRoot, hints: DataFrame, now: float) -> int:
+    """Append the hints for URLs leased at ``now`` to the inbox again (module docstring); how many.
+    A blind append: it never conflicts, and read twice (a generate that died before its marker)
+    it is only applied, or carried, once more."""
+    leased = (hints.alias("s").join(read_url_state(spark, root).alias("t"), ["host_bucket", "url_hash", "url"])
+              .filter(_leased(now)).select(*[F.col(f"s.{c}").alias(c) if c not in ("host_bucket", "url_hash", "url")
+                                             else F.col(c) for c in HINTS_SCHEMA.fieldNames()])).cache()
+    try:
+        count = leased.count()
+        if count:
+            leased.write.format("delta").mode("append").save(hints_path(root))
+            step_logger("generate").info("%d hints for URLs leased to a segment kept for the next generate", count)
+        return count
+    finally:
+        leased.unpersist()
+
+
+def _merge_hints(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, hints: DataFrame,
+                 now: float) -> tuple[int, int]:
+    """(made due, inserted): one MERGE of the hints into the crawldb; a leased URL is left as it
+    is (``_hints_for_leased_urls_again``)."""
     # a new URL: crawl.crawldb.status.new_url_state's row (a seed's: depth 0, inject.seed_score),
     # due at the hint's time
     template = new_url_state("", "", 0, 0, 0, float(cfg["inject.seed_score"]), 0.0)
@@ -161,7 +192,8 @@ def _merge_hints(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, h
     try:
         counts = merge_counts(DeltaTable.forPath(spark, root.crawldb).alias("t")
                               .merge(hints.alias("s"), _KEY)
-                              .whenMatchedUpdate(condition=HINT_APPLIES_SQL, set={"next_fetch_at": F.col("s.hinted_at")})
+                              .whenMatchedUpdate(condition=F.expr(HINT_APPLIES_SQL) & ~_leased(now),
+                                                 set={"next_fetch_at": F.col("s.hinted_at")})
                               .whenNotMatchedInsert(values=values)
                               .execute())
     except Exception as exc:

@@ -54,6 +54,12 @@ URL_STATE_SCHEMA = StructType([
     StructField("gone_checks", IntegerType(), True),
     # last, where _ensure adds it to a crawldb made before it existed (its old rows have null)
     StructField("discovered_segment", StringType(), True),
+    # the change history's exposure and what the next fetch buys (crawl.crawldb.schedule:
+    # record_exposure, next_interval_and_value); added after discovered_segment, so null in old rows
+    StructField("unchanged_s", DoubleType(), True),
+    StructField("change_span_s", DoubleType(), True),
+    StructField("refresh_value", DoubleType(), True),
+    StructField("refresh_slope", DoubleType(), True),
 ])
 
 
@@ -145,6 +151,9 @@ FETCHED_SCHEMA = StructType([
     StructField("redirect_to", StringType(), True),
     StructField("error", StringType(), True),
     StructField("outlinks", ArrayType(StringType()), True),
+    # the page's links within the crawl's rules before the seen-URL filter dropped the known ones:
+    # what its score is divided by (crawl.crawldb.status.discovered_links; null in older segments)
+    StructField("outlinks_total", IntegerType(), True),
     StructField("parse_error", StringType(), True),
     StructField("warc_file", StringType(), True),
     StructField("warc_offset", LongType(), True),
