@@ -24,7 +24,9 @@ What:     bench/_realistic_web.py serves hosts x pages realistic pages (lognorma
           it; RUSAGE_CHILDREN's growth over the method then counts every descendant that was
           waited for. pyspark's daemon ignores SIGCHLD, so the kernel reaps its forked workers and
           their CPU (with their own children's) reaches nobody: a /proc sampler (every 0.2 s) of
-          the tree adds their last reading. The sampler also cross-checks the total (its sum of
+          the tree adds their last reading -- except for a worker that outlived the daemon (it
+          SIGHUPs its process group and exits at once), which was re-parented here and reaped with
+          its CPU in the rusage (tests/test_cost_tree_cpu.py). The sampler also cross-checks the total (its sum of
           every process's own CPU may fall short by each process's last interval, never exceed it)
           and splits the CPU by process kind (JVM, Spark Python workers, driver, parser children). Divided by the page URLs the web answered
           for that method (200 + 301 + 404), it is robust to a loaded machine.
@@ -185,14 +187,21 @@ def run_measured(cmd: list[str], keep_pids: set[int], timeout_s: float, env: dic
     wall = time.perf_counter() - started
     # Reap what outlived the child (re-parented to us): wait for it to end by itself, then end it.
     leftovers: list[dict[str, Any]] = []
+    # Processes reaped here, keyed as the sampler keys them: a worker of a SIGCHLD-ignoring parent
+    # that outlived that parent (pyspark's daemon SIGHUPs its process group and exits, racing its
+    # workers' exits) was re-parented to us, so its CPU reached our rusage after all.
+    reaped_here: set[tuple[int, str]] = set()
     deadline = time.monotonic() + 60
     while True:
         alive = [p for p in _children(me) if p not in keep_pids]
         for pid in alive:
+            got = _proc_cpu(pid)  # a zombie's /proc/<pid>/stat still names its start time
             try:
-                done, status = os.waitpid(pid, os.WNOHANG)
+                done, _status = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 continue
+            if done and got is not None:
+                reaped_here.add((pid, got[0]))
         alive = [p for p in _children(me) if p not in keep_pids and _proc_cpu(p) is not None]
         if not alive:
             break
@@ -210,10 +219,16 @@ def run_measured(cmd: list[str], keep_pids: set[int], timeout_s: float, env: dic
     for entry in samples.values():
         by_kind[entry["kind"]] += entry["cpu_s"]
     # Children of a SIGCHLD-ignoring parent are reaped by the kernel: their CPU and their reaped
-    # descendants' never reach RUSAGE_CHILDREN, so the sampler's last reading of them is added.
-    autoreaped = sum(e["cpu_s"] + e["children_cpu_s"] for e in samples.values() if e["autoreaped"])
+    # descendants' never reach RUSAGE_CHILDREN, so the sampler's last reading of them is added --
+    # unless the parent died first and we reaped the child ourselves (then rusage has it: adding
+    # it again counted a whole Spark Python worker twice, issue 33's "unexplained" 1.25 ms/page).
+    autoreaped = sum(e["cpu_s"] + e["children_cpu_s"] for key, e in samples.items()
+                     if e["autoreaped"] and key not in reaped_here)
+    reaped_after_parent = sum(e["cpu_s"] + e["children_cpu_s"] for key, e in samples.items()
+                              if e["autoreaped"] and key in reaped_here)
     return {"cmd": " ".join(cmd), "returncode": proc.returncode, "wall_s": wall,
             "cpu_s": user + sys_ + autoreaped, "rusage_cpu_s": user + sys_, "autoreaped_cpu_s": autoreaped,
+            "orphaned_autoreaped_cpu_s": reaped_after_parent,
             "user_s": user, "sys_s": sys_, "sampled_cpu_s": sum(by_kind.values()),
             "sampled_by_kind_s": {k: round(v, 2) for k, v in by_kind.most_common()},
             "processes_seen": len(samples), "leftovers_killed": leftovers,

@@ -2,9 +2,15 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crawl.net.bloom import BloomFilter
 from crawl.crawldb.discovery import KNOWN, TRAP_LINK_EXPLOSION, TRAP_NEAR_DUPLICATES, TaskLinks
+from crawl.net.filters import LinkFilter
+from crawl.net.urls import host_of
 from crawl.dedup.fingerprint import page_text, word_set_signature
 from tests.conftest import make_config
 
@@ -82,3 +88,48 @@ def test_a_host_whose_pages_explode_into_new_links_is_a_trap():
     for _page in range(4):
         calm.keep([f"http://calm.example/p/{i}" for i in range(30)])  # the same links on every page
     assert calm.trap_signal() is None
+
+
+_POOL = [f"http://{HOST}/p/{i}" for i in range(12)] + [f"http://{HOST}/img{i}.png" for i in range(3)] + \
+        [f"http://{HOST}/a/a/a/{i}" for i in range(2)] + [f"http://other{i}.example/x" for i in range(4)] + \
+        ["ftp://a.example/f", f"http://{HOST}:8080/p"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_POOL), max_size=25), min_size=1, max_size=8),
+       st.sampled_from(["any", "host", "domain"]))
+def test_links_recurring_across_a_hosts_pages_are_judged_as_on_first_sight(pages, scope):
+    """keep() remembers each link's verdict for the host (navigation and footer links recur on every
+    page): what it keeps and counts is what the filter, host_of and the Bloom filter say of every
+    link afresh."""
+    cfg = make_config(discovery__scope=scope, discovery__trap_min_pages=2, discovery__trap_new_urls_per_page=2.0)
+    bloom = BloomFilter.for_capacity(100, 0.01)
+    for url in _POOL[::3]:
+        bloom.add(url)
+    task = TaskLinks(cfg, bloom)
+    host = task.for_host(HOST)
+    link_filter = LinkFilter.from_config(cfg)
+    rejects: Counter = Counter()
+    same_host: set[str] = set()
+    for links in pages:
+        expected, in_scope = [], 0
+        for url in links:
+            reason = link_filter.reject_reason(url, HOST)
+            if reason is None:
+                in_scope += 1
+                if host_of(url) == HOST:
+                    same_host.add(url)
+                if url in bloom:
+                    reason = KNOWN
+            if reason is None:
+                expected.append(url)
+            else:
+                rejects[reason] += 1
+        assert host.keep(links) == expected
+        assert host.in_scope == in_scope
+    assert host.rejects == rejects
+    summary = host.summary()
+    assert summary["links_found"] == sum(map(len, pages))
+    assert summary["links_kept"] == sum(map(len, pages)) - sum(rejects.values())
+    explodes = len(pages) >= 2 and len(same_host) > 2.0 * len(pages)
+    assert summary["trap_signal"] == (TRAP_LINK_EXPLOSION if explodes else None)

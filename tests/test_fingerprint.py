@@ -460,3 +460,49 @@ def test_normaliser_in_c_on_long_pages_and_edges():
     assert words.tolist() == fp._word_hashes_numpy(np.array([32, 97, 32, 32, 98], dtype=np.uint32)).tolist()
     with pytest.raises(ValueError):
         fp._FASTHASH.normalise(np.zeros(3, dtype=np.uint32), np.zeros(10, dtype=np.uint8))
+
+
+# fingerprint() does not depend on runs of white space, so the parser child passes it the page's
+# text uncollapsed (crawl.parse.page.parse_page; collapsing cost more than parsing the page).
+
+_WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())  # what str.split() splits on
+# neighbours that compose, decompose into or around white space, or merge in normalisation
+_NEIGHBOURS = ["a", "A", "0", "12", "\u0301", "\u0308", "\u00a8", "\u00b4", "\u1100", "\u1161", "\u11a8", "ß", "ﬁ",
+               "\u2474", "\u3000", "é", "e\u0301", "١", "😀", "-", "_", ".", "x1"]
+
+
+def _collapsed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_every_white_space_character_next_to_composing_neighbours_fingerprints_as_one_space():
+    for ws in _WHITESPACE:
+        for left in _NEIGHBOURS:
+            for right in _NEIGHBOURS:
+                text = f"{left}{ws}{right} {ws}{ws}{left}"
+                assert fingerprint(text) == fingerprint(_collapsed(text)), (ws, left, right)
+
+
+@given(st.lists(st.one_of(st.sampled_from(list(_WHITESPACE) + _NEIGHBOURS), st.text(max_size=8)), max_size=60)
+       .map("".join))
+@settings(max_examples=500, derandomize=True, database=None, deadline=None)
+def test_fingerprint_ignores_runs_of_white_space(text):
+    assert fingerprint(text) == fingerprint(_collapsed(text))
+
+
+def test_fingerprint_of_long_uncollapsed_text_cuts_the_collapsed_text():
+    words = "word " * (fp.SIMHASH_MAX_CHARS // 5 - 10) + "tail " * 2_000
+    padded = words.replace(" ", " \t\n  ")  # over the cut uncollapsed, well over it collapsed too
+    assert len(padded) > 1.5 * fp.SIMHASH_MAX_CHARS and len(_collapsed(padded)) > fp.SIMHASH_MAX_CHARS
+    assert fingerprint(padded) == fingerprint(_collapsed(padded))
+    short = ("word " * 1000).replace(" ", " " * 2000)  # over the cut only before collapsing
+    assert len(short) > fp.SIMHASH_MAX_CHARS
+    assert fingerprint(short) == fingerprint(_collapsed(short)) == fingerprint("word " * 1000)
+
+
+def test_uncollapsed_visible_text_fingerprints_as_the_page_text():
+    from selectolax.lexbor import LexborHTMLParser
+    html = page("<p>Some\n\n   text\u00a0with \t spaces</p><pre>  keep\n  me </pre>" + "<div> x </div>" * 50)
+    raw = fp.visible_text(html, LexborHTMLParser(html), collapse_whitespace=False)
+    assert raw != page_text(html) == _collapsed(raw)
+    assert fingerprint(raw) == fingerprint(page_text(html))

@@ -392,7 +392,7 @@ def test_a_text_extraction_failure_is_the_pages_parse_error_not_a_silent_empty_t
     then never compared for duplicates): parse_error in its segment row and the crawldb."""
     import crawl.parse.page as page
 
-    def broken(html, tree=None):
+    def broken(html, tree=None, collapse_whitespace=True):
         raise ValueError("lexbor said no")
     monkeypatch.setattr(page, "visible_text", broken)
     result = page.parse_page(b'<html><body><a href="/x">x</a>text</body></html>', "http://a.example/", "text/html", 10)

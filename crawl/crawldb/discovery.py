@@ -33,6 +33,10 @@ TRAP_NEAR_DUPLICATES = "near_duplicate_pages"
 TRAP_LINK_EXPLOSION = "link_explosion"
 
 _MINHASH_PERMUTATIONS = 64  # crawl.dedup.fingerprint.SIGNATURE_PERMUTATIONS
+# Bound on a host's memo of link verdicts (see HostLinks.keep): a host whose pages link to more
+# distinct URLs than this (a trap) has the rest judged afresh on every page.
+_VERDICT_MEMO_MAX = 100_000
+_UNSEEN = object()  # not in the memo
 
 
 @functools.lru_cache(maxsize=16)
@@ -74,6 +78,11 @@ class HostLinks:
         self.pages = 0            # pages whose links were judged
         self.in_scope = 0         # the last page's links that passed the rules, known or not (keep)
         self._new_same_host: set[str] = set()
+        # url -> the reason it was dropped, or None (kept): a link's verdict depends only on the
+        # URL, this host, the task's rules and its Bloom filter, all fixed for the task; and the
+        # navigation, footer and related links of a host recur on most of its pages (about half
+        # of a page's links on bench/cost.py's realistic web).
+        self._verdicts: dict[str, str | None] = {}
         self._lsh = None
         self._similar_pages = 0
         self._signed_pages = 0
@@ -100,23 +109,33 @@ class HostLinks:
         reject_reason = task.filter.reject_reason
         bloom = task.bloom
         own = self.host
+        verdicts = self._verdicts
+        rejects = self.rejects
         kept: list[str] = []
         self.pages += 1
+        found = in_scope = 0
         for url in links:
-            self.found += 1
-            reason = reject_reason(url, own)
-            if reason is None:
-                # the trap signal counts distinct in-scope same-host links whether or not the
-                # crawldb knows them, so it does not depend on the Bloom filter being on
-                if host_of(url) == own:
-                    self._new_same_host.add(url)
-                self.in_scope += 1
-                if bloom is not None and url in bloom:
-                    reason = KNOWN
+            found += 1
+            reason = verdicts.get(url, _UNSEEN)
+            if reason is _UNSEEN:
+                reason = reject_reason(url, own)
+                if reason is None:
+                    # the trap signal counts distinct in-scope same-host links whether or not the
+                    # crawldb knows them, so it does not depend on the Bloom filter being on
+                    if host_of(url) == own:
+                        self._new_same_host.add(url)
+                    if bloom is not None and url in bloom:
+                        reason = KNOWN
+                if len(verdicts) < _VERDICT_MEMO_MAX:
+                    verdicts[url] = reason
+            if reason is None or reason == KNOWN:  # passed the rules, known or not
+                in_scope += 1
             if reason is not None:
-                self.rejects[reason] += 1
+                rejects[reason] += 1
                 continue
             kept.append(url)
+        self.found += found
+        self.in_scope = in_scope
         self.kept += len(kept)
         return kept
 

@@ -118,8 +118,13 @@ def page_text(html: str | bytes, tree: Any = None) -> str:
         return ""
 
 
-def visible_text(html: str | bytes, tree: Any = None) -> str:
-    """``page_text``, but a failure of the HTML parser raises instead of giving ``""``."""
+def visible_text(html: str | bytes, tree: Any = None, collapse_whitespace: bool = True) -> str:
+    """``page_text``, but a failure of the HTML parser raises instead of giving ``""``.
+
+    ``collapse_whitespace=False`` leaves the text nodes' white space as it is (they are still
+    joined with a space): for a caller that only fingerprints the text, since ``fingerprint``
+    does not depend on runs of white space, and collapsing them costs more than parsing the page
+    (0.15 ms of a 50 KB page, BENCHMARKS.md "Cost per page")."""
     if tree is None:
         if isinstance(html, (bytes, bytearray, memoryview)):
             html = bytes(html).decode("utf-8", "replace")
@@ -132,7 +137,8 @@ def visible_text(html: str | bytes, tree: Any = None) -> str:
     node = tree.body if tree.body is not None else tree.root
     if node is None:
         return ""
-    return " ".join(node.text(separator=" ").split())
+    text = node.text(separator=" ")
+    return " ".join(text.split()) if collapse_whitespace else text
 
 
 # --------------------------------------------------------------------------------------------
@@ -478,9 +484,17 @@ def word_set_signature(text: str) -> bytes | None:
 
 def fingerprint(text: str) -> TextFingerprint:
     """``text_hash``, ``simhash``, the word count and the word-set signature of ``text``,
-    normalising it once."""
+    normalising it once.
+
+    Runs of white space in ``text`` do not change the result: normalisation turns every run of
+    separators into one space (white space is a separator before and after NFKC and case folding,
+    and never composes with a neighbour), and a text too long for the SimHash is cut only after
+    its white space is collapsed. So ``fingerprint(t) == fingerprint(" ".join(t.split()))``
+    (tests/test_fingerprint.py), and a caller may pass uncollapsed text."""
     if not isinstance(text, str):
         text = ""
+    if len(text) > SIMHASH_MAX_CHARS:
+        text = " ".join(text.split())  # the cut below counts the collapsed text's characters
     cps = _normalised_codepoints(text)
     n_words = int(np.count_nonzero(cps == _SPACE)) + 1 if len(cps) else 0  # single spaces
     if len(text) <= SIMHASH_MAX_CHARS:

@@ -2,13 +2,13 @@
 
 aiohttp's own decompression has no output limit, so the fetcher asks for raw bytes
 (``auto_decompress=False``) and decodes gzip/deflate here: a decompression bomb costs at most
-the limit, never the task's memory.
+the limit, never the task's memory. It inflates with zlib-ng (the same results as zlib, in about
+half the CPU: BENCHMARKS.md, "Cost per page").
 """
 from __future__ import annotations
 
-import zlib
-
 import aiohttp
+from zlib_ng import zlib_ng
 
 ERROR_TEXT_LIMIT = 300
 _CHUNK = 65536
@@ -58,7 +58,7 @@ async def read_body(resp: aiohttp.ClientResponse, limit: int) -> Body:
             out += decompressor.flush()
             if not decompressor.eof:
                 return Body(bytes(out[:limit]), len(out) > limit, f"incomplete {encoding} body")
-    except zlib.error as exc:
+    except zlib_ng.error as exc:
         return Body(bytes(out[:limit]), False, f"bad {encoding} body: {exc}")
     if len(out) > limit:
         return Body(bytes(out[:limit]), True)
@@ -67,7 +67,7 @@ async def read_body(resp: aiohttp.ClientResponse, limit: int) -> Body:
 
 def _decompressor(encoding: str, head: bytes):
     if encoding != "deflate":
-        return zlib.decompressobj(wbits=31)
+        return zlib_ng.decompressobj(wbits=31)
     # RFC 9110 "deflate" means zlib-wrapped, but many servers send raw deflate: look at the header
     zlib_wrapped = len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0
-    return zlib.decompressobj(wbits=15 if zlib_wrapped else -15)
+    return zlib_ng.decompressobj(wbits=15 if zlib_wrapped else -15)

@@ -36,7 +36,6 @@ import math
 import os
 import re
 import time
-import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, BinaryIO, Collection, Iterable, Iterator, Mapping
@@ -45,6 +44,10 @@ from urllib.parse import quote, urlsplit
 from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
+# zlib-ng, not the standard zlib: the same gzip members (any gzip reader, warcio included, reads
+# them) for about half the CPU at the same level, and a little smaller (BENCHMARKS.md, "Cost per
+# page"). Compressing every page is the largest single CPU cost of a fetch task.
+from zlib_ng import zlib_ng
 
 from crawl.s3 import S3_MIN_PART_BYTES, S3Settings, is_s3_uri, make_client, s3_errors, s3_settings, s3_uri, split_s3_uri
 
@@ -158,11 +161,16 @@ def _is_http(uri: str) -> bool:
     return uri.startswith(("http:", "https:"))
 
 
+def _gzip_compressor(level: int):
+    """A compressor whose output is one gzip member (RFC 1952) at ``level``."""
+    return zlib_ng.compressobj(level, zlib_ng.DEFLATED, zlib_ng.MAX_WBITS + 16)
+
+
 class _LevelGzip:
     """warcio's GzippingWrapper with a chosen compression level."""
 
     def __init__(self, out, level: int):
-        self.compressor = zlib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS + 16)
+        self.compressor = _gzip_compressor(level)
         self.out = out
 
     def write(self, buff):
@@ -780,7 +788,7 @@ class WarcWriter:
         lines.append(f"Content-Type: {content_type}")
         lines.append(f"Content-Length: {len(http_head) + len(payload)}")
         lines.append("\r\n")
-        compressor = zlib.compressobj(self._warc.gzip_level, zlib.DEFLATED, zlib.MAX_WBITS + 16)
+        compressor = _gzip_compressor(self._warc.gzip_level)
         parts = [compressor.compress("\r\n".join(lines).encode("ascii", "replace")),
                  compressor.compress(http_head), compressor.compress(payload),
                  compressor.compress(b"\r\n\r\n"), compressor.flush()]

@@ -344,7 +344,7 @@ def parse_page(body: bytes, url: str, content_type_header: str | None, options: 
         links = extract_links(text, url, options.max_outlinks, x_robots_tag, options.rules, options.agent, tree)
         title = _title(tree)
         try:
-            fp = fingerprint(visible_text(text, tree))
+            fp = fingerprint(visible_text(text, tree, collapse_whitespace=False))  # fingerprint ignores runs of it
         except (MemoryError, RecursionError):
             raise
         except Exception as exc:  # recorded: the links stand, the page's parse_error says why it has no text

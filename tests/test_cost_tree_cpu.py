@@ -1,0 +1,69 @@
+"""bench/cost.py's process-tree CPU: a process whose parent ignores SIGCHLD is counted once, whether
+the kernel reaps it (its parent still alive) or the benchmark does (its parent died first, so it
+was re-parented to the benchmark, a child subreaper). pyspark's daemon ignores SIGCHLD and, at its
+shutdown, races its workers' exits: counting an orphaned worker both by rusage and by the sampler's
+last reading added a whole Spark Python worker to the fetch step (issue 33, BENCHMARKS.md "Cost per
+page"). Real processes, no mocks; each case runs in its own interpreter, since becoming a subreaper
+is for the rest of a process's life."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BURN_S = 1.5
+
+# A parent that ignores SIGCHLD forks a worker that burns BURN_S of CPU. "kernel": the parent
+# outlives the worker (the kernel reaps it). "orphan": the parent exits while the worker burns.
+TREE = """
+import os, signal, sys, time
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+pid = os.fork()
+if pid == 0:
+    t = time.process_time()
+    while time.process_time() - t < {burn}:
+        pass
+    os._exit(0)
+if sys.argv[1] == "orphan":
+    time.sleep(0.6)  # the sampler sees the worker under its SIGCHLD-ignoring parent first
+    os._exit(0)
+while True:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.05)
+"""
+
+MEASURE = """
+import json, sys
+sys.path.insert(0, {bench!r})
+import cost
+assert cost.become_subreaper()
+cost.SAMPLE_S = 0.05
+run = cost.run_measured([sys.executable, "-c", {tree!r}, {mode!r}], set(), 60)
+print(json.dumps({{k: run[k] for k in ("returncode", "cpu_s", "rusage_cpu_s", "autoreaped_cpu_s",
+                                       "orphaned_autoreaped_cpu_s", "sampled_cpu_s")}}))
+"""
+
+
+@pytest.mark.parametrize("mode", ["kernel", "orphan"])
+def test_a_worker_of_a_sigchld_ignoring_parent_is_counted_once(mode):
+    code = MEASURE.format(bench=os.path.join(REPO, "bench"), tree=TREE.format(burn=BURN_S), mode=mode)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    run = json.loads(out.stdout.strip().splitlines()[-1])
+    assert run["returncode"] == 0
+    # the worker's BURN_S plus two small interpreters, not the worker twice
+    assert BURN_S * 0.9 <= run["cpu_s"] < BURN_S + 0.8, run
+    assert run["cpu_s"] + 0.1 >= run["sampled_cpu_s"] * 0.99, run
+    if mode == "kernel":
+        assert run["autoreaped_cpu_s"] >= BURN_S * 0.8, run   # rusage never saw it: the sampler did
+        assert run["orphaned_autoreaped_cpu_s"] == 0, run
+    else:
+        assert run["rusage_cpu_s"] >= BURN_S * 0.9, run        # reaped by the benchmark: rusage has it
+        assert run["orphaned_autoreaped_cpu_s"] >= BURN_S * 0.2, run  # seen under its first parent, not added
