@@ -178,7 +178,12 @@ def run_measured(cmd: list[str], keep_pids: set[int], timeout_s: float, env: dic
                 key = (pid, got[0])
                 entry = samples.get(key)
                 if entry is None:
-                    entry = samples[key] = {"kind": _kind(pid), "autoreaped": _ignores_sigchld(got[1])}
+                    entry = samples[key] = {"kind": "gone", "autoreaped": _ignores_sigchld(got[1])}
+                # named by its latest command line: a fork seen before its exec (the driver's
+                # spark-submit becoming the JVM) keeps its pid and start time, not its command line
+                kind = _kind(pid)
+                if kind != "gone":
+                    entry["kind"] = kind
                 entry["cpu_s"], entry["children_cpu_s"] = got[2], got[3]
             if stop.wait(SAMPLE_S):
                 return
