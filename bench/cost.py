@@ -144,6 +144,8 @@ def _kind(pid: int) -> str:
             cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return "gone"
+    if not cmd:  # a zombie (ended, not reaped yet) or a kernel thread: no command line to name it by
+        return "gone"
     if "java" in cmd.split(" ", 1)[0] or "org.apache.spark" in cmd:
         return "jvm"
     if "pyspark.daemon" in cmd or "pyspark.worker" in cmd or "pyspark/daemon" in cmd:
