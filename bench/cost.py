@@ -2,7 +2,8 @@
 """Cost per page on a realistic web (issue 33): CPU seconds of every crawler's whole process tree.
 
 Run:      PYTHONPATH=. .venv/bin/python bench/cost.py [--hosts 1000 --pages 30 --seed 1]
-          [--scrapy-python /work/.bench-venv-scrapy/bin/python] [--profile-top 25] [--out-json F] [--keep]
+          [--scrapy-python /work/.bench-venv-scrapy/bin/python] [--methods floor,scrapy,steps,crawl,profile]
+          [--profile-top 25] [--out-json F] [--keep]
           (--hosts 100 is the quick mode: 3,000 URLs, a few minutes)
 What:     bench/_realistic_web.py serves hosts x pages realistic pages (lognormal ~50 KB bodies with
           real structure, gzip, ~100 anchors a page, 3 % 404, 2 % 301, robots.txt per host) from its
@@ -17,7 +18,11 @@ What:     bench/_realistic_web.py serves hosts x pages realistic pages (lognorma
                       generate.max_urls_per_host = pages, generate.top_n >= URLs), fetch
                       (fetch.delay_s = fetch.delay_factor = 0; robots, WARC, isolated parse, links,
                       fingerprints as configured), dedup, update: each `python -m jobs.cli <step>`
-                      its own process, as an Airflow task runs it.
+                      its own process, as an Airflow task runs it;
+            crawl     `python -m jobs.cli crawl --seeds --cycles 1` with the same options (tracking off
+                      too): inject and generate, fetch, dedup, update of one cycle (then stats, as every
+                      crawl ends) in ONE process, one JVM and SparkSession, into a crawl root of its own:
+                      the whole cycle as `deltacrawl crawl` pays it, its fixed JVM/Spark/Delta set-up once.
           Each method's CPU is user + sys of its whole process tree: this process is a child
           subreaper (prctl PR_SET_CHILD_SUBREAPER), so descendants that outlive their parent (a
           JVM, daemonised Spark Python workers, a forkserver) are re-parented here and reaped by
@@ -38,7 +43,9 @@ What:     bench/_realistic_web.py serves hosts x pages realistic pages (lognorma
           the same profile.
 Checks:   every method's page requests = URLs and its 200/301/404 counts = the web's own; robots.txt
           once per host for Scrapy and deltacrawl; no host ever had two requests in flight; no
-          response went out uncompressed; inject and generate saw every URL; the tree's rusage is
+          response went out uncompressed; inject took every URL as new and generate put all of them
+          in one segment (their end lines on stderr); the segment's fetch_status counts = the web's
+          (for crawl also: its only segment, the same outlinks as the steps'); the tree's rusage is
           not below what the sampler saw (nothing escaped).
 Exit:     0 done · 1 a check failed (figures still printed/written) · 2 bad arguments.
 
@@ -50,6 +57,7 @@ import argparse
 import ctypes
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -136,6 +144,8 @@ def _kind(pid: int) -> str:
             cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return "gone"
+    if not cmd:  # a zombie (ended, not reaped yet) or a kernel thread: no command line to name it by
+        return "gone"
     if "java" in cmd.split(" ", 1)[0] or "org.apache.spark" in cmd:
         return "jvm"
     if "pyspark.daemon" in cmd or "pyspark.worker" in cmd or "pyspark/daemon" in cmd:
@@ -152,9 +162,10 @@ def _kind(pid: int) -> str:
 SAMPLE_S = 0.2  # the /proc sampler's period (--sample-s)
 
 
-def run_measured(cmd: list[str], keep_pids: set[int], timeout_s: float, env: dict[str, str] | None = None
-                 ) -> dict[str, Any]:
-    """Run ``cmd`` and return the CPU of its whole process tree (see the module docstring)."""
+def run_measured(cmd: list[str], keep_pids: set[int], timeout_s: float, env: dict[str, str] | None = None,
+                 stderr_path: str | None = None) -> dict[str, Any]:
+    """Run ``cmd`` and return the CPU of its whole process tree (see the module docstring);
+    ``stderr_path``: also keep its whole stderr there (the result holds only its tail)."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     samples: dict[tuple[int, str], dict[str, Any]] = {}
     stop = threading.Event()
@@ -169,7 +180,12 @@ def run_measured(cmd: list[str], keep_pids: set[int], timeout_s: float, env: dic
                 key = (pid, got[0])
                 entry = samples.get(key)
                 if entry is None:
-                    entry = samples[key] = {"kind": _kind(pid), "autoreaped": _ignores_sigchld(got[1])}
+                    entry = samples[key] = {"kind": "gone", "autoreaped": _ignores_sigchld(got[1])}
+                # named by its latest command line: a fork seen before its exec (the driver's
+                # spark-submit becoming the JVM) keeps its pid and start time, not its command line
+                kind = _kind(pid)
+                if kind != "gone":
+                    entry["kind"] = kind
                 entry["cpu_s"], entry["children_cpu_s"] = got[2], got[3]
             if stop.wait(SAMPLE_S):
                 return
@@ -185,6 +201,9 @@ def run_measured(cmd: list[str], keep_pids: set[int], timeout_s: float, env: dic
         proc.kill()
         stdout, stderr = proc.communicate()
     wall = time.perf_counter() - started
+    if stderr_path:
+        with open(stderr_path, "w", encoding="utf-8") as fh:
+            fh.write(stderr)
     # Reap what outlived the child (re-parented to us): wait for it to end by itself, then end it.
     leftovers: list[dict[str, Any]] = []
     # Processes reaped here, keyed as the sampler keys them: a worker of a SIGCHLD-ignoring parent
@@ -381,6 +400,10 @@ def bench(args, workdir: str, check: Checker) -> dict[str, Any]:
         # ---- (c) deltacrawl, one process per step
         if "steps" in want:
             steps_method(args, workdir, seeds, over, keep, env, record, check_pages, check, expected, methods, res)
+
+        # ---- (d) deltacrawl crawl: inject and one cycle in one process (one JVM, one SparkSession)
+        if "crawl" in want:
+            crawl_method(args, workdir, seeds, over, keep, env, record, check_pages, check, expected, n, methods, res)
         res["methods"] = methods
         floor = methods.get("floor", {}).get("cpu_ms_per_page")
         res["ratio_to_floor"] = {k: v["cpu_ms_per_page"] / floor for k, v in methods.items()
@@ -442,9 +465,15 @@ def steps_method(args, workdir, seeds, over, keep, env, record, check_pages, che
     root = os.path.join(workdir, "crawl")
     common = ["--crawl-root", root, "--mlflow-uri", "off", *conf_args(over)]
     segment = None
+    logs: dict[str, str] = {}
     for step in STEPS:
         extra = {"inject": [seeds], "generate": []}.get(step, [segment])
-        run = run_measured([sys.executable, "-m", "jobs.cli", step, *common, *extra], keep, args.timeout_s, env)
+        log = os.path.join(workdir, f"step-{step}.stderr")
+        run = run_measured([sys.executable, "-m", "jobs.cli", step, *common, *extra], keep, args.timeout_s, env,
+                           stderr_path=log)
+        if step in ("inject", "generate"):
+            with open(log, encoding="utf-8") as fh:
+                logs[step] = fh.read()
         if step == "generate" and run["returncode"] == 0:
             segment = run["stdout_tail"].strip().split()[-1]
         record(step, run, counted=False)
@@ -452,6 +481,8 @@ def steps_method(args, workdir, seeds, over, keep, env, record, check_pages, che
             raise RuntimeError(f"{step} failed: {run['stderr_tail'][-1500:]}")
         if step == "fetch":
             check_pages("fetch", run, robots=True)
+    got = check_inject_generate("steps", logs["inject"] + logs["generate"], check, sum(expected.values()), args.hosts)
+    check(got == segment, f"steps: generate's end line names the segment it printed ({got}, {segment})")
     # every step's CPU per page fetched by the fetch step
     fetched = methods["fetch"]["pages"]
     for step in STEPS:
@@ -466,6 +497,62 @@ def steps_method(args, workdir, seeds, over, keep, env, record, check_pages, che
     cycle = sum(methods[s]["cpu_s"] for s in STEPS)
     methods["cycle"] = {"cpu_s": cycle, "cpu_ms_per_page": cycle / fetched * 1e3 if fetched else None,
                         "wall_s": sum(methods[s]["wall_s"] for s in STEPS)}
+
+
+STEP_LINES = {  # the end lines jobs.engine.logs.log_step writes to stderr (each step's summary())
+    "inject": re.compile(r"inject: (?:cycle 0: )?(\d+) valid seeds, (\d+) new"),
+    "generate": re.compile(r"generate: (?:cycle \d+: )?segment (\S+): (\d+) URLs from (\d+) hosts"),
+    "cycle": re.compile(r"cycle 1/1 done in ([\d.]+) s \((.*)\)"),
+}
+
+
+def check_inject_generate(name: str, stderr: str, check: Checker, n: int, hosts: int) -> str | None:
+    """Check from a crawl's stderr that inject took every page URL as new and generate put every one
+    of them in one segment; return that segment's id."""
+    inj = STEP_LINES["inject"].search(stderr)
+    check(bool(inj) and int(inj[1]) == int(inj[2]) == n,
+          f"{name}: inject took all {n:,} URLs as new ({inj[0] if inj else 'no inject line'})")
+    gen = STEP_LINES["generate"].search(stderr)
+    check(bool(gen) and int(gen[2]) == n and int(gen[3]) == hosts,
+          f"{name}: generate put all {n:,} URLs of {hosts} hosts in one segment "
+          f"({gen[0] if gen else 'no generate line'})")
+    return gen[1] if gen else None
+
+
+def crawl_method(args, workdir, seeds, over, keep, env, record, check_pages, check, expected, n, methods,
+                 res) -> None:
+    """``deltacrawl crawl --seeds --cycles 1``: inject and generate → fetch → dedup → update in one
+    process, one JVM and SparkSession (then stats, as every crawl ends), with the steps method's
+    options and tracking (off). Divided by the page URLs the web answered during it."""
+    root = os.path.join(workdir, "crawl-one-process")
+    log = os.path.join(workdir, "crawl-one-process.stderr")
+    run = run_measured([sys.executable, "-m", "jobs.cli", "crawl", "--seeds", seeds, "--cycles", "1",
+                        "--crawl-root", root, "--mlflow-uri", "off", *conf_args(over)], keep, args.timeout_s, env,
+                       stderr_path=log)
+    record("crawl", run)
+    check_pages("crawl", run, robots=True)
+    stderr = ""
+    if os.path.exists(log):
+        with open(log, encoding="utf-8") as fh:
+            stderr = fh.read()
+    segment = check_inject_generate("crawl", stderr, check, n, args.hosts)
+    done = STEP_LINES["cycle"].search(stderr)
+    if done:  # wall seconds per step inside the one process (informational: the machine is shared)
+        run["cycle_wall_s"] = {k: float(v.split()[0]) for k, v in
+                               (part.strip().split(" ", 1) for part in done[2].split(","))}
+    segments = sorted(os.listdir(os.path.join(root, "segments"))) if os.path.isdir(os.path.join(root, "segments")) else []
+    check(segments == ([segment] if segment else []), f"crawl: one segment, the one generated ({segments})")
+    res["crawl_segment"] = segment
+    res["crawl_segment_counts"] = sc = segment_counts(root, segment)
+    check(sc.get("fetch_status") == {"ok": expected["200"], "redirect": expected["301"],
+                                     "not_found": expected["404"]},
+          f"crawl: segment statuses {sc.get('fetch_status')}")
+    if res.get("segment_counts"):
+        check(sc.get("outlinks") == res["segment_counts"].get("outlinks"),
+              f"crawl: segment outlinks {sc.get('outlinks')} = the steps' {res['segment_counts'].get('outlinks')}")
+    if "cycle" in methods and run.get("cpu_ms_per_page") is not None and methods["cycle"]["cpu_ms_per_page"]:
+        res["crawl_vs_steps"] = {"cpu_s_saved": methods["cycle"]["cpu_s"] - run["cpu_s"],
+                                 "ms_per_page_saved": methods["cycle"]["cpu_ms_per_page"] - run["cpu_ms_per_page"]}
 
 
 def profile_method(args, workdir, urls, cfg, keep, env, record, check, web, methods, res) -> None:
@@ -526,7 +613,8 @@ def segment_counts(root: str, segment: str | None) -> dict[str, Any]:
 
 LABELS = {"floor": "bare aiohttp + gzip + selectolax links (the floor)", "scrapy": "Scrapy + LinkExtractor",
           "fetch": "deltacrawl fetch step", "inject": "deltacrawl inject", "generate": "deltacrawl generate",
-          "dedup": "deltacrawl dedup", "update": "deltacrawl update", "cycle": "deltacrawl whole cycle"}
+          "dedup": "deltacrawl dedup", "update": "deltacrawl update", "cycle": "deltacrawl whole cycle",
+          "crawl": "deltacrawl crawl, one process (inject + 1 cycle)"}
 
 
 def print_report(r: dict[str, Any]) -> None:
@@ -554,6 +642,15 @@ def print_report(r: dict[str, Any]) -> None:
     if "fetch" in r["methods"]:
         print(f"  (ms per page = CPU of the tree / page URLs the web answered in that method; the steps divide "
               f"by the fetch step's {r['methods']['fetch']['pages']:,}); segment: {r.get('segment_counts')}")
+    if "crawl" in r["methods"]:
+        c = r["methods"]["crawl"]
+        print(f"  (crawl: inject, generate, fetch, dedup, update and the closing stats in one `deltacrawl crawl "
+              f"--cycles 1` process, divided by its {c['pages']:,} pages; wall s by step {c.get('cycle_wall_s')}; "
+              f"segment: {r.get('crawl_segment_counts')})")
+        if r.get("crawl_vs_steps"):
+            v = r["crawl_vs_steps"]
+            print(f"  one process against the per-step whole cycle: {v['cpu_s_saved']:.1f} s CPU = "
+                  f"{v['ms_per_page_saved']:.2f} ms/page less")
     for label, p in (r.get("profile") or {}).items():
         res = p.get("result") or {}
         if label == "task_body":
@@ -587,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
                         "depend on the count; default %(default)s)")
     p.add_argument("--profile-runs", default="task_body,isolated_parse,in_process_parse",
                    help="which fetch task body runs the profile method makes (default %(default)s)")
-    p.add_argument("--methods", default="floor,scrapy,steps,profile",
+    p.add_argument("--methods", default="floor,scrapy,steps,crawl,profile",
                    help="which to run, comma-separated (default %(default)s); e.g. floor,profile to "
                         "compare a change to the fetch task body without Spark")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra crawler option")

@@ -47,7 +47,7 @@ assert cost.become_subreaper()
 cost.SAMPLE_S = 0.05
 run = cost.run_measured([sys.executable, "-c", {tree!r}, {mode!r}], set(), 60)
 print(json.dumps({{k: run[k] for k in ("returncode", "cpu_s", "rusage_cpu_s", "autoreaped_cpu_s",
-                                       "orphaned_autoreaped_cpu_s", "sampled_cpu_s")}}))
+                                       "orphaned_autoreaped_cpu_s", "sampled_cpu_s", "sampled_by_kind_s")}}))
 """
 
 
@@ -67,3 +67,27 @@ def test_a_worker_of_a_sigchld_ignoring_parent_is_counted_once(mode):
     else:
         assert run["rusage_cpu_s"] >= BURN_S * 0.9, run        # reaped by the benchmark: rusage has it
         assert run["orphaned_autoreaped_cpu_s"] >= BURN_S * 0.2, run  # seen under its first parent, not added
+
+
+# A child seen between its fork and its exec (spark-submit's child becoming the JVM) still has its
+# parent's command line: the by-kind split must name it by what it ran, not what it was first seen as.
+EXECS = """
+import os, sys, time
+pid = os.fork()
+if pid == 0:
+    time.sleep(0.6)  # the sampler sees it under the parent's command line first
+    os.execv(sys.executable, [sys.executable, "-c",
+             "import time\\nt = time.process_time()\\nwhile time.process_time() - t < {burn}: pass",
+             "org.apache.spark.FakeJvm"])
+os.waitpid(pid, 0)
+"""
+
+
+def test_a_process_is_named_by_what_it_execs():
+    code = MEASURE.format(bench=os.path.join(REPO, "bench"), tree=EXECS.format(burn=BURN_S / 2), mode="exec")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    run = json.loads(out.stdout.strip().splitlines()[-1])
+    kinds = run["sampled_by_kind_s"]
+    assert kinds.get("jvm", 0) >= BURN_S / 2 * 0.8, run
+    assert sum(v for k, v in kinds.items() if k != "jvm") < BURN_S / 2 * 0.5, run
