@@ -2,7 +2,7 @@
 """Overlapping cycles (issue 33): how much of a crawl's wall time the fetcher works, in turn and overlapped.
 
 Run:      PYTHONPATH=. .venv/bin/python bench/overlap.py [--hosts 1000 --pages 30] [--crawldb-urls 1000000]
-          [--padding-hosts 100000] [--cycles 10] [--top-n 3000] [--max-urls-per-host 3] [--delay-s 20]
+          [--padding-hosts 100000] [--cycles 10] [--top-n 3000] [--max-urls-per-host 3] [--delay-s 40]
           [--modes sequential,overlap] [--conf key=value ...] [--out-json FILE] [--keep]
           (quick: --hosts 50 --crawldb-urls 100000 --padding-hosts 10000 --cycles 3 --top-n 150 --delay-s 5)
 What:     bench/_realistic_web.py serves hosts x pages realistic pages (~50 KB, gzip, ~100 links, 3 % 404,
@@ -23,12 +23,15 @@ What:     bench/_realistic_web.py serves hosts x pages realistic pages (~50 KB, 
           known; stats at the end), with the same config: generate.top_n, max_urls_per_host and
           fetch.delay_s as given, fetch.allow_networks = exactly the web's addresses, mlflow off.
           The modes run one after the other (2 cores: side by side they would measure each other).
-Why top_n 3,000, 3 a host, delay 20 s: a segment then holds 3 pages of each of the 1,000 hosts,
+Why top_n 3,000, 3 a host, delay 40 s: a segment then holds 3 pages of each of the 1,000 hosts,
           and the 10 cycles fetch exactly the 30,000 seeds (seeds rank first: a discovered link
           inherits a share of its page's score). Fetch time is then politeness, not CPU: per host
-          robots.txt (cycle 1) and 3 pages 20 s apart, ~40-60 s a segment for ~12 CPU s of fetch
-          work, about what generate + dedup + update of a 1 M-URL crawldb take on 2 cores, so the
-          overlap has something to hide and the fetch has CPU to spare.
+          robots.txt (cycle 1) and 3 pages 40 s apart (and, overlapped, 40 s after the segment
+          before last asked the host), ~90-150 s a segment for ~12 CPU s of fetch work. That is
+          at least what generate + dedup + update of a 1 M-URL crawldb take on a loaded 2-core
+          machine (~60-200 s), so the overlap has the driver's steps to hide and the fetch has CPU
+          to spare. A shorter fetch than the driver's steps bounds the busy share by fetch /
+          (driver steps) whatever the overlap does.
 Measures: from each crawl root's cycles table (Delta, read with delta-rs as crawl/readers.py does):
           wall = first generate's start to the last update's end; fetch busy = the union of the
           fetch steps' [started_at, started_at + seconds] intervals; busy share = busy / wall; what
@@ -427,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cycles", type=int, default=10)
     p.add_argument("--top-n", type=int, default=3000)
     p.add_argument("--max-urls-per-host", type=int, default=3)
-    p.add_argument("--delay-s", type=float, default=20.0)
+    p.add_argument("--delay-s", type=float, default=40.0)
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated, run in this order")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra crawler option")
     p.add_argument("--out-json", metavar="FILE")
