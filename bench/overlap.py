@@ -40,7 +40,12 @@ Measures: from each crawl root's cycles table (Delta, read with delta-rs as craw
           status, pages per second of wall, robots.txt requests per host, how long each fetch step
           waited before its first request, the smallest gap between the end of one request
           and the start of the next to the same host against fetch.delay_s (a gap shorter by
-          more than 1 ms is a politeness violation), also across the segments' boundaries.
+          more than 1 ms is a politeness violation), also across the segments' boundaries, and
+          the smallest start-to-start interval. The server stamps a request's end once its event
+          loop has handed the whole response to the socket: under load that can be later than
+          the client had the bytes (the client waits delay_s from its own end), so a violation
+          shorter than the server's own handler time is the log's lag, not the crawler's;
+          start-to-start >= delay_s says the crawler never asked sooner.
           Both modes side by side, and overlap / sequential.
 Checks:   every crawl exits 0 and runs every cycle; no politeness violation; no request but pages,
           robots.txt and /sitemap.xml (asked once a host, sitemaps.enabled); no URL of a padding host in any segment's outcomes
@@ -233,9 +238,12 @@ def politeness(entries: list[dict[str, Any]], delay_s: float, fetches: list[tupl
     for e in entries:
         by_host[e["host"]].append(e)
     gaps: list[tuple[float, Any, str]] = []
+    min_start = float("inf")
     for host, reqs in by_host.items():
         reqs.sort(key=lambda e: e["ts"])
         gaps += [(b["ts"] - a["done_ts"], host, b["path"]) for a, b in zip(reqs, reqs[1:])]
+        starts_gaps = [b["ts"] - a["ts"] for a, b in zip(reqs, reqs[1:])]
+        min_start = min([min_start, *starts_gaps])
     gaps.sort()
     robots = collections.Counter(e["host"] for e in entries if e["path"] == "/robots.txt")
     pages = [e for e in entries if e["path"].startswith("/p/")]
@@ -259,6 +267,8 @@ def politeness(entries: list[dict[str, Any]], delay_s: float, fetches: list[tupl
             "robots_per_host_max": max(robots.values(), default=0),
             "min_gap_s": gaps[0][0] if gaps else None, "min_gap_at": gaps[0][1:] if gaps else None,
             "median_gap_s": median, "violations": sum(1 for g, _, _ in gaps if g < delay_s - 1e-3),
+            "violations_by_ms_short": sorted(round((delay_s - g) * 1e3, 1) for g, _, _ in gaps if g < delay_s - 1e-3),
+            "min_start_to_start_s": min_start if gaps else None,
             "outside_fetch_steps": outside}
 
 
