@@ -26,7 +26,11 @@ socket listens and the cache is warm, and answers ``GET /_counters`` (and ``/_re
 127.0.0.1:<port> only — an address outside the web's allow-list, so no crawler can reach it: the
 counts of page requests by status, robots.txt and other requests, responses sent without gzip,
 and the largest number of requests a host ever had in flight at once (a politeness check:
-delay 0 still means one request at a time per host).
+delay 0 still means one request at a time per host). With ``--log FILE`` (``RealisticWebProcess(...,
+request_log=FILE)``) it also appends one JSON line per request: ``host`` (its index), ``path``,
+``status``, ``ts`` (the handler's start, ``time.time()``) and ``done_ts`` (once the whole response
+was handed to the socket), what bench/overlap.py measures politeness from; the file is flushed on
+every ``/_counters`` request.
 """
 from __future__ import annotations
 
@@ -249,8 +253,9 @@ class Server:
     """Serves a RealisticWeb from one asyncio loop: every host's socket on the common port, bodies
     gzip-compressed once (at start) and cached, counters on 127.0.0.1:<port>/_counters."""
 
-    def __init__(self, web: RealisticWeb):
+    def __init__(self, web: RealisticWeb, log_path: str | None = None):
         self.web = web
+        self.log = open(log_path, "a", encoding="utf-8") if log_path else None
         self.bodies: dict[tuple[int, int], bytes] = {}
         self.robots: dict[int, bytes] = {}
         self.in_flight: Counter = Counter()
@@ -280,6 +285,22 @@ class Server:
                 "min_raw_bytes": sizes[0] if sizes else 0, "max_raw_bytes": sizes[-1] if sizes else 0}
 
     async def handle(self, request):
+        if self.log is None:
+            return await self.answer(request)
+        ts = time.time()
+        resp = await self.answer(request)
+        if request.path.startswith("/_"):
+            return resp
+        # the whole response on the socket before done_ts: the gap to the host's next request is
+        # then what the server saw, never more
+        await resp.prepare(request)
+        await resp.write_eof()
+        ip = request.transport.get_extra_info("sockname")[0] if request.transport else ""
+        self.log.write(json.dumps({"host": _address_index(ip), "path": request.path, "status": resp.status,
+                                   "ts": ts, "done_ts": time.time()}) + "\n")
+        return resp
+
+    async def answer(self, request):
         from aiohttp import web
         sock = request.transport.get_extra_info("sockname") if request.transport else None
         ip = sock[0] if sock else ""
@@ -322,6 +343,8 @@ class Server:
     def control(self, path: str):
         from aiohttp import web
         snapshot = json.loads(json.dumps(self.counters))
+        if self.log is not None:
+            self.log.flush()
         if path == "/_reset":
             self.reset()
         return web.json_response(snapshot)
@@ -368,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pages", type=int, default=30)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--log", metavar="FILE", help="append one JSON line per request (module docstring)")
     args = p.parse_args(argv)
     # Bind the port first (bodies hold absolute cross-host links, so they need it), then warm.
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -376,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     port = probe.getsockname()[1]
     probe.close()
     web_ = RealisticWeb(args.hosts, args.pages, args.seed, port)
-    server = Server(web_)
+    server = Server(web_, args.log)
     t = time.process_time()
     sizes = server.warm()
     print("warm " + json.dumps(dict(sizes, cpu_s=round(time.process_time() - t, 1))), flush=True)
@@ -388,10 +412,11 @@ class RealisticWebProcess:
     """The server in a child process (its own interpreter and GIL, its CPU apart from the crawlers').
     ``web`` is a RealisticWeb with the same parameters and port, for URLs and expected counts."""
 
-    def __init__(self, hosts: int, pages: int, seed: int, log_path: str, start_timeout_s: float = 1800.0):
+    def __init__(self, hosts: int, pages: int, seed: int, log_path: str, start_timeout_s: float = 1800.0,
+                 request_log: str | None = None):
         self.stderr = open(log_path, "w", encoding="utf-8")
         self.command = [sys.executable, os.path.abspath(__file__), "--hosts", str(hosts), "--pages", str(pages),
-                        "--seed", str(seed)]
+                        "--seed", str(seed)] + (["--log", request_log] if request_log else [])
         self.proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
                                      cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
         self.sizes: dict[str, Any] = {}
