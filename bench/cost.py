@@ -59,7 +59,6 @@ import json
 import os
 import re
 import resource
-import shutil
 import signal
 import subprocess
 import sys
@@ -70,7 +69,7 @@ from collections import Counter
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, bench/_realistic_web.py
-from _common import REPO, Checker, finish, fmt, machine_facts  # noqa: E402
+from _common import REPO, Checker, finish, fmt, machine_facts, release  # noqa: E402
 
 DEFAULT_SCRAPY_PYTHON = "/work/.bench-venv-scrapy/bin/python"
 STEPS = ("inject", "generate", "fetch", "dedup", "update")
@@ -706,10 +705,7 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         check(False, str(exc))
     finally:
-        if args.keep:
-            print(f"bench: kept {workdir}", flush=True)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        release(None, workdir, args.keep)
     return finish(result, check.failures, args.out_json, print_report)
 
 

@@ -50,7 +50,6 @@ import json
 import multiprocessing
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -61,7 +60,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, also in spawned children
 from _common import (REPO, Checker, DevWebProcess, cpu_snapshot, cpu_used, devweb_networks, finish, fmt,  # noqa: E402
-                     http_span, machine_facts, median_run, rate, raw_fetch)
+                     http_span, machine_facts, median_run, rate, raw_fetch, release)
 
 BENCHMARKS = ("throughput", "politeness", "memory")
 MB = 1024 * 1024
@@ -714,12 +713,7 @@ def main(argv: list[str] | None = None) -> int:
             result[name] = runners[name]()
             result[name]["benchmark_wall_s"] = time.perf_counter() - started
     finally:
-        if spark_box["spark"] is not None:
-            spark_box["spark"].stop()
-        if args.keep:
-            print(f"bench: kept {workdir}", flush=True)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        release(spark_box["spark"], workdir, args.keep)
     return finish(result, check.failures, args.out_json, print_report)
 
 

@@ -69,7 +69,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, _realistic_web.py, scale.py
-from _common import REPO, Checker, finish, fmt, machine_facts  # noqa: E402
+from _common import REPO, Checker, finish, fmt, machine_facts, release  # noqa: E402
 
 MODES = ("sequential", "overlap")
 STEPS = ("generate", "fetch", "dedup", "update")
@@ -477,10 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         check(False, str(exc))
     finally:
-        if args.keep:
-            print(f"bench: kept {workdir}", flush=True)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        release(None, workdir, args.keep)
     return finish(result, check.failures, args.out_json, print_report)
 
 
