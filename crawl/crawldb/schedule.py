@@ -142,7 +142,7 @@ def _polls(fetch_count, change_count, first_fetched_at, last_fetched_at):
     return n, np.where(ok, x, 0.0), mean_interval
 
 
-def _exposure(fetch_count, change_count, first_fetched_at, last_fetched_at, unchanged_s=None, change_span_s=None):
+def exposure(fetch_count, change_count, first_fetched_at, last_fetched_at, unchanged_s=None, change_span_s=None):
     """(X changes seen, U seconds known unchanged, c̄ mean seconds each change is known to lie in,
     known: whether anything was observed) per URL. From the exposure columns when the crawldb has
     them (``record_exposure``: Last-Modified narrows both), else from the poll counts with every
@@ -318,7 +318,7 @@ def _posterior(x, unchanged, cbar, known, rates):
 def _weighted_posterior(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, rates,
                         unchanged_s=None, change_span_s=None):
     """(posterior N × K, importance N (0 where unusable), the inputs' broadcast shape)."""
-    x, unchanged, cbar, known = _exposure(fetch_count, change_count, first_fetched_at, last_fetched_at,
+    x, unchanged, cbar, known = exposure(fetch_count, change_count, first_fetched_at, last_fetched_at,
                                           unchanged_s, change_span_s)
     x, unchanged, cbar, known, w = np.broadcast_arrays(x, unchanged, cbar, known, np.asarray(importance, dtype=float))
     post = _posterior(x.ravel(), unchanged.ravel(), cbar.ravel(), known.ravel(), rates)

@@ -166,7 +166,7 @@ def _observe(new: dict[str, Any], state: Mapping[str, Any], at: float, changed: 
     unchanged_s, change_span_s = state.get("unchanged_s"), state.get("change_span_s")
     if observed > 1 and (unchanged_s is None or change_span_s is None):
         # a URL recorded before the exposure columns existed: start from its counts' estimate
-        _, u, cbar, _ = schedule._exposure(observed, int(state.get("change_count") or 0),
+        _, u, cbar, _ = schedule.exposure(observed, int(state.get("change_count") or 0),
                                            state.get("first_observed_at"), state.get("last_observed_at"))
         unchanged_s, change_span_s = float(u), float(cbar) * int(state.get("change_count") or 0)
     unchanged_s, change_span_s = schedule.record_exposure(
