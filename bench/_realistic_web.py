@@ -28,9 +28,12 @@ counts of page requests by status, robots.txt and other requests, responses sent
 and the largest number of requests a host ever had in flight at once (a politeness check:
 delay 0 still means one request at a time per host). With ``--log FILE`` (``RealisticWebProcess(...,
 request_log=FILE)``) it also appends one JSON line per request: ``host`` (its index), ``path``,
-``status``, ``ts`` (the handler's start, ``time.time()``) and ``done_ts`` (once the whole response
-was handed to the socket), what bench/overlap.py measures politeness from; the file is flushed on
-every ``/_counters`` request.
+``status``, ``ts`` (the handler's start, ``time.time()``), ``write_ts`` (just before the body is
+written) and ``done_ts`` (once the whole response was handed to the socket), what bench/overlap.py
+measures politeness from; the file is flushed on every ``/_counters`` request. The web runs at a
+higher scheduling priority than the crawler where the OS allows it (``WEB_NICE``), with send
+buffers that take a whole body, so its stamps lag what happened as little as a loaded machine
+allows.
 """
 from __future__ import annotations
 
@@ -60,6 +63,9 @@ MEDIAN_BYTES = 50_000
 SIGMA = 0.6
 MIN_BYTES, MAX_BYTES = 5_000, 300_000
 NOT_FOUND_SHARE, MOVED_SHARE = 0.03, 0.02
+# a body is written to the kernel at once (module docstring); the kernel may cap it at net.core.wmem_max
+SEND_BUFFER_BYTES = 1 << 20
+WEB_NICE = -10  # see main()
 GZIP_LEVEL = 6  # what nginx/Apache deployments commonly use; only paid once per body here
 
 _SYLLABLES = ("ka", "lo", "mi", "ne", "ra", "to", "vu", "se", "da", "pi", "an", "el", "or", "us", "in",
@@ -292,12 +298,16 @@ class Server:
         if request.path.startswith("/_"):
             return resp
         # the whole response on the socket before done_ts: the gap to the host's next request is
-        # then what the server saw, never more
+        # then what the server saw, never more. write_ts is taken just before the body is written:
+        # the response cannot have ended before it, so done_ts - write_ts bounds how late done_ts
+        # may be (the event loop or the scheduler holding this coroutine after the write).
         await resp.prepare(request)
+        write_ts = time.time()
         await resp.write_eof()
+        done_ts = time.time()
         ip = request.transport.get_extra_info("sockname")[0] if request.transport else ""
         self.log.write(json.dumps({"host": _address_index(ip), "path": request.path, "status": resp.status,
-                                   "ts": ts, "done_ts": time.time()}) + "\n")
+                                   "ts": ts, "write_ts": write_ts, "done_ts": done_ts}) + "\n")
         return resp
 
     async def answer(self, request):
@@ -370,6 +380,9 @@ async def _serve(web_: RealisticWeb, server: Server, port: int, ready_line: str)
     for addr in ["127.0.0.1"] + web_.addresses:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # accepted sockets inherit it: a whole gzip body (at most ~100 KB) fits the kernel's send
+        # buffer, so a write never waits for the client to read and done_ts is stamped at once
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
         s.bind((addr, port))
         port = port or s.getsockname()[1]
         s.setblocking(False)
@@ -393,6 +406,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--log", metavar="FILE", help="append one JSON line per request (module docstring)")
     args = p.parse_args(argv)
+    # the web stands for servers on other machines, which our crawler's load does not slow down:
+    # ahead of the crawler's processes in the scheduler (where allowed), its request-log stamps lag
+    # its sends as little as they can on a loaded machine
+    try:
+        os.nice(WEB_NICE)
+    except OSError:
+        pass
     # Bind the port first (bodies hold absolute cross-host links, so they need it), then warm.
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

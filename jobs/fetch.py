@@ -181,13 +181,14 @@ def recent_contacts(spark: SparkSession, root: CrawlRoot, segment_id: str, fetch
                     cfg: Mapping[str, Any], now: float) -> dict[str, dict[str, Any]]:
     """What the last ``RECENT_SEGMENTS`` segments fetched before this one (segment ids sort by
     time) know of this segment's hosts: {host: {ended: when its last request ended, gap: the gap
-    it keeps, and robots_status, robots_txt, robots_fetched_at: its robots.txt answer}}. Contacts
-    count when they ended within the longest gap a host can ask for (the largest of fetch.delay_s,
-    max_delay_s and max_crawl_delay_s); robots.txt only for hosts the fetchlist carries none for.
+    it keeps, robots_status, robots_txt, robots_fetched_at: its robots.txt answer, and
+    sitemaps_fetched_at: when its sitemaps were read}}. Contacts count when they ended within the
+    longest gap a host can ask for (the largest of fetch.delay_s, max_delay_s and
+    max_crawl_delay_s); robots.txt and sitemaps only for hosts the fetchlist carries none for.
     A segment's first request to a host then keeps the host's gap after the last one the segment
     before sent, also when it starts the moment that one ends, and a host the segment before
-    met is not asked for robots.txt again before that segment's update has cached it
-    (crawl.overlap: the next segment is generated before it). The request log only covers
+    met is not asked for robots.txt, nor its sitemaps read, again before that segment's update
+    has cached them (crawl.overlap: the next segment is generated before it). The request log only covers
     attempts of this segment."""
     earlier = [s for s in reversed(list_segments(spark, root)) if s < segment_id
                and path_exists(spark, root.fetched(s) + "/_SUCCESS")][:RECENT_SEGMENTS]
@@ -196,19 +197,21 @@ def recent_contacts(spark: SparkSession, root: CrawlRoot, segment_id: str, fetch
     window = max(float(cfg["fetch.delay_s"]), float(cfg["fetch.max_delay_s"]), float(cfg["fetch.max_crawl_delay_s"]))
     gap = F.greatest(F.coalesce("min_delay_s", F.lit(0.0)), F.coalesce("crawl_delay_s", F.lit(0.0)),
                      F.lit(float(cfg["fetch.delay_s"])))
-    mine = fetchlist.groupBy("host").agg(F.max("robots_fetched_at").alias("_cached"))
+    mine = fetchlist.groupBy("host").agg(F.max("robots_fetched_at").alias("_cached"),
+                                         F.max("sitemaps_fetched_at").alias("_sitemaps_cached"))
     # each segment read on its own: one read of several partitioned folders finds no common base
     columns = ("host", "last_fetch_at", "min_delay_s", "crawl_delay_s", "robots_status", "robots_txt",
-               "robots_fetched_at")
+               "robots_fetched_at", "sitemaps_fetched_at")
     frames = [spark.read.parquet(root.fetched(s)).filter(F.col("kind") == "host").select(*columns) for s in earlier]
     hosts = functools.reduce(DataFrame.unionByName, frames).join(mine, "host")
     recent = F.col("last_fetch_at") > F.lit(now - window)
     robots = F.col("_cached").isNull() & F.col("robots_fetched_at").isNotNull()
+    sitemaps = F.col("_sitemaps_cached").isNull() & F.col("sitemaps_fetched_at").isNotNull()
     latest = F.max_by(F.struct("robots_status", "robots_txt", "robots_fetched_at"),
                       F.when(robots, F.col("robots_fetched_at")))
-    rows = (hosts.filter(recent | robots).groupBy("host")
+    rows = (hosts.filter(recent | robots | sitemaps).groupBy("host")
             .agg(F.max(F.when(recent, F.col("last_fetch_at"))).alias("ended"), F.max(F.when(recent, gap)).alias("gap"),
-                 latest.alias("r"))
+                 latest.alias("r"), F.max(F.when(sitemaps, F.col("sitemaps_fetched_at"))).alias("sitemaps_fetched_at"))
             .collect())
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
@@ -216,6 +219,8 @@ def recent_contacts(spark: SparkSession, root: CrawlRoot, segment_id: str, fetch
         if r["r"] is not None and r["r"]["robots_fetched_at"] is not None:
             c.update(robots_status=r["r"]["robots_status"], robots_txt=r["r"]["robots_txt"],
                      robots_fetched_at=r["r"]["robots_fetched_at"])
+        if r["sitemaps_fetched_at"] is not None:
+            c["sitemaps_fetched_at"] = r["sitemaps_fetched_at"]
         out[r["host"]] = c
     return out
 

@@ -60,7 +60,8 @@ def test_a_segment_fetched_right_after_another_keeps_the_gap_and_the_robots_txt(
     segment 1's update and fetched the moment segment 1's fetch ends. Its first request to the host
     still waits the host's gap after segment 1's last one (the request log covers one segment's
     attempts only; before, the steps between two fetches happened to make the gap), and it does not
-    ask for robots.txt again (segment 1 read it; the hostdb learns it only at segment 1's update)."""
+    ask for robots.txt or the sitemap again (segment 1 read them; the hostdb learns of them only at
+    segment 1's update)."""
     from jobs import fetch, generate, inject
     from tests.conftest import make_config
     from tests.fixed_web import FixedWeb
@@ -68,7 +69,7 @@ def test_a_segment_fetched_right_after_another_keeps_the_gap_and_the_robots_txt(
     web = FixedWeb(hosts=1).start()
     try:
         pages = [web.put(0, f"/p{i}.html", f"<html><body>page {i}</body></html>") for i in range(4)]
-        cfg = make_config(fetch__delay_s=delay, fetch__delay_factor=0, fetch__tasks=1, sitemaps__enabled="false",
+        cfg = make_config(fetch__delay_s=delay, fetch__delay_factor=0, fetch__tasks=1,
                           generate__top_n=2, generate__max_urls_per_host=2, generate__fill_budget="false")
         inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", pages))
         first = generate.run(spark, cfg, root).segment_id
@@ -78,7 +79,8 @@ def test_a_segment_fetched_right_after_another_keeps_the_gap_and_the_robots_txt(
         fetch.run(spark, cfg, root, second)
         log = sorted(web.requests(), key=lambda e: e["ts"])
         assert [e["path"] for e in log].count("/robots.txt") == 1
-        paths = [e["path"] for e in log if e["path"] != "/robots.txt"]
+        assert [e["path"] for e in log].count("/sitemap.xml") == 1
+        paths = [e["path"] for e in log if e["path"] not in ("/robots.txt", "/sitemap.xml")]
         assert len(paths) == 4
         gaps = [b["ts"] - a["ts"] for a, b in zip(log, log[1:])]
         assert min(gaps) >= delay - 0.05, gaps  # request starts; every request here is short

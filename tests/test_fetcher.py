@@ -84,6 +84,32 @@ def test_cached_robots_is_not_fetched_again(devweb):
     assert {r["fetch_status"] for r in out if r["kind"] == "url" and "/p/" in r["url"]} == {FS.ROBOTS_DENIED}
 
 
+def test_a_cached_robots_txt_adds_no_wait_before_the_first_page(devweb):
+    """A host whose robots.txt answer is cached and which nobody contacted lately is asked for its
+    first page at once: no request was made, so there is no gap to keep. Before, every segment
+    waited one delay per host before its first page (the time limit below then ends the fetch with
+    the page not attempted)."""
+    import time
+    i = kind_index(devweb, "missing")
+    rows = rows_for(host_urls(devweb, i, pages=0), robots_status=404, robots_fetched_at=time.time() - 60)
+    out = fetch_partition(rows, cfg(fetch__delay_s=60.0, fetch__time_limit_s=10.0))
+    assert [r["fetch_status"] for r in out if r["kind"] == "url"] == [FS.OK]
+
+
+def test_a_cached_crawl_delay_counts_from_the_last_contact_of_the_segment_before(devweb):
+    """The cached robots.txt's Crawl-delay (above fetch.delay_s) is kept after the last request the
+    segment fetched before sent (jobs/fetch.py recent_contacts), checked from the server's log."""
+    import time
+    i = kind_index(devweb, "missing")
+    host = host_of(normalize_url(devweb.seed_urls()[i]))
+    ended = time.time()
+    rows = rows_for(host_urls(devweb, i, pages=0), robots_status=200, robots_txt="User-agent: *\nCrawl-delay: 1.5\n",
+                    robots_fetched_at=ended - 60)
+    out = fetch_partition(rows, cfg(), recent={host: {"ended": ended, "gap": DELAY}})
+    assert [r["fetch_status"] for r in out if r["kind"] == "url"] == [FS.OK]
+    assert [e["ts"] - ended for e in devweb.requests()][0] >= 1.5
+
+
 def test_large_crawl_delay_defers_the_host(devweb):
     i = kind_index(devweb, "crawl_delay")
     out = fetch_partition(rows_for(host_urls(devweb, i)), cfg(fetch__max_crawl_delay_s=0.1))

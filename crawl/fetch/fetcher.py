@@ -175,6 +175,10 @@ class HostQueue:
         # what the adaptive gaps after them added to min_gap (not Crawl-delay, not fetch.delay_s)
         self.slow_s = 0.0
         self.next_allowed = time.monotonic()
+        # when (time.monotonic()) the host's last request known to us ended: ours, or an earlier
+        # attempt's or segment's (below); None: none known. A Crawl-delay learned from robots.txt
+        # (fetched or cached) counts from it.
+        self.last_end: float | None = None
         self.last_send = float("-inf")  # when this task last sent a request to the host (spaced_send)
         # an earlier attempt of this task (or run of this fetch) that died may have contacted the
         # host moments ago: its last request counts as ours, at the largest gap it kept (a
@@ -184,7 +188,9 @@ class HostQueue:
         earlier_at = ctx.earlier.last_contact(host, float(cfg["fetch.total_timeout_s"]))
         if earlier_at is not None:
             earlier_gap = max(self.min_gap, ctx.earlier.gap_s.get(host, 0.0))
-            self.next_allowed += max(0.0, earlier_gap - max(0.0, time.time() - earlier_at))
+            since = max(0.0, time.time() - earlier_at)
+            self.last_end = self.next_allowed - since
+            self.next_allowed += max(0.0, earlier_gap - since)
         self.policy: RobotsPolicy | None = None
         self.consecutive_errors = 0
         self.results: list[dict[str, Any]] = []
@@ -286,6 +292,7 @@ class HostQueue:
         self.ctx.recent_durations.append(duration)
         self.host_row["requests"] += 1
         self.host_row["last_fetch_at"] = time.time()
+        self.last_end = ended
         self.gap = adaptive_gap(self.min_gap, float(self.ctx.cfg["fetch.delay_factor"]), duration,
                                 float(self.ctx.cfg["fetch.max_delay_s"]))
         self.slow_s += duration + max(0.0, self.gap - self.min_gap)
@@ -428,7 +435,10 @@ class HostQueue:
         self.min_gap = effective_delay(self.base_delay, policy)
         self.host_row["min_delay_s"] = self.min_gap
         self.gap = max(self.gap, self.min_gap)
-        self.next_allowed = max(self.next_allowed, time.monotonic() + self.min_gap)
+        if self.last_end is not None:
+            # the policy's gap (a Crawl-delay) after the host's last request: robots.txt's own,
+            # or, when the answer was cached, the last one known; no wait when none is known
+            self.next_allowed = max(self.next_allowed, self.last_end + self.min_gap)
         if policy.crawl_delay_s is not None and policy.crawl_delay_s > float(cfg["fetch.max_crawl_delay_s"]):
             self.host_row["deferred"] = True
             self.give_up(FetchStatus.DEFERRED,

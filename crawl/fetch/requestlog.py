@@ -65,16 +65,21 @@ class EarlierRequests:
     ended_at: dict[str, float] = field(default_factory=dict)
     # their robots.txt answers (status, body, fetched at) for hosts the fetchlist has none for
     robots: dict[str, tuple[int, str | None, float]] = field(default_factory=dict)
+    # when they read the sitemaps of hosts the fetchlist has no such time for
+    sitemaps_at: dict[str, float] = field(default_factory=dict)
 
     def note_recent(self, contacts: "Mapping[str, Mapping[str, Any]]") -> None:
-        """Add ``contacts`` ({host: {ended, gap, and robots_status, robots_txt, robots_fetched_at
-        when known}}) of the segments fetched just before (jobs/fetch.py recent_contacts)."""
+        """Add ``contacts`` ({host: {ended, gap, and robots_status, robots_txt, robots_fetched_at,
+        sitemaps_fetched_at when known}}) of the segments fetched just before (jobs/fetch.py
+        recent_contacts)."""
         for host, c in contacts.items():
             if c.get("ended") is not None:
                 self.ended_at[host] = max(float(c["ended"]), self.ended_at.get(host, float("-inf")))
                 self.gap_s[host] = max(float(c["gap"]), self.gap_s.get(host, 0.0))
             if c.get("robots_status") is not None and c.get("robots_fetched_at") is not None:
                 self.robots[host] = (int(c["robots_status"]), c.get("robots_txt"), float(c["robots_fetched_at"]))
+            if c.get("sitemaps_fetched_at") is not None:
+                self.sitemaps_at[host] = max(float(c["sitemaps_fetched_at"]), self.sitemaps_at.get(host, float("-inf")))
 
     def given_up(self, url: str) -> bool:
         """Whether ``url`` is not to be requested again under this lease (``MAX_LOST_REQUESTS``)."""
