@@ -6,8 +6,13 @@ and SQLite metadata database per test module.
 - a DAG run with a stand-in `deltacrawl` that records its arguments: the exact command lines
   (quoting, crawl id and cycle included), the segment id handed on by XCom, and "nothing due"
   (exit 99) skipping the rest of the run while stats still reports the cycle that ran;
-- a DAG run with the real `deltacrawl` that crawls the bundled test web for one cycle, checked
-  in the crawldb, the cycles table and its one MLflow run (read with MLflow's client).
+- the overlapped shape (DELTACRAWL_DAG_OVERLAP=1): its graph (the crawldb writers one chain in the
+  order of `crawl --overlap`, the fetches another), and its skips with a stand-in (nothing due
+  while a segment is pending still updates it and generates again; nothing due at all stops);
+- a run of the overlapped DAG with the real `deltacrawl`, by the LocalExecutor (tasks side by
+  side, as under a scheduler), that crawls the bundled test web for two cycles, checked in
+  Airflow's task start and end times (the steps overlapped, the chains held), the crawldb, the
+  cycles table and its one MLflow run (read with MLflow's client).
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -427,41 +433,73 @@ def finished_mlflow_run(root: str, crawl_id: str) -> dict:
             "charts": [f.path.split("/")[-1] for f in client.list_artifacts(run.info.run_id, "charts")]}
 
 
-def test_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
-    """Every task a real `deltacrawl` (a cold JVM each: six of them, inject to stats). One cycle:
-    what a second one adds (the next cycle's command lines with the same crawl id, its skips) is
-    the graph's business, shown with the stand-in above, and each cold JVM costs a minute of the
-    suite on a loaded 2-core machine. generate's exit 99 itself: tests/test_cli.py."""
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
+    """Every task a real `deltacrawl` (a cold JVM each: ten of them, inject to stats), in the
+    overlapped shape (DELTACRAWL_DAG_OVERLAP=1), run by the LocalExecutor so tasks really run side by
+    side: two cycles, seeds for two segments (generate.top_n is half of them), so generate 2 runs
+    while segment 1 is fetched and fetch 2 while segment 1 is deduplicated and updated. Checked:
+    those overlaps and the chains' order in Airflow's own task start and end times (order facts
+    only, no durations), the crawl root (both segments updated, no lease left), the cycles table
+    and the one MLflow run. The in-turn shape's command lines and skips: the stand-in runs above;
+    generate's exit 99 itself: tests/test_cli.py."""
     from crawl.devweb.web import DevWeb
 
     web = DevWeb(hosts=3, pages_per_host=4, port=0, seed=7, crawl_delay_s=0.4)
     web.start()
     try:
         root = str(tmp_path / "crawl")
-        seeds = write_seeds(tmp_path / "seeds.txt", web.seed_urls())
-        # FAST's spark.jvm_options (the quick compiler alone) makes each of the six cold JVMs
-        # cheaper, and the MLflow check below shows it reaching every task
-        conf = dict(FAST)
+        # the home pages and what they link to, so the first generate cannot take every known URL
+        urls = sorted(u for u in reachable(web, web.seed_urls(), 2) if not web.is_disallowed(u))
+        seeds = write_seeds(tmp_path / "seeds.txt", urls)
+        # FAST's spark.jvm_options (the quick compiler alone) makes each cold JVM cheaper, and the
+        # MLflow check below shows it reaching every task
+        conf = {**FAST, "generate.top_n": (len(urls) + 1) // 2}
         params = {"crawl_root": root, "spark_master": FAST["spark.master"], "deltacrawl_bin": DELTACRAWL,
                   "conf": [f"{k}={v}" for k, v in conf.items() if k != "spark.master"]}
-        run = dag_run(airflow_home, {**params, "seeds": seeds, "cycles": 1}, tmp_path / "run1.log", 3600)
+        run = dag_run(airflow_home, {**params, "seeds": seeds, "cycles": 2}, tmp_path / "run1.log", 3600,
+                      DELTACRAWL_DAG_OVERLAP="1", AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+                      AIRFLOW__CORE__PARALLELISM="4", AIRFLOW__API_AUTH__JWT_SECRET=uuid.uuid4().hex,
+                      AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{free_port()}/execution/")
         tasks = run["tasks"]
         assert run["state"] == "success", tasks
-        ran = ["inject", *cycle_tasks(1), "stats"]
+        ran = ["inject", *cycle_tasks(1), *cycle_tasks(2), "stats"]
         assert {t: tasks[t] for t in ran} == {t: "success" for t in ran}
-        assert all(tasks[t] == "skipped" for t in cycle_tasks(2) + cycle_tasks(3))  # not requested
+        assert all(tasks[t] == "skipped" for t in cycle_tasks(3))  # not requested
 
-        # the segment id went from generate to the other steps through XCom
-        segment = run["xcom"]["cycle_1.generate"]
-        assert os.listdir(f"{root}/segments") == [segment]
+        # the steps overlapped, in Airflow's own records: each of the two started before the other
+        # ended (one task at a time, in any order, one of them ends before the other starts).
+        # Each pair becomes runnable at the same moment and each task is a JVM of many seconds.
+        start = {t: se[0] for t, se in run["times"].items()}
+        end = {t: se[1] for t, se in run["times"].items()}
+        for a, b in (("cycle_1.fetch", "cycle_2.generate"), ("cycle_2.fetch", "cycle_1.dedup")):
+            assert start[a] < end[b] and start[b] < end[a], (a, b, run["times"])
+        assert start["cycle_2.fetch"] < end["cycle_1.update"]  # segment 2 was fetched before 1 was updated
+        # ... and the chains held: no two writers at once, one fetch after the other
+        writers = [t for t in OVERLAP_WRITERS if t in ran]
+        for before, after in zip(writers, writers[1:]):
+            assert end[before] <= start[after], (before, after, run["times"])
+        assert end["cycle_1.fetch"] <= start["cycle_2.fetch"]
+
+        # the segment ids went from generate to the other steps through XCom
+        segments = [run["xcom"]["cycle_1.generate"], run["xcom"]["cycle_2.generate"]]
+        assert sorted(os.listdir(f"{root}/segments")) == sorted(segments)
+        assert all(os.path.exists(f"{root}/segments/{s}/_updated") for s in segments)
 
         rows = {r["url"]: r for r in spark.read.format("delta").load(f"{root}/crawldb").collect()}
-        seeds_fetched = {u for u, r in rows.items() if r["status"] == "fetched"}
-        assert seeds_fetched == set(web.seed_urls()) and not any(map(web.is_disallowed, web.seed_urls()))
-        assert {rows[u]["segment_id"] for u in seeds_fetched} == {segment}
-        # what the seeds link to went in through update, with robots.txt already known from fetch
+        fetched = {u for u, r in rows.items() if r["status"] == "fetched"}
+        assert fetched == set(urls)
+        by_segment = {s: {u for u in fetched if rows[u]["segment_id"] == s} for s in segments}
+        assert all(by_segment.values()) and set().union(*by_segment.values()) == fetched  # disjoint, both used
+        assert all(r["lease_until"] is None for r in rows.values())  # every lease released by its update
+        # what the seeds link to went in through the two updates
         assert {u for u, r in rows.items() if r["status"] in ("unfetched", "robots_denied")} == \
-            reachable(web, web.seed_urls(), 2) - seeds_fetched
+            reachable(web, urls, 2) - fetched
 
         # the DAG run is one crawl run: its cycles rows, and one finished MLflow run with metrics per cycle
         cycles = [r.asDict() for r in spark.read.format("delta").load(f"{root}/cycles").collect()]
@@ -469,12 +507,12 @@ def test_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
         assert len(crawl_ids) == 1 and next(iter(crawl_ids)).startswith(f"{DAG_ID}/")
         crawl_id = next(iter(crawl_ids))
         assert sorted((r["cycle"], r["step"]) for r in cycles) == [(0, "inject")] + [
-            (1, s) for s in sorted(("generate", "fetch", "dedup", "update"))]
+            (c, s) for c in (1, 2) for s in sorted(("generate", "fetch", "dedup", "update"))]
         mlflow_run = finished_mlflow_run(root, crawl_id)
         assert {r["mlflow_run_id"] for r in cycles} == {mlflow_run["run_id"]}
-        assert mlflow_run["steps"]["fetch/urls"] == [1] and mlflow_run["steps"]["seconds/cycle"] == [1]
+        assert mlflow_run["steps"]["fetch/urls"] == [1, 2] and mlflow_run["steps"]["seconds/cycle"] == [1, 2]
         assert mlflow_run["steps"]["inject/seeds"] == [0]
-        assert mlflow_run["fetched_by_cycle"][0] == len(web.seed_urls())
+        assert mlflow_run["fetched_by_cycle"] == [len(by_segment[s]) for s in segments]
         assert {"stats.json", "cycles.json", "config.json"} <= set(mlflow_run["artifacts"])
         assert {"status_mix.png", "step_seconds.png"} <= set(mlflow_run["charts"])
         assert mlflow_run["params"]["fetch.delay_s"] == str(FAST["fetch.delay_s"])
