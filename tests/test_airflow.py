@@ -31,6 +31,7 @@ import pytest
 
 from tests.conftest import FAST, write_seeds
 from tests.expected import reachable
+from tests.politeness import assert_polite
 
 REPO = Path(__file__).resolve().parent.parent
 DAGS = REPO / "airflow_dags"
@@ -500,6 +501,9 @@ def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
         # what the seeds link to went in through the two updates
         assert {u for u, r in rows.items() if r["status"] in ("unfetched", "robots_denied")} == \
             reachable(web, urls, 2) - fetched
+        # politeness across the overlap, from the web's own log: fetch 2 ran before update 1 cached
+        # the hosts' robots.txt in the hostdb, yet asked no host for it again (recent_contacts)
+        assert_polite(web, web.requests(), float(FAST["fetch.delay_s"]))
 
         # the DAG run is one crawl run: its cycles rows, and one finished MLflow run with metrics per cycle
         cycles = [r.asDict() for r in spark.read.format("delta").load(f"{root}/cycles").collect()]
