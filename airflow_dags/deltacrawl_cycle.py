@@ -139,17 +139,19 @@ Only generate pushes an XCom (the segment id); the other tasks push nothing (a s
 of output is a log line, not a value). Every task runs in the Airflow pool `pool` (argument of
 `crawl_cycle_dag`, or `DELTACRAWL_DAG_POOL`; default `default_pool`): each task is one Spark
 driver, so a pool of N slots shared by all crawl DAGs (`airflow pools set deltacrawl 2 "Spark
-drivers of deltacrawl"`) keeps at most N drivers on the workers at once (the overlapped shape runs two at once when it can:
-give its pool at least two slots, and the executor a parallelism of two or more). A task is stopped after
-`step_timeout` (default 3 h: longer than `fetch.time_limit_s`, 1 h, plus the step's own work;
-`DELTACRAWL_DAG_STEP_TIMEOUT_S`), and a whole run after `run_timeout` (default 24 h,
-`DELTACRAWL_DAG_RUN_TIMEOUT_S`), so a hung driver cannot hold the crawl root's only active run.
+drivers of deltacrawl"`) keeps at most N drivers on the workers at once (the overlapped shape
+runs two at once when it can: give its pool at least two slots, and the executor a parallelism
+of two or more). A task is stopped after `step_timeout` (default 3 h: longer than
+`fetch.time_limit_s`, 1 h, plus the step's own work; `DELTACRAWL_DAG_STEP_TIMEOUT_S`), and a
+whole run after `run_timeout` (default 24 h, `DELTACRAWL_DAG_RUN_TIMEOUT_S`), so a hung driver
+cannot hold the crawl root's only active run.
 
 ## One DAG per crawl root
 
-`max_active_runs=1`: two runs of this DAG never overlap, so two cycles of two runs never work on one
-crawl root at once (within a run of the overlapped shape the crawldb writers are chained, above). That guarantee holds per DAG, so give every crawl root its own DAG: the
-default DAG here is `deltacrawl_cycle`; for another crawl, call
+`max_active_runs=1`: two runs of this DAG never overlap, so the cycles of two runs never work on
+one crawl root at once (within a run of the overlapped shape the crawldb writers are chained,
+above). That guarantee holds per DAG, so give every crawl root its own DAG: the default DAG here
+is `deltacrawl_cycle`; for another crawl, call
 `crawl_cycle_dag("news_crawl", crawl_root="s3a://bucket/news", schedule="@hourly")` at the top
 level of a file of your own in the dags folder (`from deltacrawl_cycle import crawl_cycle_dag`;
 Airflow parses only files that contain the word "airflow": a comment will do), and do not point
