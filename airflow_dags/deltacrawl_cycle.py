@@ -4,6 +4,9 @@
 inject ─▶ cycle_1: generate ─▶ fetch ─▶ dedup ─▶ update ─▶ cycle_2: generate ─▶ … ─▶ update ─▶ … ─▶ stats
 ```
 
+or, built with `overlap=True` (`DELTACRAWL_DAG_OVERLAP=1` for the default DAG), the cycles overlap
+as `deltacrawl crawl --overlap` does ("Overlapped cycles" below).
+
 Every task runs one `deltacrawl` command, exactly what a person types (docs/cli.md):
 `deltacrawl inject SEEDS`, then per cycle `generate`, `fetch SEGMENT`, `dedup SEGMENT`,
 `update SEGMENT`, and `stats` at the end, each with the run's `--crawl-id` and `--cycle`. Each command is its own Spark application (one JVM
@@ -35,12 +38,66 @@ run. The generate task of a group beyond `cycles` exits 99 without starting Spar
 it and everything after it. A scheduled DAG makes `cycles` cycles per run (1 by default); a
 manual run may ask for more.
 
+## Overlapped cycles (`overlap=True`)
+
+The same tasks, wired as `deltacrawl crawl --overlap` runs its steps (jobs/crawl_cycles.py): while
+segment k is fetched, segment k - 1 is deduplicated and updated and segment k + 1 generated, so the
+fetcher (which mostly waits on hosts' politeness delays) is not idle between cycles:
+
+```
+writers:  inject ─▶ gen 1 ─▶ gen 2 ─▶ dedup 1 ─▶ update 1 ─▶ gen 3 ─▶ dedup 2 ─▶ update 2 ─▶ dedup 3 ─▶ update 3 ─▶ stats
+fetches:            gen 1 ─▶ fetch 1 ─▶ fetch 2 ─▶ fetch 3     (and gen k ─▶ fetch k, fetch k ─▶ dedup k)
+time:     fetch 1 ‖ gen 2;   fetch 2 ‖ dedup 1, update 1, gen 3;   fetch 3 ‖ dedup 2, update 2
+```
+
+| task | waits for |
+|---|---|
+| generate 1 | inject |
+| generate 2 | generate 1 |
+| generate k (k ≥ 3) | update k - 2 |
+| fetch k | generate k and fetch k - 1 |
+| dedup k | fetch k and generate k + 1 (the last cycle's: update k - 1) |
+| update k | dedup k |
+| stats | every update |
+
+- **What overlaps**: generate k + 1 runs while fetch k runs; dedup k and update k (then generate
+  k + 2) run while fetch k + 1 runs: the fetches follow one another with only a task start
+  between them. The pool needs two free slots for it (two Spark drivers at once, "Limits"
+  below), else the tasks simply run one after the other in the same safe order.
+- **Why it is safe**: every step that commits to the crawl's tables (inject, generate's lease,
+  dedup's MERGEs, update's MERGE) is one link of a single chain, in the order of `crawl --overlap`,
+  so no two of them ever run at once: Delta commits never conflict by design, not by retry luck.
+  fetch only reads the crawldb (its leases) and writes its own segment (its row in the `cycles`
+  table is a blind append, which Delta never lets conflict with another). generate k + 1 selects
+  only URLs without a lease in force, and segment k's URLs are leased until update k releases
+  them, so the segments are disjoint (`generate.lease_s`, 1 h, must outlast a fetch and the
+  wait for its update, as for `crawl --overlap`). Politeness holds across segments: fetch k + 1
+  starts only after fetch k has ended, and its first request to a host keeps the host's gap after
+  the last request of the two segments fetched before (jobs/fetch.py `recent_contacts`, read from
+  their `_SUCCESS`-marked results), also for hosts whose robots.txt and delays segment k met but
+  update k has not written to the hostdb yet. What generate k + 1 cannot see yet is what update k
+  will learn (new links, a host's new backoff): they count from generate k + 2 on.
+- **Skips**: every task but inject and stats runs when no upstream failed (`none_failed`), so a
+  skip upstream never skips a step that still has work. A task whose cycle has no segment (its
+  generate skipped) exits 99 itself without starting Spark. "Nothing due" at generate k + 1
+  while segment k is still being fetched does not skip dedup k and update k; generate k + 2 then
+  runs after update k, as `crawl --overlap` generates again once the pending segment is updated
+  (at the start of a crawl every known URL may be in segment k, and its update adds the links).
+  The cycle that found nothing due stays empty: a run makes at most `cycles` segments. A generate
+  skips without starting Spark when neither of the two generates before it handed out a segment
+  (nothing is pending and nothing was due: `crawl --overlap` stops there too).
+- **Failures**: a failed task marks everything after it `upstream_failed`, as in the in-turn shape;
+  at most two segments are then left not updated (one fetched or being fetched, one generated):
+  `deltacrawl fetch`/`dedup`/`update` by hand finish them (docs/cli.md), else their leases expire
+  and their URLs are due again, as after `crawl --overlap` dies.
+
 ## "Nothing due" skips, it does not fail
 
 `deltacrawl generate` exits **99** when no URL is due (everything fetched recently, or leased
 by another generate). 99 is the BashOperator's `skip_on_exit_code`: the generate task ends
 *skipped*, and so does everything downstream of it (fetch, dedup, update of that cycle, the
-later cycles) through the default `all_success` trigger rule. The run itself succeeds.
+later cycles) through the default `all_success` trigger rule (the overlapped shape instead skips
+only what has no segment: "Overlapped cycles" above). The run itself succeeds.
 `stats` runs whenever no task failed (`none_failed`), also when nothing was due: it prints the
 crawldb's figures and ends the run's MLflow run (below). `inject` without a
 seeds file is skipped the same way, and the first generate runs after it either way
@@ -82,16 +139,19 @@ Only generate pushes an XCom (the segment id); the other tasks push nothing (a s
 of output is a log line, not a value). Every task runs in the Airflow pool `pool` (argument of
 `crawl_cycle_dag`, or `DELTACRAWL_DAG_POOL`; default `default_pool`): each task is one Spark
 driver, so a pool of N slots shared by all crawl DAGs (`airflow pools set deltacrawl 2 "Spark
-drivers of deltacrawl"`) keeps at most N drivers on the workers at once. A task is stopped after
-`step_timeout` (default 3 h: longer than `fetch.time_limit_s`, 1 h, plus the step's own work;
-`DELTACRAWL_DAG_STEP_TIMEOUT_S`), and a whole run after `run_timeout` (default 24 h,
-`DELTACRAWL_DAG_RUN_TIMEOUT_S`), so a hung driver cannot hold the crawl root's only active run.
+drivers of deltacrawl"`) keeps at most N drivers on the workers at once (the overlapped shape
+runs two at once when it can: give its pool at least two slots, and the executor a parallelism
+of two or more). A task is stopped after `step_timeout` (default 3 h: longer than
+`fetch.time_limit_s`, 1 h, plus the step's own work; `DELTACRAWL_DAG_STEP_TIMEOUT_S`), and a
+whole run after `run_timeout` (default 24 h, `DELTACRAWL_DAG_RUN_TIMEOUT_S`), so a hung driver
+cannot hold the crawl root's only active run.
 
 ## One DAG per crawl root
 
-`max_active_runs=1`: two runs of this DAG never overlap, so two cycles never work on one crawl
-root at once. That guarantee holds per DAG, so give every crawl root its own DAG: the
-default DAG here is `deltacrawl_cycle`; for another crawl, call
+`max_active_runs=1`: two runs of this DAG never overlap, so the cycles of two runs never work on
+one crawl root at once (within a run of the overlapped shape the crawldb writers are chained,
+above). That guarantee holds per DAG, so give every crawl root its own DAG: the default DAG here
+is `deltacrawl_cycle`; for another crawl, call
 `crawl_cycle_dag("news_crawl", crawl_root="s3a://bucket/news", schedule="@hourly")` at the top
 level of a file of your own in the dags folder (`from deltacrawl_cycle import crawl_cycle_dag`;
 Airflow parses only files that contain the word "airflow": a comment will do), and do not point
@@ -102,7 +162,10 @@ a run of one DAG at another DAG's crawl root.
 `DELTACRAWL_CRAWL_ROOT` (default of `crawl_root`), `DELTACRAWL_DAG_SCHEDULE` (a cron
 expression or preset such as `@hourly`; unset: manual runs only), `DELTACRAWL_DAG_RETRIES`
 (retries per task, default 2), `DELTACRAWL_DAG_POOL`, `DELTACRAWL_DAG_STEP_TIMEOUT_S`,
-`DELTACRAWL_DAG_RUN_TIMEOUT_S` (above). `DELTACRAWL_BIN` is read by the workers when a task runs.
+`DELTACRAWL_DAG_RUN_TIMEOUT_S` (above), `DELTACRAWL_DAG_OVERLAP` (`1`/`true`: the overlapped shape;
+the default DAG stays one DAG either way, so one crawl root never gets two DAGs; switch it between
+runs: the workers parse the file too and must see the same value). `DELTACRAWL_BIN` is read by
+the workers when a task runs.
 """
 from __future__ import annotations
 
@@ -184,11 +247,16 @@ def inject_script(params: Mapping[str, Any]) -> str:
     return "exec " + shell(deltacrawl_argv(params, "inject", params["seeds"], "--cycle", "0"))
 
 
-def generate_script(params: Mapping[str, Any], cycle: int) -> str:
+def generate_script(params: Mapping[str, Any], cycle: int, earlier: list[str | None] | None = None) -> str:
     """generate's stdout is captured and printed once the process has exited, so its last line
-    (the segment id) is the task's last line of output and becomes the XCom; exit 99 skips."""
+    (the segment id) is the task's last line of output and becomes the XCom; exit 99 skips.
+    ``earlier`` (overlapped shape only): the segment ids the two generates before handed out; when
+    neither did, nothing is pending and nothing was due, so this one skips without starting Spark."""
     if cycle > int(params["cycles"]):
         return f"echo 'cycle {cycle} not requested (cycles={int(params['cycles'])})'; exit {SKIP}"
+    if earlier is not None and cycle > 1 and not any(earlier):
+        return (f"echo 'cycle {cycle}: the generates before found nothing due and no segment is pending: "
+                f"the crawl is done for this run'; exit {SKIP}")
     return "\n".join([
         f"out=$({shell(deltacrawl_argv(params, 'generate', '--cycle', str(cycle)))})",
         "rc=$?",
@@ -197,8 +265,13 @@ def generate_script(params: Mapping[str, Any], cycle: int) -> str:
     ])
 
 
-def segment_step_script(params: Mapping[str, Any], step: str, segment: str | None, cycle: int) -> str:
+def segment_step_script(params: Mapping[str, Any], step: str, segment: str | None, cycle: int,
+                        skip_without_segment: bool = False) -> str:
+    """``skip_without_segment`` (overlapped shape): these tasks run whatever their upstreams did
+    (none_failed), so a cycle whose generate handed out no segment skips here (exit 99)."""
     if not segment:
+        if skip_without_segment:
+            return f"echo 'cycle {cycle}: no segment (its generate was skipped): nothing to {step}'; exit {SKIP}"
         raise ValueError(f"{step}: no segment id from this cycle's generate task (XCom return_value)")
     return "exec " + shell(deltacrawl_argv(params, step, segment, "--cycle", str(cycle)))
 
@@ -211,10 +284,11 @@ def crawl_cycle_dag(dag_id: str, *, crawl_root: str | None = None, schedule: str
                     max_cycles: int = 3, retries: int = 2, spark_master: str = "",
                     conf: list[str] | None = None, pool: str = "default_pool",
                     step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S,
-                    run_timeout_s: float = DEFAULT_RUN_TIMEOUT_S) -> DAG:
+                    run_timeout_s: float = DEFAULT_RUN_TIMEOUT_S, overlap: bool = False) -> DAG:
     """The DAG of one crawl: inject, ``max_cycles`` cycle groups (the ``cycles`` param says how many
     run), stats. ``crawl_root`` is the default of the param of that name (None: given per run);
-    ``pool``, ``step_timeout_s`` and ``run_timeout_s``: see "Limits" in the module docstring."""
+    ``pool``, ``step_timeout_s`` and ``run_timeout_s``: see "Limits" in the module docstring;
+    ``overlap``: the overlapped shape ("Overlapped cycles"), else the cycles run in turn."""
     root_schema: dict[str, Any] = {"type": "string", "pattern": r"^(/|[A-Za-z][A-Za-z0-9+.-]*://)",
                                    "description": "absolute path or URI of the crawl root"}
     params = {
@@ -250,27 +324,75 @@ def crawl_cycle_dag(dag_id: str, *, crawl_root: str | None = None, schedule: str
              doc_md=__doc__, tags=["deltacrawl"], auto_register=False) as dag:
         inject = StepOperator(task_id="inject", bash_command=f"{{{{ inject_script({RUN}) }}}}",
                               skip_on_exit_code=SKIP)
-        previous = inject
-        updates = []
-        for cycle in range(1, max_cycles + 1):
-            with TaskGroup(f"cycle_{cycle}", tooltip=f"crawl cycle {cycle}: generate, fetch, dedup, update"):
-                generate = StepOperator(
-                    task_id="generate", bash_command=f"{{{{ generate_script({RUN}, {cycle}) }}}}",
-                    skip_on_exit_code=SKIP, do_xcom_push=True,
-                    # the first generate runs whether inject ran or was skipped (no seeds given)
-                    trigger_rule="none_failed" if cycle == 1 else "all_success")
-                segment = f"ti.xcom_pull(task_ids='cycle_{cycle}.generate')"
-                steps = [StepOperator(task_id=step, skip_on_exit_code=None,
-                                      bash_command=f"{{{{ segment_step_script({RUN}, '{step}', {segment}, {cycle}) }}}}")
-                         for step in STEPS_AFTER_GENERATE]
-                previous >> generate >> steps[0] >> steps[1] >> steps[2]
-            previous = steps[-1]
-            updates.append(steps[-1])
+        build = _overlapped_cycles if overlap else _cycles_in_turn
+        updates = build(inject, max_cycles)
         stats = StepOperator(task_id="stats", bash_command=f"{{{{ stats_script({RUN}) }}}}", skip_on_exit_code=None,
                              trigger_rule="none_failed")
         updates >> stats
     return dag
 
+
+def _segment(cycle: int) -> str:
+    """In a task template: the segment id cycle ``cycle``'s generate pushed (None if it was skipped)."""
+    return f"ti.xcom_pull(task_ids='cycle_{cycle}.generate')"
+
+
+def _cycles_in_turn(inject: StepOperator, max_cycles: int) -> list[StepOperator]:
+    """inject ─▶ generate ─▶ fetch ─▶ dedup ─▶ update ─▶ the next cycle's generate ─▶ ...; returns the updates."""
+    previous = inject
+    updates = []
+    for cycle in range(1, max_cycles + 1):
+        with TaskGroup(f"cycle_{cycle}", tooltip=f"crawl cycle {cycle}: generate, fetch, dedup, update"):
+            generate = StepOperator(
+                task_id="generate", bash_command=f"{{{{ generate_script({RUN}, {cycle}) }}}}",
+                skip_on_exit_code=SKIP, do_xcom_push=True,
+                # the first generate runs whether inject ran or was skipped (no seeds given)
+                trigger_rule="none_failed" if cycle == 1 else "all_success")
+            steps = [StepOperator(task_id=step, skip_on_exit_code=None,
+                                  bash_command=f"{{{{ segment_step_script({RUN}, '{step}', {_segment(cycle)}, {cycle}) }}}}")
+                     for step in STEPS_AFTER_GENERATE]
+            previous >> generate >> steps[0] >> steps[1] >> steps[2]
+        previous = steps[-1]
+        updates.append(steps[-1])
+    return updates
+
+
+def _overlapped_cycles(inject: StepOperator, max_cycles: int) -> list[StepOperator]:
+    """The order of `deltacrawl crawl --overlap` (jobs/crawl_cycles.py _overlapping_cycles): the
+    crawldb writers in one chain, inject, generate 1, generate 2, dedup 1, update 1, generate 3,
+    dedup 2, update 2, ..., dedup N, update N; each fetch after its generate and the fetch before.
+    Every task but inject and stats runs when no upstream failed (none_failed): a skipped generate
+    must not skip the cycle before's dedup and update, nor the next generate; a task whose cycle has
+    no segment skips itself (exit 99). Returns the updates."""
+    writer = inject              # the last crawldb writer of the chain so far
+    fetch_before = None          # the fetch of the cycle before
+    pending = None               # dedup and update of the cycle before: they follow this generate
+    updates = []
+    for cycle in range(1, max_cycles + 1):
+        with TaskGroup(f"cycle_{cycle}", tooltip=f"crawl cycle {cycle}: generate, fetch, dedup, update "
+                                                  "(overlapped with the cycles before and after)"):
+            earlier = ", ".join(_segment(c) for c in (cycle - 1, cycle - 2) if c >= 1)
+            generate = StepOperator(
+                task_id="generate", bash_command=f"{{{{ generate_script({RUN}, {cycle}, [{earlier}]) }}}}",
+                skip_on_exit_code=SKIP, do_xcom_push=True, trigger_rule="none_failed")
+            fetch, dedup, update = [
+                StepOperator(task_id=step, skip_on_exit_code=SKIP, trigger_rule="none_failed",
+                             bash_command=f"{{{{ segment_step_script({RUN}, '{step}', {_segment(cycle)}, {cycle}, "
+                                          "True) }}")
+                for step in STEPS_AFTER_GENERATE]
+        writer >> generate >> fetch >> dedup >> update
+        if fetch_before is not None:
+            fetch_before >> fetch  # politeness: fetch reads the contacts of the segments fetched before
+        if pending is not None:
+            generate >> pending[0]  # dedup k after generate k + 1
+            writer = pending[1]
+        else:
+            writer = generate
+        fetch_before, pending = fetch, (dedup, update)
+        updates.append(update)
+    if pending is not None:
+        writer >> pending[0]
+    return updates
 
 dag = crawl_cycle_dag(
     "deltacrawl_cycle",
@@ -280,4 +402,5 @@ dag = crawl_cycle_dag(
     pool=os.environ.get("DELTACRAWL_DAG_POOL") or "default_pool",
     step_timeout_s=float(os.environ.get("DELTACRAWL_DAG_STEP_TIMEOUT_S") or DEFAULT_STEP_TIMEOUT_S),
     run_timeout_s=float(os.environ.get("DELTACRAWL_DAG_RUN_TIMEOUT_S") or DEFAULT_RUN_TIMEOUT_S),
+    overlap=os.environ.get("DELTACRAWL_DAG_OVERLAP", "").strip().lower() in ("1", "true", "yes", "on"),
 )

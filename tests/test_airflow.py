@@ -6,8 +6,13 @@ and SQLite metadata database per test module.
 - a DAG run with a stand-in `deltacrawl` that records its arguments: the exact command lines
   (quoting, crawl id and cycle included), the segment id handed on by XCom, and "nothing due"
   (exit 99) skipping the rest of the run while stats still reports the cycle that ran;
-- a DAG run with the real `deltacrawl` that crawls the bundled test web for one cycle, checked
-  in the crawldb, the cycles table and its one MLflow run (read with MLflow's client).
+- the overlapped shape (DELTACRAWL_DAG_OVERLAP=1): its graph (the crawldb writers one chain in the
+  order of `crawl --overlap`, the fetches another), and its skips with a stand-in (nothing due
+  while a segment is pending still updates it and generates again; nothing due at all stops);
+- a run of the overlapped DAG with the real `deltacrawl`, by the LocalExecutor (tasks side by
+  side, as under a scheduler), that crawls the bundled test web for two cycles, checked in
+  Airflow's task start and end times (the steps overlapped, the chains held), the crawldb, the
+  cycles table and its one MLflow run (read with MLflow's client).
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -25,6 +31,7 @@ import pytest
 
 from tests.conftest import FAST, write_seeds
 from tests.expected import reachable
+from tests.politeness import assert_polite
 
 REPO = Path(__file__).resolve().parent.parent
 DAGS = REPO / "airflow_dags"
@@ -69,18 +76,37 @@ HARNESS = textwrap.dedent(r'''
                                 "tasks": {t.task_id: task(t) for t in d.tasks}}
                      for d in bag.dags.values()}}))
         sys.exit(0)
+    import os, subprocess, time, urllib.request
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     dag = bag.dags[sys.argv[3]]
     assert not bag.import_errors, bag.import_errors
-    dr = dag.test(run_conf=json.loads(sys.argv[4]))
+    api = os.environ.get("AIRFLOW__CORE__EXECUTION_API_SERVER_URL")
+    if api:
+        # executor mode: tasks run side by side in the LocalExecutor's workers, which reach the
+        # metadata database through the execution API, as under a scheduler (dag.test alone runs
+        # one task at a time)
+        port = api.split(":")[-1].split("/")[0]
+        subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "api-server", "--apps", "execution",
+                          "--host", "127.0.0.1", "--port", port, "--workers", "1"],
+                         stdin=subprocess.DEVNULL)
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(api.rstrip("/") + "/health", timeout=5)
+                break
+            except OSError:
+                time.sleep(0.5)
+    dr = dag.test(run_conf=json.loads(sys.argv[4]), use_executor=bool(api))
     with create_session() as session:
         xcoms = session.scalars(XComModel.get_many(run_id=dr.run_id, dag_ids=dag.dag_id,
                                                    key="return_value")).all()
         xcom = {x.task_id: XComModel.deserialize_value(x) for x in xcoms}
-        tasks = {ti.task_id: getattr(ti.state, "value", ti.state) for ti in dr.get_task_instances(session=session)}
-    print("RESULT " + json.dumps({"state": getattr(dr.state, "value", dr.state), "tasks": tasks, "xcom": xcom}),
-          flush=True)
+        tis = dr.get_task_instances(session=session)
+        tasks = {ti.task_id: getattr(ti.state, "value", ti.state) for ti in tis}
+        times = {ti.task_id: [ti.start_date.timestamp(), ti.end_date.timestamp()] for ti in tis
+                 if ti.start_date and ti.end_date}
+    print("RESULT " + json.dumps({"state": getattr(dr.state, "value", dr.state), "tasks": tasks, "xcom": xcom,
+                                  "times": times}), flush=True)
 ''')
 
 
@@ -203,12 +229,73 @@ def test_dagbag_loads_and_the_graph_is_as_designed(tmp_path):
     assert dag["accepts_conf"] == {"a.b=1": True, "no-equals": False}
     for words in ("exits **99**", "skip_on_exit_code", "max_active_runs=1", "XCom", "exponential backoff",
                   "exits **2**", "DELTACRAWL_DAG_POOL", "step_timeout",
-                  "DELTACRAWL_BIN", "--crawl-id", "MLflow run"):
+                  "DELTACRAWL_BIN", "--crawl-id", "MLflow run", "Overlapped cycles", "DELTACRAWL_DAG_OVERLAP",
+                  "recent_contacts"):
         assert words in dag["doc_md"], words
 
     news = bag["dags"]["news_crawl"]
     assert news["params"]["crawl_root"] == "/data/news" and news["schedule"] != "None"
     assert news["param_schemas"]["cycles"]["maximum"] == 2 and "cycle_3.generate" not in news["tasks"]
+
+
+def ancestors(edges: set[tuple[str, str]], task: str) -> set[str]:
+    """Every task ``task`` waits for, directly or not."""
+    up = {u for u, t in edges if t == task}
+    return up.union(*(ancestors(edges, u) for u in up)) if up else set()
+
+
+# the order in which `deltacrawl crawl --overlap` runs the crawldb writers (jobs/crawl_cycles.py _overlapping_cycles)
+OVERLAP_WRITERS = ["inject", "cycle_1.generate", "cycle_2.generate", "cycle_1.dedup", "cycle_1.update",
+                   "cycle_3.generate", "cycle_2.dedup", "cycle_2.update", "cycle_3.dedup", "cycle_3.update"]
+
+
+def test_overlapped_graph_chains_the_writers_and_the_fetches(tmp_path):
+    """crawl_cycle_dag(overlap=True): the crawldb writers form one chain in the order of
+    `crawl --overlap`, so no two of them can run at once; each fetch waits for its generate and the
+    fetch before (politeness across segments); dedup and update of a cycle are not ordered against
+    the next cycle's fetch, so they run beside it."""
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    shutil.copy(DAGS / "deltacrawl_cycle.py", folder)
+    (folder / "shop_crawl.py").write_text(
+        "# an Airflow DAG file\nfrom deltacrawl_cycle import crawl_cycle_dag\n"
+        "shop = crawl_cycle_dag('shop_crawl', crawl_root='/data/shop', overlap=True)\n")
+    text = airflow_python(["-c", HARNESS, "graph", str(folder)],
+                          clean_env(tmp_path, DELTACRAWL_DAG_OVERLAP="1"), tmp_path / "graph.log", 300)
+    bag = json.loads(text.strip().splitlines()[-1])
+    assert bag["import_errors"] == {} and set(bag["dags"]) == {DAG_ID, "shop_crawl"}
+    tasks = bag["dags"][DAG_ID]["tasks"]  # the env switch reshapes the default DAG, still one DAG
+    edges = {(up, t) for t, spec in tasks.items() for up in spec["upstream"]}
+    fetches = [f"cycle_{c}.fetch" for c in range(1, MAX_CYCLES + 1)]
+    expected = set(zip(OVERLAP_WRITERS, OVERLAP_WRITERS[1:])) | set(zip(fetches, fetches[1:]))
+    expected |= {(f"cycle_{c}.generate", f"cycle_{c}.fetch") for c in range(1, MAX_CYCLES + 1)}
+    expected |= {(f"cycle_{c}.fetch", f"cycle_{c}.dedup") for c in range(1, MAX_CYCLES + 1)}
+    expected |= {(f"cycle_{c}.update", "stats") for c in range(1, MAX_CYCLES + 1)}
+    assert edges == expected
+
+    # one chain: each writer waits for every writer before it (so two never run at once)
+    for i, writer in enumerate(OVERLAP_WRITERS):
+        assert set(OVERLAP_WRITERS[:i]) <= ancestors(edges, writer), writer
+    for c in range(1, MAX_CYCLES):
+        nxt = f"cycle_{c + 1}.fetch"
+        assert f"cycle_{c}.fetch" in ancestors(edges, nxt)
+        # what runs beside the next fetch: neither waits for the other
+        for step in ("dedup", "update"):
+            mine = f"cycle_{c}.{step}"
+            assert mine not in ancestors(edges, nxt) and nxt not in ancestors(edges, mine), (mine, nxt)
+        # generate c+1 beside fetch c
+        gen = f"cycle_{c + 1}.generate"
+        assert f"cycle_{c}.fetch" not in ancestors(edges, gen) and gen not in ancestors(edges, f"cycle_{c}.fetch")
+
+    for task_id, spec in tasks.items():
+        # a skip upstream must not skip a step that still has work: each step skips itself (99)
+        # when its cycle has no segment
+        assert spec["trigger_rule"] == ("all_success" if task_id == "inject" else "none_failed"), task_id
+        assert spec["skip_on_exit_code"] == ([] if task_id == "stats" else [99]), task_id
+        assert spec["do_xcom_push"] == task_id.endswith(".generate"), task_id
+
+    shop = bag["dags"]["shop_crawl"]["tasks"]  # the factory's argument builds the same shape
+    assert {(up, t) for t, spec in shop.items() for up in spec["upstream"]} == expected
 
 
 STAND_IN = '''#!{python}
@@ -265,6 +352,70 @@ def test_dag_run_passes_arguments_and_segment_and_skips_when_nothing_due(airflow
                      ["generate", "--cycle", "2", *opts], ["stats", *opts]]
 
 
+NOTHING_DUE_WHILE_PENDING = '''#!{python}
+"""A stand-in for deltacrawl: records its argv; generate hands out a segment, then finds nothing due
+(the first segment still pending, as at the start of a crawl), then hands out a second one."""
+import json, os, sys
+calls = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.jsonl")
+with open(calls, "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1] == "generate":
+    n = sum(1 for line in open(calls) if json.loads(line)[0] == "generate")
+    if n == 2:
+        print("generate: nothing due")
+        sys.exit(99)
+    print(f"segment-{{n}}")
+'''
+
+
+def test_overlapped_dag_run_updates_the_pending_segment_and_generates_again_when_nothing_due(airflow_home, tmp_path):
+    """Overlapped shape, generate 2 finds nothing due while segment 1 is pending: segment 1 is still
+    deduplicated and updated, and generate 3 runs after that update (as `crawl --overlap` generates
+    again once its pending segment is updated); the empty cycle 2 skips itself without deltacrawl."""
+    bin_dir, stand_in = write_stand_in(tmp_path, NOTHING_DUE_WHILE_PENDING)
+    run = dag_run(airflow_home, {"crawl_root": "/crawls/x", "cycles": 3}, tmp_path / "run.log", 300,
+                  DELTACRAWL_BIN=str(stand_in), DELTACRAWL_DAG_OVERLAP="1")
+    tasks = run["tasks"]
+    assert run["state"] == "success", tasks
+    assert {t: tasks[t] for t in cycle_tasks(1) + cycle_tasks(3) + ["stats"]} == \
+        {t: "success" for t in cycle_tasks(1) + cycle_tasks(3) + ["stats"]}
+    assert all(tasks[t] == "skipped" for t in cycle_tasks(2))
+    assert run["xcom"] == {"cycle_1.generate": "segment-1", "cycle_3.generate": "segment-3"}
+
+    calls = [json.loads(line) for line in (bin_dir / "calls.jsonl").read_text().splitlines()]
+    steps = [(c[0], c[1] if c[1] != "--cycle" else c[2]) for c in calls]
+    # the writers in crawl --overlap's order (the skipped cycle 2's dedup and update never ran)
+    writers = [s for s in steps if s[0] in ("generate", "dedup", "update")]
+    assert writers == [("generate", "1"), ("generate", "2"), ("dedup", "segment-1"), ("update", "segment-1"),
+                       ("generate", "3"), ("dedup", "segment-3"), ("update", "segment-3")]
+    assert steps.index(("fetch", "segment-1")) < steps.index(("dedup", "segment-1"))
+    assert steps.index(("generate", "3")) < steps.index(("fetch", "segment-3"))
+    assert steps[-1] == ("stats", "--crawl-root") and len(steps) == 10  # nothing else called deltacrawl
+
+
+NOTHING_DUE = '''#!{python}
+"""A stand-in for deltacrawl: records its argv; generate never finds anything due."""
+import json, os, sys
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.jsonl"), "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1] == "generate":
+    sys.exit(99)
+'''
+
+
+def test_overlapped_dag_run_stops_when_nothing_is_due_and_nothing_pending(airflow_home, tmp_path):
+    """Overlapped shape: the later generates run on none_failed, but with no segment handed out by the
+    two generates before them (nothing pending, nothing due) they skip without starting deltacrawl,
+    as `crawl --overlap` stops; stats still ends the run."""
+    bin_dir, stand_in = write_stand_in(tmp_path, NOTHING_DUE)
+    run = dag_run(airflow_home, {"crawl_root": "/crawls/x", "cycles": 3}, tmp_path / "run.log", 300,
+                  DELTACRAWL_BIN=str(stand_in), DELTACRAWL_DAG_OVERLAP="1")
+    assert run["state"] == "success", run["tasks"]
+    assert {t for t, state in run["tasks"].items() if state != "skipped"} == {"stats"}
+    calls = [json.loads(line)[:3] for line in (bin_dir / "calls.jsonl").read_text().splitlines()]
+    assert calls == [["generate", "--cycle", "1"], ["stats", "--crawl-root", "/crawls/x"]]
+
+
 def finished_mlflow_run(root: str, crawl_id: str) -> dict:
     """The MLflow run of a crawl id in the crawl root's default store, read with MLflow's client."""
     from mlflow.tracking import MlflowClient
@@ -283,41 +434,76 @@ def finished_mlflow_run(root: str, crawl_id: str) -> dict:
             "charts": [f.path.split("/")[-1] for f in client.list_artifacts(run.info.run_id, "charts")]}
 
 
-def test_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
-    """Every task a real `deltacrawl` (a cold JVM each: six of them, inject to stats). One cycle:
-    what a second one adds (the next cycle's command lines with the same crawl id, its skips) is
-    the graph's business, shown with the stand-in above, and each cold JVM costs a minute of the
-    suite on a loaded 2-core machine. generate's exit 99 itself: tests/test_cli.py."""
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
+    """Every task a real `deltacrawl` (a cold JVM each: ten of them, inject to stats), in the
+    overlapped shape (DELTACRAWL_DAG_OVERLAP=1), run by the LocalExecutor so tasks really run side by
+    side: two cycles, seeds for two segments (generate.top_n is half of them), so generate 2 runs
+    while segment 1 is fetched and fetch 2 while segment 1 is deduplicated and updated. Checked:
+    those overlaps and the chains' order in Airflow's own task start and end times (order facts
+    only, no durations), the crawl root (both segments updated, no lease left), the cycles table
+    and the one MLflow run. The in-turn shape's command lines and skips: the stand-in runs above;
+    generate's exit 99 itself: tests/test_cli.py."""
     from crawl.devweb.web import DevWeb
 
     web = DevWeb(hosts=3, pages_per_host=4, port=0, seed=7, crawl_delay_s=0.4)
     web.start()
     try:
         root = str(tmp_path / "crawl")
-        seeds = write_seeds(tmp_path / "seeds.txt", web.seed_urls())
-        # FAST's spark.jvm_options (the quick compiler alone) makes each of the six cold JVMs
-        # cheaper, and the MLflow check below shows it reaching every task
-        conf = dict(FAST)
+        # the home pages and what they link to, so the first generate cannot take every known URL
+        urls = sorted(u for u in reachable(web, web.seed_urls(), 2) if not web.is_disallowed(u))
+        seeds = write_seeds(tmp_path / "seeds.txt", urls)
+        # FAST's spark.jvm_options (the quick compiler alone) makes each cold JVM cheaper, and the
+        # MLflow check below shows it reaching every task
+        conf = {**FAST, "generate.top_n": (len(urls) + 1) // 2}
         params = {"crawl_root": root, "spark_master": FAST["spark.master"], "deltacrawl_bin": DELTACRAWL,
                   "conf": [f"{k}={v}" for k, v in conf.items() if k != "spark.master"]}
-        run = dag_run(airflow_home, {**params, "seeds": seeds, "cycles": 1}, tmp_path / "run1.log", 3600)
+        run = dag_run(airflow_home, {**params, "seeds": seeds, "cycles": 2}, tmp_path / "run1.log", 3600,
+                      DELTACRAWL_DAG_OVERLAP="1", AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+                      AIRFLOW__CORE__PARALLELISM="4", AIRFLOW__API_AUTH__JWT_SECRET=uuid.uuid4().hex,
+                      AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{free_port()}/execution/")
         tasks = run["tasks"]
         assert run["state"] == "success", tasks
-        ran = ["inject", *cycle_tasks(1), "stats"]
+        ran = ["inject", *cycle_tasks(1), *cycle_tasks(2), "stats"]
         assert {t: tasks[t] for t in ran} == {t: "success" for t in ran}
-        assert all(tasks[t] == "skipped" for t in cycle_tasks(2) + cycle_tasks(3))  # not requested
+        assert all(tasks[t] == "skipped" for t in cycle_tasks(3))  # not requested
 
-        # the segment id went from generate to the other steps through XCom
-        segment = run["xcom"]["cycle_1.generate"]
-        assert os.listdir(f"{root}/segments") == [segment]
+        # the steps overlapped, in Airflow's own records: each of the two started before the other
+        # ended (one task at a time, in any order, one of them ends before the other starts).
+        # Each pair becomes runnable at the same moment and each task is a JVM of many seconds.
+        start = {t: se[0] for t, se in run["times"].items()}
+        end = {t: se[1] for t, se in run["times"].items()}
+        for a, b in (("cycle_1.fetch", "cycle_2.generate"), ("cycle_2.fetch", "cycle_1.dedup")):
+            assert start[a] < end[b] and start[b] < end[a], (a, b, run["times"])
+        assert start["cycle_2.fetch"] < end["cycle_1.update"]  # segment 2 was fetched before 1 was updated
+        # ... and the chains held: no two writers at once, one fetch after the other
+        writers = [t for t in OVERLAP_WRITERS if t in ran]
+        for before, after in zip(writers, writers[1:]):
+            assert end[before] <= start[after], (before, after, run["times"])
+        assert end["cycle_1.fetch"] <= start["cycle_2.fetch"]
+
+        # the segment ids went from generate to the other steps through XCom
+        segments = [run["xcom"]["cycle_1.generate"], run["xcom"]["cycle_2.generate"]]
+        assert sorted(os.listdir(f"{root}/segments")) == sorted(segments)
+        assert all(os.path.exists(f"{root}/segments/{s}/_updated") for s in segments)
 
         rows = {r["url"]: r for r in spark.read.format("delta").load(f"{root}/crawldb").collect()}
-        seeds_fetched = {u for u, r in rows.items() if r["status"] == "fetched"}
-        assert seeds_fetched == set(web.seed_urls()) and not any(map(web.is_disallowed, web.seed_urls()))
-        assert {rows[u]["segment_id"] for u in seeds_fetched} == {segment}
-        # what the seeds link to went in through update, with robots.txt already known from fetch
+        fetched = {u for u, r in rows.items() if r["status"] == "fetched"}
+        assert fetched == set(urls)
+        by_segment = {s: {u for u in fetched if rows[u]["segment_id"] == s} for s in segments}
+        assert all(by_segment.values()) and set().union(*by_segment.values()) == fetched  # disjoint, both used
+        assert all(r["lease_until"] is None for r in rows.values())  # every lease released by its update
+        # what the seeds link to went in through the two updates
         assert {u for u, r in rows.items() if r["status"] in ("unfetched", "robots_denied")} == \
-            reachable(web, web.seed_urls(), 2) - seeds_fetched
+            reachable(web, urls, 2) - fetched
+        # politeness across the overlap, from the web's own log: fetch 2 ran before update 1 cached
+        # the hosts' robots.txt in the hostdb, yet asked no host for it again (recent_contacts)
+        assert_polite(web, web.requests(), float(FAST["fetch.delay_s"]))
 
         # the DAG run is one crawl run: its cycles rows, and one finished MLflow run with metrics per cycle
         cycles = [r.asDict() for r in spark.read.format("delta").load(f"{root}/cycles").collect()]
@@ -325,12 +511,12 @@ def test_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
         assert len(crawl_ids) == 1 and next(iter(crawl_ids)).startswith(f"{DAG_ID}/")
         crawl_id = next(iter(crawl_ids))
         assert sorted((r["cycle"], r["step"]) for r in cycles) == [(0, "inject")] + [
-            (1, s) for s in sorted(("generate", "fetch", "dedup", "update"))]
+            (c, s) for c in (1, 2) for s in sorted(("generate", "fetch", "dedup", "update"))]
         mlflow_run = finished_mlflow_run(root, crawl_id)
         assert {r["mlflow_run_id"] for r in cycles} == {mlflow_run["run_id"]}
-        assert mlflow_run["steps"]["fetch/urls"] == [1] and mlflow_run["steps"]["seconds/cycle"] == [1]
+        assert mlflow_run["steps"]["fetch/urls"] == [1, 2] and mlflow_run["steps"]["seconds/cycle"] == [1, 2]
         assert mlflow_run["steps"]["inject/seeds"] == [0]
-        assert mlflow_run["fetched_by_cycle"][0] == len(web.seed_urls())
+        assert mlflow_run["fetched_by_cycle"] == [len(by_segment[s]) for s in segments]
         assert {"stats.json", "cycles.json", "config.json"} <= set(mlflow_run["artifacts"])
         assert {"status_mix.png", "step_seconds.png"} <= set(mlflow_run["charts"])
         assert mlflow_run["params"]["fetch.delay_s"] == str(FAST["fetch.delay_s"])
