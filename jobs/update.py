@@ -439,7 +439,7 @@ def sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segmen
 
 
 _HISTORY = ("observed_count", "change_count", "first_observed_at", "last_observed_at", "score", "depth",
-            "unchanged_s", "change_span_s")
+            "unchanged_s", "change_span_s", "exposure_changes")
 
 
 def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot) -> tuple[dict, int, float]:
@@ -504,7 +504,7 @@ def fitted_schedule(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
         max_interval_s=float(cfg["schedule.max_interval_s"]),
         prior_min_change_s=float(cfg["schedule.prior_min_change_s"]),
         prior_max_change_s=float(cfg["schedule.prior_max_change_s"]), unchanged_s=histories["unchanged_s"],
-        change_span_s=histories["change_span_s"])
+        change_span_s=histories["change_span_s"], exposure_changes=histories["exposure_changes"])
     step_logger("update").info("fetch value fitted to the budget: %.4g s (%d refresh fetches per %.0f s cycle, "
                                "%d URL histories read)", mu, refresh, cycle_s, histories["observed_count"].size)
     return with_values(cfg, {"schedule.fetch_value_s": mu})

@@ -101,7 +101,9 @@ def crawl(web: Web, top_n: int, cfg) -> tuple[list[tuple[int, float, int]], list
                 prior_min_change_s=float(cfg["schedule.prior_min_change_s"]),
                 prior_max_change_s=float(cfg["schedule.prior_max_change_s"]),
                 unchanged_s=np.array([np.nan if r["unchanged_s"] is None else r["unchanged_s"] for r in known]),
-                change_span_s=np.array([np.nan if r["change_span_s"] is None else r["change_span_s"] for r in known]))
+                change_span_s=np.array([np.nan if r["change_span_s"] is None else r["change_span_s"] for r in known]),
+                exposure_changes=np.array([np.nan if r["exposure_changes"] is None else r["exposure_changes"]
+                                           for r in known]))
         early = selection.early_rule(np.array([r["status"] for r in rows.values()], dtype=object),
                                      np.array([np.nan if r["next_fetch_at"] is None else r["next_fetch_at"]
                                                for r in rows.values()], dtype=float),
@@ -205,7 +207,8 @@ def test_the_refresh_budget_goes_where_it_buys_freshness(seed, share):
     rate = np.where(np.isinf(web.mean), 0.0, 1.0 / web.mean)
     opt = replay_credits(web, optimal_frequencies(rate, sum(refetches[warm:]) / (t_hi - t_lo)), first, refetches)
     ours, best, rr = (freshness(web, e, t_lo, t_hi) for e in (events, opt, uniform(web, first, refetches)))
-    assert ours.mean() >= 0.94 * best.mean(), (ours.mean(), best.mean(), rr.mean())
+    # 0.975 and 0.962 with changes dated by Last-Modified (0.975 and 0.946 before)
+    assert ours.mean() >= 0.955 * best.mean(), (ours.mean(), best.mean(), rr.mean())
     assert ours.mean() > rr.mean()
 
     def refetches_per_page(evs):
@@ -216,8 +219,10 @@ def test_the_refresh_budget_goes_where_it_buys_freshness(seed, share):
     fast = web.mean < 60
     medium = (web.mean >= 60) & (web.mean < 600)
     # finding 2: fast pages were over-served (1.7x the optimum's fetches) and medium ones
-    # under-served (0.6x): a page that changed at every visit looked like a medium one
-    assert per_page[fast].mean() <= 1.5 * per_page_opt[fast].mean()
+    # under-served (0.6x): a page that changed at every visit looked like a medium one. Dating
+    # each change by its Last-Modified (schedule.record_exposure) tells them apart: 1.1x here
+    # (1.4x when a change was only known to lie before its Last-Modified)
+    assert per_page[fast].mean() <= 1.25 * per_page_opt[fast].mean(), (per_page[fast].mean(), per_page_opt[fast].mean())
     assert per_page[medium].mean() >= 0.65 * per_page_opt[medium].mean()
     for kind in ("home", "important", "normal", "deep"):
         pages = web.kind == kind

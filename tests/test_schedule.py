@@ -259,25 +259,55 @@ def test_priority_overdue_important_then_overdue_unimportant_then_not_due():
     assert ranked.tolist() == [0, 1, 2]
 
 
-def test_last_modified_narrows_what_is_known_unchanged():
+def test_last_modified_dates_changes_and_narrows_what_is_known_unchanged():
     """record_exposure (issue 32): without Last-Modified a poll counts whole, unchanged or
-    changed; with it, a change lies before its Last-Modified and nothing after, and the first
-    answer's Last-Modified credits the page's age, taken back once a change comes with a
-    Last-Modified that did not move (a server that does not keep it)."""
+    changed; with it, the last change happened within the second it names and nothing after it,
+    and the first answer's Last-Modified dates a change and credits the page's age, both taken
+    back once a change comes with a Last-Modified that did not move (a server that does not keep
+    it). Returns (unchanged_s, change_span_s, exposure_changes)."""
     credit = 86400.0
-    # first answer, a week-old copy: credited up to the cap
+    # first answer, a week-old copy: older than the prior's slowest change, credited up to the cap
     assert S.record_exposure(None, None, 0, None, None, 1000.0, False, 1000.0 - 7 * DAY,
-                             max_age_credit_s=credit) == (credit, 0.0)
-    assert S.record_exposure(None, None, 0, None, None, 1000.0, False, 400.0, max_age_credit_s=credit) == (600.0, 0.0)
-    assert S.record_exposure(None, None, 0, None, None, 1000.0, False, None, max_age_credit_s=credit) == (0.0, 0.0)
+                             max_age_credit_s=credit) == (credit, 0.0, 0)
+    # first answer 600 s old: a change dated to its second, 599 s unchanged since
+    assert S.record_exposure(None, None, 0, None, None, 1000.0, False, 400.0, max_age_credit_s=credit) == (599.0, 1.0, 1)
+    assert S.record_exposure(None, None, 0, None, None, 1000.0, False, None, max_age_credit_s=credit) == (0.0, 0.0, 0)
     # an unchanged poll adds its interval; a changed one without a usable Last-Modified its whole interval
-    assert S.record_exposure(600.0, 0.0, 1, 1000.0, 1000.0, 1300.0, False, 400.0, max_age_credit_s=credit) == (900.0, 0.0)
-    assert S.record_exposure(600.0, 0.0, 1, 1000.0, 1000.0, 1300.0, True, None, max_age_credit_s=credit) == (600.0, 300.0)
-    # a change with a Last-Modified inside the interval: 100 s known unchanged after it
-    assert S.record_exposure(600.0, 0.0, 1, 1000.0, 1000.0, 1300.0, True, 1200.0, max_age_credit_s=credit) == (700.0, 200.0)
-    # a change whose Last-Modified did not move: the first answer's age is taken back (at most the
-    # 300 s observed before this poll were known unchanged)
-    assert S.record_exposure(600.0, 0.0, 2, 1000.0, 1300.0, 1500.0, True, 400.0, max_age_credit_s=credit) == (300.0, 200.0)
+    assert S.record_exposure(599.0, 1.0, 1, 1000.0, 1000.0, 1300.0, False, 400.0, max_age_credit_s=credit,
+                             exposure_changes=1) == (899.0, 1.0, 1)
+    assert S.record_exposure(600.0, 0.0, 1, 1000.0, 1000.0, 1300.0, True, None, max_age_credit_s=credit) == (600.0, 300.0, 1)
+    # a change with a Last-Modified inside the interval: dated to its second, 99 s unchanged after it
+    assert S.record_exposure(600.0, 0.0, 1, 1000.0, 1000.0, 1300.0, True, 1200.0, max_age_credit_s=credit) == (699.0, 1.0, 1)
+    # rows from before the count was kept: it starts from change_count
+    assert S.record_exposure(600.0, 400.0, 3, 1000.0, 1000.0, 1300.0, True, None, max_age_credit_s=credit,
+                             change_count=2) == (600.0, 700.0, 3)
+    # a change whose Last-Modified did not move: the first answer's age and change are taken back
+    # (at most the 300 s observed before this poll were known unchanged)
+    assert S.record_exposure(599.0, 1.0, 2, 1000.0, 1300.0, 1500.0, True, 400.0, max_age_credit_s=credit,
+                             exposure_changes=1, change_count=0) == (300.0, 200.0, 1)
+
+
+def test_a_dated_change_tells_a_fast_page_from_a_medium_one():
+    """Issue 32, finding 2: a page polled every 300 s that changed at every poll. Without dates
+    the posterior cannot tell 10 s from 100 s between changes; Last-Modified 10 s before each
+    poll can, and the fetch is then worth far less (the page changes faster than any affordable
+    interval keeps up with) than for one whose dates say 150 s."""
+    kw = dict(fetch_value_s=50.0, min_interval_s=5.0, max_interval_s=7200.0, prior_min_change_s=5.0,
+              prior_max_change_s=86400.0)
+
+    def history(age):
+        u, c, k = 0.0, 0.0, None
+        for i in range(6):
+            u, c, k = S.record_exposure(u, c, i, 0.0, None if i == 0 else 300.0 * (i - 1), 300.0 * i, i > 0,
+                                        300.0 * i - age, max_age_credit_s=86400.0, exposure_changes=k,
+                                        change_count=max(i - 1, 0))
+        return S.next_interval_and_value(6, 5, 0.0, 1500.0, 1.0, unchanged_s=u, change_span_s=c,
+                                         exposure_changes=k, **kw)
+
+    undated = S.next_interval_and_value(6, 5, 0.0, 1500.0, 1.0, unchanged_s=0.0, change_span_s=1500.0, **kw)
+    fast, medium = history(10.0), history(150.0)
+    assert fast[1] * (300.0 / fast[0]) ** fast[2] < 0.3 * medium[1] * (300.0 / medium[0]) ** medium[2]
+    assert fast[1] * (300.0 / fast[0]) ** fast[2] < 0.5 * undated[1] * (300.0 / undated[0]) ** undated[2]
 
 
 def test_the_refresh_value_is_what_a_fetch_buys():

@@ -114,6 +114,8 @@ from crawl.rule_ops import NUMPY_OPS
 # NOTMODIFIED: a 2xx or a 304), and so the ones ranked by their refresh value.
 VALUED_STATUSES = (FETCHED, NOTMODIFIED)
 
+# Last-Modified is an HTTP date: whole seconds (RFC 9110 5.6.7)
+LAST_MODIFIED_RESOLUTION_S = 1.0
 RATE_GRID_POINTS = 64      # posterior grid: rates, log-spaced over the prior range
 INTERVAL_GRID_POINTS = 64  # intervals, log-spaced over [min_interval_s, max_interval_s]
 
@@ -142,20 +144,24 @@ def _polls(fetch_count, change_count, first_fetched_at, last_fetched_at):
     return n, np.where(ok, x, 0.0), mean_interval
 
 
-def exposure(fetch_count, change_count, first_fetched_at, last_fetched_at, unchanged_s=None, change_span_s=None):
-    """(X changes seen, U seconds known unchanged, c̄ mean seconds each change is known to lie in,
+def exposure(fetch_count, change_count, first_fetched_at, last_fetched_at, unchanged_s=None, change_span_s=None,
+             exposure_changes=None):
+    """(X changes, U seconds known unchanged, c̄ mean seconds each change is known to lie in,
     known: whether anything was observed) per URL. From the exposure columns when the crawldb has
-    them (``record_exposure``: Last-Modified narrows both), else from the poll counts with every
+    them (``record_exposure``: Last-Modified narrows both, and may add the first answer's change:
+    ``exposure_changes``, else X is the changes seen), else from the poll counts with every
     interval taken as the mean one: U = (n − X)Ī, c̄ = Ī."""
     n, x, mean_interval = _polls(fetch_count, change_count, first_fetched_at, last_fetched_at)
     derived_u = np.where(np.isfinite(mean_interval), (n - x) * np.nan_to_num(mean_interval), 0.0)
     derived_c = np.where(np.isfinite(mean_interval), x * np.nan_to_num(mean_interval), 0.0)
     u = _times(unchanged_s)
     c = _times(change_span_s)
-    u, c, derived_u, derived_c, x = np.broadcast_arrays(u, c, derived_u, derived_c, x)
+    k = _times(exposure_changes)
+    u, c, k, derived_u, derived_c, x = np.broadcast_arrays(u, c, k, derived_u, derived_c, x)
     have = np.isfinite(u) & np.isfinite(c)
     unchanged = np.where(have, np.maximum(np.nan_to_num(u), 0.0), derived_u)
     span = np.where(have, np.maximum(np.nan_to_num(c), 0.0), derived_c)
+    x = np.where(have & np.isfinite(k), np.maximum(np.nan_to_num(k), 0.0), x)
     cbar = np.where(x > 0, np.maximum(span / np.maximum(x, 1.0), 1.0), 0.0)
     return x, unchanged, cbar, (unchanged > 0) | (x > 0)
 
@@ -185,39 +191,58 @@ def record_observation(fetch_count, change_count, first_fetched_at, last_fetched
 
 
 def record_exposure(unchanged_s, change_span_s, observed_count, first_observed_at, previous_at, fetched_at, changed,
-                    modified_at=None, *, max_age_credit_s: float) -> tuple[float, float]:
-    """(unchanged_s, change_span_s) after one 2xx or 304 answer at ``fetched_at``: the seconds the
-    URL is known to have stayed unchanged, and the seconds within which its seen changes lie.
+                    modified_at=None, *, max_age_credit_s: float, exposure_changes=None,
+                    change_count=None) -> tuple[float, float, int]:
+    """(unchanged_s, change_span_s, exposure_changes) after one 2xx or 304 answer at
+    ``fetched_at``: the seconds the URL is known to have stayed unchanged, the seconds within which
+    its changes lie, and how many changes those are.
 
     ``observed_count``: content observations before this one, the first at ``first_observed_at``
     and the last at ``previous_at``; ``changed`` as for record_observation; ``modified_at``: the
-    answer's Last-Modified (epoch seconds; None when absent or unusable). Without Last-Modified a
-    poll that saw no change adds its interval to the first sum and one that saw a change to the
-    second. Last-Modified narrows both (Cho & Garcia-Molina, "Estimating frequency of change",
-    ACM TOIT 3(3), 2003: the last-modified date): a change seen with a Last-Modified inside the
-    poll's interval happened before it, and nothing happened after it; and the first answer's
-    Last-Modified says how long the page had been unchanged already (credited up to
-    ``max_age_credit_s``). A change seen with a Last-Modified outside the interval shows the server
-    does not keep it: the poll counts whole, and the first answer's age is taken back (what is
-    known unchanged is then at most the time observed)."""
+    answer's Last-Modified (epoch seconds; None when absent or unusable); ``exposure_changes``: the
+    count so far (None: ``change_count``, the changes seen so far, as before the count was kept).
+
+    Without Last-Modified a poll that saw no change adds its interval to the first sum and one
+    that saw a change to the second. Last-Modified dates the last change (Cho & Garcia-Molina,
+    "Estimating frequency of change", ACM TOIT 3(3), 2003: the last-modified date): a change
+    seen with a Last-Modified inside the poll's interval happened within the second it names
+    (an HTTP date's resolution, ``LAST_MODIFIED_RESOLUTION_S``) and nothing happened after it.
+    The likelihood of that is λ·e^(−λ·age) up to a constant, the density of the last change at
+    that date, whatever came before it in the interval; before, such a change was spread from the
+    previous poll to the date, which for a page changing far faster than it is polled said almost
+    nothing (issue 32, finding 2). The first answer's Last-Modified dates a change too, and says
+    the page stayed unchanged since: a page observed at a random moment shows an age drawn from
+    its own change process. An age beyond ``max_age_credit_s`` (the prior's slowest change) only
+    credits that much unchanged time. A change seen with a Last-Modified outside the interval
+    shows the server does not keep it: the poll counts whole, and the first answer's age and
+    change are taken back (what is known unchanged is then at most the time observed)."""
     unchanged = float(unchanged_s or 0.0)
     span = float(change_span_s or 0.0)
+    seen = int(change_count or 0)
+    changes = int(seen if exposure_changes is None else exposure_changes)
     at = float(fetched_at)
     mod = None if modified_at is None or not math.isfinite(float(modified_at)) else float(modified_at)
     if int(observed_count or 0) <= 0 or previous_at is None:
         if mod is not None and mod < at:
-            unchanged += min(at - mod, float(max_age_credit_s))
-        return unchanged, span
+            age = at - mod
+            if age < float(max_age_credit_s):
+                return (unchanged + max(age - LAST_MODIFIED_RESOLUTION_S, 0.0),
+                        span + min(LAST_MODIFIED_RESOLUTION_S, age), changes + 1)
+            unchanged += float(max_age_credit_s)
+        return unchanged, span, changes
     prev = float(previous_at)
     gap = max(at - prev, 0.0)
     if not changed:
-        return unchanged + gap, span
+        return unchanged + gap, span, changes
     if mod is None:
-        return unchanged, span + gap
+        return unchanged, span + gap, changes + 1
     if prev < mod <= at:
-        return unchanged + (at - mod), span + (mod - prev)
+        return (unchanged + max(at - mod - LAST_MODIFIED_RESOLUTION_S, 0.0),
+                span + min(LAST_MODIFIED_RESOLUTION_S, at - mod), changes + 1)
     observed = max(prev - float(first_observed_at), 0.0) if first_observed_at is not None else unchanged
-    return min(unchanged, observed), span + gap
+    first_dated = changes > seen  # the first answer's change, counted above: the server's dates are not kept
+    return (min(unchanged, observed), max(span - (LAST_MODIFIED_RESOLUTION_S if first_dated else 0.0), 0.0) + gap,
+            changes - (1 if first_dated else 0) + 1)
 
 
 # --------------------------------------------------------------------------- point estimate
@@ -316,10 +341,10 @@ def _posterior(x, unchanged, cbar, known, rates):
 
 
 def _weighted_posterior(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, rates,
-                        unchanged_s=None, change_span_s=None):
+                        unchanged_s=None, change_span_s=None, exposure_changes=None):
     """(posterior N × K, importance N (0 where unusable), the inputs' broadcast shape)."""
     x, unchanged, cbar, known = exposure(fetch_count, change_count, first_fetched_at, last_fetched_at,
-                                          unchanged_s, change_span_s)
+                                          unchanged_s, change_span_s, exposure_changes)
     x, unchanged, cbar, known, w = np.broadcast_arrays(x, unchanged, cbar, known, np.asarray(importance, dtype=float))
     post = _posterior(x.ravel(), unchanged.ravel(), cbar.ravel(), known.ravel(), rates)
     w = np.atleast_1d(w.ravel())
@@ -327,11 +352,11 @@ def _weighted_posterior(fetch_count, change_count, first_fetched_at, last_fetche
 
 
 def _value_table(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, grids,
-                 unchanged_s=None, change_span_s=None):
+                 unchanged_s=None, change_span_s=None, exposure_changes=None):
     """E_posterior[w ∂F/∂f] at each grid interval: N × J, non-decreasing along J."""
     rates, _, gain = grids
     post, w, shape = _weighted_posterior(fetch_count, change_count, first_fetched_at, last_fetched_at, importance,
-                                         rates, unchanged_s, change_span_s)
+                                         rates, unchanged_s, change_span_s, exposure_changes)
     return (post @ gain) * w[:, None], shape
 
 
@@ -353,7 +378,8 @@ def _interval_from_table(table, fetch_value_s: float, intervals):
 
 def next_interval(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, *,
                   fetch_value_s: float, min_interval_s: float, max_interval_s: float,
-                  prior_min_change_s: float, prior_max_change_s: float, unchanged_s=None, change_span_s=None):
+                  prior_min_change_s: float, prior_max_change_s: float, unchanged_s=None, change_span_s=None,
+                  exposure_changes=None):
     """Seconds until a URL is due again, from its history *including* the answer just recorded
     (``record_observation``, and ``record_exposure`` for ``unchanged_s`` / ``change_span_s``;
     None: derived from the counts) and its importance: the interval in [min_interval_s,
@@ -361,7 +387,8 @@ def next_interval(fetch_count, change_count, first_fetched_at, last_fetched_at, 
     return next_interval_and_value(
         fetch_count, change_count, first_fetched_at, last_fetched_at, importance, fetch_value_s=fetch_value_s,
         min_interval_s=min_interval_s, max_interval_s=max_interval_s, prior_min_change_s=prior_min_change_s,
-        prior_max_change_s=prior_max_change_s, unchanged_s=unchanged_s, change_span_s=change_span_s)[0]
+        prior_max_change_s=prior_max_change_s, unchanged_s=unchanged_s, change_span_s=change_span_s,
+        exposure_changes=exposure_changes)[0]
 
 
 # The refresh value's slope is measured between the interval and this many times it.
@@ -371,7 +398,7 @@ _SLOPE_SPAN = 2.0
 def next_interval_and_value(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, *,
                             fetch_value_s: float, min_interval_s: float, max_interval_s: float,
                             prior_min_change_s: float, prior_max_change_s: float, unchanged_s=None,
-                            change_span_s=None):
+                            change_span_s=None, exposure_changes=None):
     """(interval, refresh value, refresh slope): ``next_interval``, and what a fetch buys as time
     goes by, for generate's ranking (``refresh_value_rule``).
 
@@ -386,7 +413,7 @@ def next_interval_and_value(fetch_count, change_count, first_fetched_at, last_fe
                    float(max_interval_s))
     rates = grids[0]
     post, w, shape = _weighted_posterior(fetch_count, change_count, first_fetched_at, last_fetched_at, importance,
-                                         rates, unchanged_s, change_span_s)
+                                         rates, unchanged_s, change_span_s, exposure_changes)
     table = (post @ grids[2]) * w[:, None]
     interval = _interval_from_table(table, fetch_value_s, grids[1])
     at_interval = np.einsum("nk,kn->n", post, _refresh_gain(rates[:, None], interval[None, :])) * w
@@ -400,7 +427,7 @@ def next_interval_and_value(fetch_count, change_count, first_fetched_at, last_fe
 def calibrate_fetch_value(fetch_count, change_count, first_fetched_at, last_fetched_at, importance,
                           fetches_per_s: float, *, min_interval_s: float, max_interval_s: float,
                           prior_min_change_s: float, prior_max_change_s: float, unchanged_s=None,
-                          change_span_s=None) -> float:
+                          change_span_s=None, exposure_changes=None) -> float:
     """The fetch value μ (seconds) at which ``next_interval`` of these URLs (arrays: e.g. the whole
     crawldb) adds up to ``fetches_per_s`` fetches per second; bisection on log μ, since the
     total falls as μ grows. Returns 0.0 if every URL at min_interval_s fits the budget, and
@@ -408,7 +435,7 @@ def calibrate_fetch_value(fetch_count, change_count, first_fetched_at, last_fetc
     grids = _grids(float(prior_min_change_s), float(prior_max_change_s), float(min_interval_s),
                    float(max_interval_s))
     table, _ = _value_table(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, grids,
-                            unchanged_s, change_span_s)
+                            unchanged_s, change_span_s, exposure_changes)
     budget = float(fetches_per_s)
     count = table.shape[0]
     if count / float(min_interval_s) <= budget:
@@ -448,7 +475,7 @@ def refresh_budget(top_n: int, discovery_quota: int, pending_new: int) -> int:
 def fit_fetch_value(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, *,
                     refresh_per_cycle: float, cycle_s: float, sampled_share: float, headroom: float,
                     min_interval_s: float, max_interval_s: float, prior_min_change_s: float,
-                    prior_max_change_s: float, unchanged_s=None, change_span_s=None) -> float:
+                    prior_max_change_s: float, unchanged_s=None, change_span_s=None, exposure_changes=None) -> float:
     """The fetch value μ that makes the intervals of a crawldb's known URLs ask for ``headroom`` ×
     the fetches a cycle has for refresh (``refresh_per_cycle`` every ``cycle_s`` seconds).
 
@@ -466,7 +493,8 @@ def fit_fetch_value(fetch_count, change_count, first_fetched_at, last_fetched_at
     return calibrate_fetch_value(fetch_count, change_count, first_fetched_at, last_fetched_at, importance, per_s,
                                  min_interval_s=min_interval_s, max_interval_s=max_interval_s,
                                  prior_min_change_s=prior_min_change_s, prior_max_change_s=prior_max_change_s,
-                                 unchanged_s=unchanged_s, change_span_s=change_span_s)
+                                 unchanged_s=unchanged_s, change_span_s=change_span_s,
+                                 exposure_changes=exposure_changes)
 
 
 # --------------------------------------------------------------------------- errors

@@ -96,7 +96,7 @@ def new_url_state(url: str, host: str, bucket: int, url_key: int, depth: int, sc
         "inlinks": inlinks, "canonical_url": None, "noindex": None, "text_hash": None,
         "observed_count": 0, "first_observed_at": None, "last_observed_at": None, "last_changed_at": None,
         "gone_checks": 0, "discovered_segment": discovered_segment,
-        "unchanged_s": None, "change_span_s": None, "refresh_value": None, "refresh_slope": None,
+        "unchanged_s": None, "change_span_s": None, "exposure_changes": None, "refresh_value": None, "refresh_slope": None,
     }
 
 
@@ -169,9 +169,10 @@ def _observe(new: dict[str, Any], state: Mapping[str, Any], at: float, changed: 
         _, u, cbar, _ = schedule.exposure(observed, int(state.get("change_count") or 0),
                                            state.get("first_observed_at"), state.get("last_observed_at"))
         unchanged_s, change_span_s = float(u), float(cbar) * int(state.get("change_count") or 0)
-    unchanged_s, change_span_s = schedule.record_exposure(
+    unchanged_s, change_span_s, exposure_changes = schedule.record_exposure(
         unchanged_s, change_span_s, observed, state.get("first_observed_at"), state.get("last_observed_at"), at,
-        changed and observed > 0, modified_at, max_age_credit_s=float(policy["schedule.prior_max_change_s"]))
+        changed and observed > 0, modified_at, max_age_credit_s=float(policy["schedule.prior_max_change_s"]),
+        exposure_changes=state.get("exposure_changes"), change_count=int(state.get("change_count") or 0))
     importance = schedule.importance(float(state.get("score") or 0.0), int(state.get("depth") or 0),
                                      score_exponent=float(policy["schedule.score_exponent"]),
                                      depth_decay=float(policy["schedule.depth_decay"]),
@@ -181,11 +182,11 @@ def _observe(new: dict[str, Any], state: Mapping[str, Any], at: float, changed: 
         min_interval_s=float(policy["schedule.min_interval_s"]), max_interval_s=float(policy["schedule.max_interval_s"]),
         prior_min_change_s=float(policy["schedule.prior_min_change_s"]),
         prior_max_change_s=float(policy["schedule.prior_max_change_s"]),
-        unchanged_s=unchanged_s, change_span_s=change_span_s)
+        unchanged_s=unchanged_s, change_span_s=change_span_s, exposure_changes=exposure_changes)
     new.update(observed_count=int(count), change_count=int(changes), first_observed_at=first,
                last_observed_at=last, last_changed_at=last_changed, next_fetch_at=at + float(interval),
                fetch_interval_s=int(round(float(interval))), unchanged_s=unchanged_s, change_span_s=change_span_s,
-               refresh_value=float(value), refresh_slope=float(slope))
+               exposure_changes=exposure_changes, refresh_value=float(value), refresh_slope=float(slope))
 
 
 def _gone(new: dict[str, Any], state: Mapping[str, Any], at: float, policy: Mapping[str, Any]) -> None:

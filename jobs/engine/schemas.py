@@ -60,6 +60,9 @@ URL_STATE_SCHEMA = StructType([
     StructField("change_span_s", DoubleType(), True),
     StructField("refresh_value", DoubleType(), True),
     StructField("refresh_slope", DoubleType(), True),
+    # how many changes change_span_s holds (record_exposure: the first answer's Last-Modified
+    # dates one more); added after refresh_slope, so null in old rows (then change_count)
+    StructField("exposure_changes", IntegerType(), True),
 ])
 
 
