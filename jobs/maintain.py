@@ -1,7 +1,7 @@
 """maintain — compact, purge, vacuum and checkpoint the crawl root's tables; expire old segments.
 
 Inputs:   the Delta tables of <crawl_root> that exist (crawldb, hostdb, warc_index, dedup/pages,
-          dedup/bands, cycles), <crawl_root>/segments/, <crawl_root>/warc/ (its unfinished and
+          dedup/bands, cycles, hints), <crawl_root>/segments/, <crawl_root>/warc/ (its unfinished and
           unindexed files).
 Outputs:  per table, in this order:
           1. table properties from [maintain] (one commit, only when they differ):
@@ -59,6 +59,7 @@ from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.logs import log_step, step_logger
 from jobs.engine.crawl_root import CrawlRoot, check_segment_id, delete_path, list_segments, path_exists
 from jobs.engine.schemas import from_epoch_col
+from jobs.engine.hint_inbox import hints_path
 from jobs.engine.tables import latest_snapshot, table_exists
 
 # Operations maintain itself commits: they do not count as "a step wrote recently".
@@ -116,8 +117,12 @@ class MaintainResult:
 # --------------------------------------------------------------------------- what maintain looks at
 
 def maintained_tables(root: CrawlRoot) -> list[tuple[str, str]]:
+    # the hint inbox grows by one small file per push: compacting it never loses an unconsumed
+    # hint (OPTIMIZE adds no change-feed rows; a feed that no longer reaches back to the consumed
+    # marker after VACUUM is replaced by the whole table, jobs/engine/hint_inbox.py)
     return [("crawldb", root.crawldb), ("hostdb", root.hostdb), ("warc_index", root.warc_index),
-            ("dedup/pages", root.dedup_pages), ("dedup/bands", root.dedup_bands), ("cycles", root.cycles)]
+            ("dedup/pages", root.dedup_pages), ("dedup/bands", root.dedup_bands), ("cycles", root.cycles),
+            ("hints", hints_path(root))]
 
 
 def file_stats(spark: SparkSession, path: str) -> tuple[int, int, int]:

@@ -12,7 +12,7 @@ import pytest
 from delta.tables import DeltaTable
 
 from crawl.config import ConfigError
-from jobs import cli, dedup, fetch, generate, inject, maintain, update
+from jobs import cli, dedup, fetch, generate, hint, inject, maintain, update
 from jobs.engine.errors import UserError
 from jobs.engine.crawl_root import list_segments
 from jobs.engine.tables import table_exists
@@ -49,6 +49,10 @@ def crawled(spark, tmp_path_factory):
         update.run(spark, cfg, root, old, now=t0 - 2 * DAY)
         live = generate.run(spark, cfg, root, now=t0).segment_id
         assert old and live
+        # two pushes of hints, not consumed yet: two small files of the hint inbox for maintain to
+        # compact, which the next generate still reads (test_a_cycle_still_works_after_maintain)
+        for i, url in enumerate(web.seed_urls()[:2]):
+            hint.run(spark, cfg, root, write_seeds(tmp / f"hints{i}.txt", [url]), now=t0 - 60 + i)
         yield {"root": root, "web": web, "old": old, "live": live, "t0": t0, "tmp": tmp}
     finally:
         web.stop()
@@ -144,7 +148,9 @@ def test_maintain_compacts_purges_vacuums_and_expires(spark, crawled):
     print(maintain.format_result(result))
     assert contents(spark, root) == before
     by_name = {t.name: t for t in result.tables}
-    assert set(by_name) == set(stats_before) >= {"crawldb", "hostdb", "warc_index", "dedup/pages", "dedup/bands"}
+    assert set(by_name) == set(stats_before) >= {"crawldb", "hostdb", "warc_index", "dedup/pages", "dedup/bands",
+                                                  "hints"}
+    assert by_name["hints"].files_after < by_name["hints"].files_before
     crawldb = by_name["crawldb"]
     assert crawldb.files_after < crawldb.files_before and crawldb.dvs_purged == stats_before["crawldb"][2]
     assert crawldb.files_vacuumed > 0 and crawldb.properties_set
@@ -183,4 +189,7 @@ def test_a_cycle_still_works_after_maintain(spark, crawled):
     assert fetched.urls > 0
     result = update.run(spark, cfg, root, live)
     assert result.updated == fetched.urls
+    # the hints pushed before maintain compacted and vacuumed their inbox are all read
+    from jobs.engine.hint_inbox import consume_hints
+    assert consume_hints(spark, cfg, root).hinted == 2
     generate.run(spark, cfg, root)  # runs on the compacted, vacuumed crawldb (due URLs or none)
