@@ -84,6 +84,17 @@ def test_hints_make_known_urls_due_and_add_new_ones(spark, root, tmp_path, capsy
         assert consume_hints(spark, cfg, root).hinted == 2
         due = spark.read.format("delta").load(root.crawldb).filter(F.col("next_fetch_at") <= F.current_timestamp())
         assert due.count() == 0
+
+        # new URLs only while their host's total budget has room (3 URLs known, 4 allowed); a known
+        # URL is made due whatever the budget says
+        capped = make_config(fetch__delay_s=0.05, fetch__tasks=1, sitemaps__enabled=False,
+                             discovery__max_urls_per_host_total=4)
+        extra = [f"{web.base(0)}/extra{i}.html" for i in range(3)]
+        hint.run(spark, capped, root, write_seeds(tmp_path / "many.txt", [known, *extra]))
+        result = consume_hints(spark, capped, root)
+        assert (result.hinted, result.made_due, result.inserted, result.over_budget) == (4, 1, 1, 2)
+        assert spark.read.format("delta").load(root.crawldb).count() == 4
+        assert_consistent(spark, root)
     finally:
         web.stop()
 

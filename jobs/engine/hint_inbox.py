@@ -10,7 +10,8 @@ Consumption (``consume_hints``, called by generate before it chooses): the rows 
 after the last consumed one (<crawl_root>/hints/_consumed, a marker naming that version) are
 read through the table's change feed, one row per URL (its latest hint) is MERGEd into the
 crawldb (a known URL due at the hint's time when crawl.crawldb.hints.HINT_APPLIES_SQL says so,
-an unknown one inserted), the hinted hosts' url_count is counted again from the crawldb, and then
+an unknown one inserted while its host's total budget has room: discovery.max_urls_per_host_total
+or an override's max_urls_total, as for discovered links), the hinted hosts' url_count is counted again from the crawldb, and then
 the marker moves to the version read. A hint for a URL leased to a segment at that moment is not
 applied but appended to the inbox again, as it was: that segment's update is about to set the
 URL's next fetch from its own answer, which may be older than the hint, and the next generate
@@ -32,13 +33,16 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from crawl.crawldb.hints import HINT_APPLIES_SQL
+from crawl.crawldb.in_memory import within_budget_rule
 from crawl.crawldb.status import new_url_state
 from crawl.net.urls import host_bucket, host_of, url_hash
+from jobs.engine.column_ops import COLUMN_OPS
 from jobs.engine.common import describe_failure, is_commit_conflict
+from jobs.engine.discover import host_total_cap, split_known
 from jobs.engine.crawl_root import CrawlRoot, read_marker, write_marker
 from jobs.engine.errors import ConcurrentStepError
 from jobs.engine.logs import step_logger
-from jobs.engine.reads import read_url_state
+from jobs.engine.reads import read_host_state, read_url_state
 from jobs.engine.schemas import URL_STATE_SCHEMA, from_epoch_col
 from jobs.engine.tables import CHANGE_FEED_PROPERTY, check_not_foreign, table_version
 from jobs.engine.writes import merge_counts, recount_url_counts
@@ -94,10 +98,12 @@ class HintsConsumed:
     hinted: int = 0             # distinct URLs in the hints read
     made_due: int = 0           # known URLs made due
     inserted: int = 0           # unknown URLs inserted
+    over_budget: int = 0        # unknown URLs not inserted: their host holds all the URLs it may
 
     def summary(self) -> str:
         return (f"hints up to version {self.version}: {self.hinted} URLs, {self.made_due} known made due, "
-                f"{self.inserted} new")
+                f"{self.inserted} new" + (f", {self.over_budget} new ones over their host's total budget "
+                                          "(discovery.max_urls_per_host_total) left out" if self.over_budget else ""))
 
 
 def _latest_per_url(rows: DataFrame) -> DataFrame:
@@ -142,17 +148,18 @@ def consume_hints(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot) 
         return HintsConsumed()
     hints, hinted = _unread_hints(spark, path, after, upto)
     try:
-        made_due = inserted = 0
+        made_due = inserted = over_budget = 0
         if hinted:
             now = time.time()
-            made_due, inserted = _merge_hints(spark, cfg, root, hints, now)
+            within, over_budget = _within_host_budgets(spark, cfg, root, hints)
+            made_due, inserted = _merge_hints(spark, cfg, root, within, now)
             # counted, not added: hints read twice give the same value
             recount_url_counts(spark, root, hints)
             _hints_for_leased_urls_again(spark, root, hints, now)
     finally:
         hints.unpersist()
     write_marker(spark, consumed_marker(root), f"{upto}\n")
-    result = HintsConsumed(upto, hinted, made_due, inserted)
+    result = HintsConsumed(upto, hinted, made_due, inserted, over_budget)
     step_logger("generate").info("%s", result.summary())
     return result
 
@@ -177,6 +184,30 @@ def _hints_for_leased_urls_again(spark: SparkSession, root: CrawlRoot, hints: Da
         return count
     finally:
         leased.unpersist()
+
+
+def _within_host_budgets(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot,
+                         hints: DataFrame) -> tuple[DataFrame, int]:
+    """(the hints to merge, how many were left out): every hint for a known URL, and those for
+    unknown URLs while their host's total budget has room (discovery.max_urls_per_host_total or an
+    override's max_urls_total, beside hostdb's url_count), the latest hinted first, as update
+    keeps discovered links within it (jobs/engine/discover.py). A push of a million URLs of one
+    host is otherwise a trap that bypasses the cap."""
+    unknown, known = split_known(hints, read_url_state(spark, root))
+    counts = read_host_state(spark, root).select("host_bucket", "host", "url_count")
+    latest_first = Window.partitionBy("host").orderBy(F.col("hinted_at").desc(), F.col("url"))
+    ranked = (unknown.join(counts, ["host_bucket", "host"], "left")
+              .withColumn("_keep", within_budget_rule(F.row_number().over(latest_first), host_total_cap(cfg),
+                                                      F.col("url_count"), COLUMN_OPS))
+              .select(*HINTS_SCHEMA.fieldNames(), "_keep").cache())
+    try:
+        over = ranked.filter(~F.col("_keep")).count()
+        if not over:
+            return hints, 0
+        kept = ranked.filter(F.col("_keep")).drop("_keep")
+        return known.select(*HINTS_SCHEMA.fieldNames()).unionByName(kept).localCheckpoint(), over
+    finally:
+        ranked.unpersist()
 
 
 def _merge_hints(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, hints: DataFrame,
