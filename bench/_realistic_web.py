@@ -28,8 +28,8 @@ counts of page requests by status, robots.txt and other requests, responses sent
 and the largest number of requests a host ever had in flight at once (a politeness check:
 delay 0 still means one request at a time per host). With ``--log FILE`` (``RealisticWebProcess(...,
 request_log=FILE)``) it also appends one JSON line per request: ``host`` (its index), ``path``,
-``status``, ``ts`` (the handler's start, ``time.time()``), ``write_ts`` (just before the body is
-written) and ``done_ts`` (once the whole response was handed to the socket), what bench/overlap.py
+``status``, ``ts`` (the handler's start, ``time.time()``), ``write_ts`` (just before the response
+is written) and ``done_ts`` (once the whole response was handed to the socket), what bench/overlap.py
 measures politeness from; the file is flushed on every ``/_counters`` request. The web runs at a
 higher scheduling priority than the crawler where the OS allows it (``WEB_NICE``), with send
 buffers that take a whole body, so its stamps lag what happened as little as a loaded machine
@@ -298,11 +298,12 @@ class Server:
         if request.path.startswith("/_"):
             return resp
         # the whole response on the socket before done_ts: the gap to the host's next request is
-        # then what the server saw, never more. write_ts is taken just before the body is written:
-        # the response cannot have ended before it, so done_ts - write_ts bounds how late done_ts
-        # may be (the event loop or the scheduler holding this coroutine after the write).
-        await resp.prepare(request)
+        # then what the server saw, never more. write_ts is taken just before anything is written
+        # (prepare() sends the headers, and all of a response without a body): the response cannot
+        # have ended before it, so done_ts - write_ts bounds how late done_ts may be (the event
+        # loop or the scheduler holding this coroutine after the write).
         write_ts = time.time()
+        await resp.prepare(request)
         await resp.write_eof()
         done_ts = time.time()
         ip = request.transport.get_extra_info("sockname")[0] if request.transport else ""

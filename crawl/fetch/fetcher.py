@@ -174,6 +174,9 @@ class HostQueue:
         # seconds this host has cost beyond its politeness minimum: its requests' durations plus
         # what the adaptive gaps after them added to min_gap (not Crawl-delay, not fetch.delay_s)
         self.slow_s = 0.0
+        # the wall clock first: a pause between the two readings (a GC pause, a loaded machine) then
+        # makes the wait after an earlier contact below longer, never shorter
+        wall_now = time.time()
         self.next_allowed = time.monotonic()
         # when (time.monotonic()) the host's last request known to us ended: ours, or an earlier
         # attempt's or segment's (below); None: none known. A Crawl-delay learned from robots.txt
@@ -188,7 +191,7 @@ class HostQueue:
         earlier_at = ctx.earlier.last_contact(host, float(cfg["fetch.total_timeout_s"]))
         if earlier_at is not None:
             earlier_gap = max(self.min_gap, ctx.earlier.gap_s.get(host, 0.0))
-            since = max(0.0, time.time() - earlier_at)
+            since = max(0.0, wall_now - earlier_at)
             self.last_end = self.next_allowed - since
             self.next_allowed += max(0.0, earlier_gap - since)
         self.policy: RobotsPolicy | None = None
