@@ -99,6 +99,7 @@ def test_an_overlapped_crawl_killed_with_two_segments_in_flight_is_finished_by_t
 
     from jobs import dedup, fetch, update
     from tests.conftest import make_config
+    from tests.test_fetcher import host_urls
     from tests.test_kill import DELTACRAWL, assert_every_table, run_and_kill, step_cli
     web = DevWeb(hosts=3, pages_per_host=8, port=0, seed=5, crawl_delay_s=0.0, links_per_page=3)
     web.start()
@@ -114,10 +115,10 @@ def test_an_overlapped_crawl_killed_with_two_segments_in_flight_is_finished_by_t
             return any(os.path.exists(root.local_path(root.leased_marker(b)))
                        and not os.path.exists(root.local_path(root.updated_marker(a))) for a, b in zip(names, names[1:]))
 
-        seeds = write_seeds(tmp_path / "seeds.txt", web.seed_urls())
+        # every page a seed: the second generate, beside the first fetch, has URLs to lease
+        seeds = write_seeds(tmp_path / "seeds.txt", [u for i in range(3) for u in host_urls(web, i)])
         assert run_and_kill([DELTACRAWL, "crawl", "--overlap", "--seeds", seeds, "--cycles", "3", *options],
                             two_in_flight, env) == "killed"
-        # (the first generate beside a fetch finds nothing due: only the seeds are known, and leased)
         segments = [s for s in list_segments(spark, root) if not path_exists(spark, root.updated_marker(s))]
         assert len(segments) == 2
         cfg = make_config(**settings)
