@@ -26,6 +26,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -322,6 +323,21 @@ def release(spark: Any, workdir: str, keep: bool) -> None:
         print(f"bench: kept {workdir}", flush=True)
     else:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_in_workdir(name: str, bench: Any, args: Any, check: Any, result: dict[str, Any], report) -> int:
+    """The body of a benchmark's main that works in a temporary directory: run ``bench(args,
+    workdir, check)`` into ``result`` (a RuntimeError is a failed check), release the directory
+    (``args.keep``) and ``finish``."""
+    workdir = tempfile.mkdtemp(prefix=f"deltacrawl-bench-{name}-", dir="/tmp")
+    print(f"{name}: work directory {workdir}", flush=True)
+    try:
+        result.update(bench(args, workdir, check))
+    except RuntimeError as exc:
+        check(False, str(exc))
+    finally:
+        release(None, workdir, args.keep)
+    return finish(result, check.failures, args.out_json, report)
 
 
 def finish(result: dict[str, Any], failures: list[str], out_json: str | None, report) -> int:

@@ -62,14 +62,13 @@ import resource
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, bench/_realistic_web.py
-from _common import REPO, Checker, finish, fmt, machine_facts, release  # noqa: E402
+from _common import REPO, Checker, fmt, machine_facts, run_in_workdir  # noqa: E402
 
 DEFAULT_SCRAPY_PYTHON = "/work/.bench-venv-scrapy/bin/python"
 STEPS = ("inject", "generate", "fetch", "dedup", "update")
@@ -699,14 +698,7 @@ def main(argv: list[str] | None = None) -> int:
     check(become_subreaper(), "this process is a child subreaper (descendants' CPU is reaped here)")
     result: dict[str, Any] = {"machine": machine_facts(extra_dists=("selectolax",)),
                               "command": "python bench/cost.py " + " ".join(argv)}
-    workdir = tempfile.mkdtemp(prefix="deltacrawl-bench-cost-", dir="/tmp")
-    try:
-        result.update(bench(args, workdir, check))
-    except RuntimeError as exc:
-        check(False, str(exc))
-    finally:
-        release(None, workdir, args.keep)
-    return finish(result, check.failures, args.out_json, print_report)
+    return run_in_workdir("cost", bench, args, check, result, print_report)
 
 
 if __name__ == "__main__":

@@ -65,12 +65,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, _realistic_web.py, scale.py
-from _common import REPO, Checker, finish, fmt, machine_facts, release  # noqa: E402
+from _common import REPO, Checker, fmt, machine_facts, run_in_workdir  # noqa: E402
 
 MODES = ("sequential", "overlap")
 STEPS = ("generate", "fetch", "dedup", "update")
@@ -475,15 +474,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"--modes from {','.join(MODES)}")
     check = Checker()
     result: dict[str, Any] = {"machine": machine_facts(), "command": "python bench/overlap.py " + " ".join(argv)}
-    workdir = tempfile.mkdtemp(prefix="deltacrawl-bench-overlap-", dir="/tmp")
-    print(f"overlap: work directory {workdir}", flush=True)
-    try:
-        result.update(bench(args, workdir, check))
-    except RuntimeError as exc:
-        check(False, str(exc))
-    finally:
-        release(None, workdir, args.keep)
-    return finish(result, check.failures, args.out_json, print_report)
+    return run_in_workdir("overlap", bench, args, check, result, print_report)
 
 
 if __name__ == "__main__":
