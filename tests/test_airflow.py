@@ -185,16 +185,22 @@ def cycle_tasks(cycle: int) -> list[str]:
     return [f"cycle_{cycle}.{step}" for step in ("generate", "fetch", "dedup", "update")]
 
 
-def test_dagbag_loads_and_the_graph_is_as_designed(tmp_path):
+def dag_graph(tmp_path, name: str, arguments: str, **env) -> dict:
+    """The DagBag's view (HARNESS "graph") of a dags folder holding deltacrawl_cycle.py and a file
+    of its own that builds the DAG ``<name>_crawl`` with crawl_cycle_dag(..., ``arguments``)."""
     folder = tmp_path / "dags"
     folder.mkdir()
     shutil.copy(DAGS / "deltacrawl_cycle.py", folder)
-    # a second crawl is a second DAG, built with the same factory in a file of its own
-    (folder / "news_crawl.py").write_text(
+    (folder / f"{name}_crawl.py").write_text(
         "# an Airflow DAG file\nfrom deltacrawl_cycle import crawl_cycle_dag\n"
-        "news = crawl_cycle_dag('news_crawl', crawl_root='/data/news', schedule='@hourly', max_cycles=2)\n")
-    text = airflow_python(["-c", HARNESS, "graph", str(folder)], clean_env(tmp_path), tmp_path / "graph.log", 300)
-    bag = json.loads(text.strip().splitlines()[-1])
+        f"{name} = crawl_cycle_dag('{name}_crawl', {arguments})\n")
+    text = airflow_python(["-c", HARNESS, "graph", str(folder)], clean_env(tmp_path, **env), tmp_path / "graph.log", 300)
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def test_dagbag_loads_and_the_graph_is_as_designed(tmp_path):
+    # a second crawl is a second DAG, built with the same factory in a file of its own
+    bag = dag_graph(tmp_path, "news", "crawl_root='/data/news', schedule='@hourly', max_cycles=2")
     assert bag["import_errors"] == {}
     assert set(bag["dags"]) == {DAG_ID, "news_crawl"}
     dag = bag["dags"][DAG_ID]
@@ -254,15 +260,7 @@ def test_overlapped_graph_chains_the_writers_and_the_fetches(tmp_path):
     `crawl --overlap`, so no two of them can run at once; each fetch waits for its generate and the
     fetch before (politeness across segments); dedup and update of a cycle are not ordered against
     the next cycle's fetch, so they run beside it."""
-    folder = tmp_path / "dags"
-    folder.mkdir()
-    shutil.copy(DAGS / "deltacrawl_cycle.py", folder)
-    (folder / "shop_crawl.py").write_text(
-        "# an Airflow DAG file\nfrom deltacrawl_cycle import crawl_cycle_dag\n"
-        "shop = crawl_cycle_dag('shop_crawl', crawl_root='/data/shop', overlap=True)\n")
-    text = airflow_python(["-c", HARNESS, "graph", str(folder)],
-                          clean_env(tmp_path, DELTACRAWL_DAG_OVERLAP="1"), tmp_path / "graph.log", 300)
-    bag = json.loads(text.strip().splitlines()[-1])
+    bag = dag_graph(tmp_path, "shop", "crawl_root='/data/shop', overlap=True", DELTACRAWL_DAG_OVERLAP="1")
     assert bag["import_errors"] == {} and set(bag["dags"]) == {DAG_ID, "shop_crawl"}
     tasks = bag["dags"][DAG_ID]["tasks"]  # the env switch reshapes the default DAG, still one DAG
     edges = {(up, t) for t, spec in tasks.items() for up in spec["upstream"]}
