@@ -1,7 +1,8 @@
 # deltacrawl — the two quick-start commands, and what they need.
 #
 #   make demo   set up, start the bundled local test web, crawl it for 3 cycles, print stats
-#   make test   set up, run the whole test suite
+#   make test   set up, run the whole test suite (building the JVM's class archive first, once:
+#               jobs/engine/class_archive.py, so the tests' cold JVMs start from it)
 #   make lock   regenerate requirements-lock.txt, the exact versions .venv is built from (see its header)
 #
 # (make airflow: Airflow's own virtual environment, .venv-airflow, from airflow_dags/requirements-lock.txt;
@@ -38,6 +39,7 @@ demo: $(STAMP)
 
 test: setup airflow
 	$(BIN)/ruff check --quiet .
+	$(BIN)/python -m jobs.engine.class_archive
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 setup: $(STAMP) $(JARS)

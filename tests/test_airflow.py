@@ -29,7 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FAST, write_seeds
+from jobs import inject
+from jobs.engine.crawl_root import CrawlRoot
+from tests.conftest import FAST, make_config, write_seeds
 from tests.expected import reachable
 from tests.politeness import assert_polite
 
@@ -327,12 +329,13 @@ def test_dag_run_passes_arguments_and_segment_and_skips_when_nothing_due(airflow
     bin_dir, stand_in = write_stand_in(tmp_path, STAND_IN)
     root = "/crawls/it's here"
     conf = ["fetch.delay_s=0.5", "fetch.user_agent=a b 'c' $HOME"]
-    run = dag_run(airflow_home, {"crawl_root": root, "cycles": 3, "conf": conf, "spark_master": "local[2]"},
-                  tmp_path / "run.log", 300, DELTACRAWL_BIN=str(stand_in))
+    seeds = "/seeds/the news.txt"
+    run = dag_run(airflow_home, {"crawl_root": root, "cycles": 3, "conf": conf, "spark_master": "local[2]",
+                                 "seeds": seeds}, tmp_path / "run.log", 300, DELTACRAWL_BIN=str(stand_in))
 
     tasks = run["tasks"]
     assert run["state"] == "success", tasks
-    assert tasks["inject"] == "skipped"                        # no seeds file given
+    assert tasks["inject"] == "success"
     assert all(tasks[t] == "success" for t in cycle_tasks(1))
     assert all(tasks[t] == "skipped" for t in cycle_tasks(2) + cycle_tasks(3))  # nothing due in cycle 2
     assert tasks["stats"] == "success"                         # cycle 1 did update the crawldb
@@ -345,7 +348,8 @@ def test_dag_run_passes_arguments_and_segment_and_skips_when_nothing_due(airflow
     opts = ["--crawl-root", root, "--crawl-id", crawl_id, "--conf", "spark.master=local[2]", "--conf", conf[0],
             "--conf", conf[1]]
     seg = "20260101000000-abcdef"
-    assert calls == [["generate", "--cycle", "1", *opts], ["fetch", seg, "--cycle", "1", *opts],
+    assert calls == [["inject", seeds, "--cycle", "0", *opts],
+                     ["generate", "--cycle", "1", *opts], ["fetch", seg, "--cycle", "1", *opts],
                      ["dedup", seg, "--cycle", "1", *opts], ["update", seg, "--cycle", "1", *opts],
                      ["generate", "--cycle", "2", *opts], ["stats", *opts]]
 
@@ -439,8 +443,9 @@ def free_port() -> int:
 
 
 def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
-    """Every task a real `deltacrawl` (a cold JVM each: ten of them, inject to stats), in the
-    overlapped shape (DELTACRAWL_DAG_OVERLAP=1), run by the LocalExecutor so tasks really run side by
+    """Every task a real `deltacrawl` (a cold JVM each: nine of them, generate 1 to stats; the seeds
+    are injected beforehand, in this process: the inject task's command line is the stand-in's
+    above, its MLflow and cycles rows tests/test_tracking.py's), in the overlapped shape (DELTACRAWL_DAG_OVERLAP=1), run by the LocalExecutor so tasks really run side by
     side: two cycles, seeds for two segments (generate.top_n is half of them), so generate 2 runs
     while segment 1 is fetched and fetch 2 while segment 1 is deduplicated and updated. Checked:
     those overlaps and the chains' order in Airflow's own task start and end times (order facts
@@ -455,20 +460,21 @@ def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
         root = str(tmp_path / "crawl")
         # the home pages and what they link to, so the first generate cannot take every known URL
         urls = sorted(u for u in reachable(web, web.seed_urls(), 2) if not web.is_disallowed(u))
-        seeds = write_seeds(tmp_path / "seeds.txt", urls)
+        inject.run(spark, make_config(), CrawlRoot(root), write_seeds(tmp_path / "seeds.txt", urls))
         # FAST's spark.jvm_options (the quick compiler alone) makes each cold JVM cheaper, and the
         # MLflow check below shows it reaching every task
         conf = {**FAST, "generate.top_n": (len(urls) + 1) // 2}
         params = {"crawl_root": root, "spark_master": FAST["spark.master"], "deltacrawl_bin": DELTACRAWL,
                   "conf": [f"{k}={v}" for k, v in conf.items() if k != "spark.master"]}
-        run = dag_run(airflow_home, {**params, "seeds": seeds, "cycles": 2}, tmp_path / "run1.log", 3600,
+        run = dag_run(airflow_home, {**params, "cycles": 2}, tmp_path / "run1.log", 3600,
                       DELTACRAWL_DAG_OVERLAP="1", AIRFLOW__CORE__EXECUTOR="LocalExecutor",
                       AIRFLOW__CORE__PARALLELISM="4", AIRFLOW__API_AUTH__JWT_SECRET=uuid.uuid4().hex,
                       AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{free_port()}/execution/")
         tasks = run["tasks"]
         assert run["state"] == "success", tasks
-        ran = ["inject", *cycle_tasks(1), *cycle_tasks(2), "stats"]
+        ran = [*cycle_tasks(1), *cycle_tasks(2), "stats"]
         assert {t: tasks[t] for t in ran} == {t: "success" for t in ran}
+        assert tasks["inject"] == "skipped"  # no seeds given
         assert all(tasks[t] == "skipped" for t in cycle_tasks(3))  # not requested
 
         # the steps overlapped, in Airflow's own records: each of the two started before the other
@@ -504,16 +510,16 @@ def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
         assert_polite(web, web.requests(), float(FAST["fetch.delay_s"]))
 
         # the DAG run is one crawl run: its cycles rows, and one finished MLflow run with metrics per cycle
-        cycles = [r.asDict() for r in spark.read.format("delta").load(f"{root}/cycles").collect()]
+        cycles = [r.asDict() for r in spark.read.format("delta").load(f"{root}/cycles").collect()
+                  if r["step"] != "inject"]
         crawl_ids = {r["crawl_id"] for r in cycles}
         assert len(crawl_ids) == 1 and next(iter(crawl_ids)).startswith(f"{DAG_ID}/")
         crawl_id = next(iter(crawl_ids))
-        assert sorted((r["cycle"], r["step"]) for r in cycles) == [(0, "inject")] + [
+        assert sorted((r["cycle"], r["step"]) for r in cycles) == [
             (c, s) for c in (1, 2) for s in sorted(("generate", "fetch", "dedup", "update"))]
         mlflow_run = finished_mlflow_run(root, crawl_id)
         assert {r["mlflow_run_id"] for r in cycles} == {mlflow_run["run_id"]}
         assert mlflow_run["steps"]["fetch/urls"] == [1, 2] and mlflow_run["steps"]["seconds/cycle"] == [1, 2]
-        assert mlflow_run["steps"]["inject/seeds"] == [0]
         assert mlflow_run["fetched_by_cycle"] == [len(by_segment[s]) for s in segments]
         assert {"stats.json", "cycles.json", "config.json"} <= set(mlflow_run["artifacts"])
         assert {"status_mix.png", "step_seconds.png"} <= set(mlflow_run["charts"])

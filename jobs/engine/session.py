@@ -22,11 +22,13 @@ import re
 import sys
 import tempfile
 from importlib import resources
+from pathlib import Path
 from typing import Any, Mapping
 
 from pyspark.sql import SparkSession
 
 from crawl.config import spark_settings
+from jobs.engine.class_archive import ensure_archive
 from jobs.engine.jars import JAR_SETS, default_jars_dir, ensure_jars
 
 
@@ -136,12 +138,14 @@ def with_task_retries(master: str, max_failures: int) -> str:
     return f"local[{match.group(1) or 1}, {max_failures}]"
 
 
-def java_options(cfg: Mapping[str, Any], master: str) -> dict[str, str]:
-    """The driver's JVM options (our log settings, then spark.jvm_options) and, for a cluster
-    master, the executors' (spark.jvm_options)."""
+def java_options(cfg: Mapping[str, Any], master: str, class_archive: Path | None = None) -> dict[str, str]:
+    """The driver's JVM options (our log settings, the class archive if there is one, then
+    spark.jvm_options) and, for a cluster master, the executors' (spark.jvm_options)."""
     extra = str(cfg["spark.jvm_options"]).split()
     log_conf = resources.files("conf").joinpath("log4j2.properties")
-    out = {"spark.driver.extraJavaOptions": " ".join([f"-Dlog4j.configurationFile=file:{log_conf}", *extra])}
+    archive = [f"-XX:SharedArchiveFile={class_archive}"] if class_archive is not None else []
+    out = {"spark.driver.extraJavaOptions": " ".join([f"-Dlog4j.configurationFile=file:{log_conf}", *archive,
+                                                      *extra])}
     if extra and not master.startswith("local"):
         out["spark.executor.extraJavaOptions"] = " ".join(extra)
     return out
@@ -171,12 +175,14 @@ def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkS
     code_zip = None
     if not _under_spark_submit():
         master = with_task_retries(cfg["spark.master"], int(cfg["spark.task_max_failures"]))
+        from pyspark import SparkContext
+        archive = ensure_archive(cfg) if SparkContext._gateway is None else None
         settings.update({"spark.master": master,
                          "spark.driver.memory": cfg["spark.driver_memory"],
                          "spark.ui.enabled": str(cfg["spark.ui_enabled"]).lower(),
                          "spark.speculation": "false",
                          "spark.task.maxFailures": str(cfg["spark.task_max_failures"]),
-                         **java_options(cfg, master)})
+                         **java_options(cfg, master, archive)})
         if master.startswith("local"):
             # Keep the driver on loopback (this machine's host name may resolve elsewhere), and run
             # Python workers with the interpreter that runs us, so they see the same packages.
@@ -188,7 +194,6 @@ def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkS
             settings.update(shipped)
         settings.update(_jar_conf(cfg, ["delta", "s3"] if object_store else ["delta"]))
         settings.update(spark_settings(cfg))  # the user's own Spark settings win
-        from pyspark import SparkContext
         if SparkContext._gateway is None:  # no JVM yet (after spark.stop() pyspark keeps and reuses its JVM)
             _start_jvm(settings)
     spark = SparkSession.builder.config(map=settings).getOrCreate()

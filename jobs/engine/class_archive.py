@@ -1,0 +1,178 @@
+"""A class-data-sharing archive for the driver's JVM, so that a step's cold start costs less.
+
+Every step run as its own process (an Airflow task, a CLI step, a test) starts a JVM that loads
+and verifies some ten thousand classes of Spark, Scala and Hadoop before it does any work. Java's
+dynamic AppCDS writes the classes a JVM loaded from its class path into an archive at exit
+(``-XX:ArchiveClassesAtExit``); a later JVM maps that archive instead of parsing and verifying
+them again (``-XX:SharedArchiveFile``). Measured on a cycle of six cold steps (BENCHMARKS.md
+"Class data sharing"): 0.84x the wall and 0.85x the CPU on 2 cores, ~4 CPU s less per JVM.
+
+One archive per Java and Spark class path, named by a key of both (the java binary, its
+version, pyspark's version and its jars), in ``spark.class_archive_dir`` (default
+~/.cache/deltacrawl/cds). The first JVM start without one builds it: a child process starts
+Spark with Delta, writes, reads and merges a small Delta table and runs a Python task in a
+temporary folder, and exits; its JVM writes the archive to a temporary name, which is renamed
+into place only once that JVM has exited cleanly. A file lock serialises first runs; a process
+that finds the lock taken carries on without the archive rather than wait. A build that fails
+leaves ``spark-<key>.failed`` instead, and is not tried again until that file is deleted. A JVM whose class
+path does not match the archive ignores it (``-Xshare:auto``, Java's default) and says so in
+the Spark log. Only the driver: executors start on other machines, with their own class path.
+Off with ``spark.class_data_sharing = false``, e.g. where the cache folder is read-only.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib.metadata import version
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, Mapping
+
+# set in the child that builds the archive: its own JVM must not look for (or build) one
+_BUILDING = "DELTACRAWL_BUILDING_CLASS_ARCHIVE"
+_TRAINER = __name__ if __name__ != "__main__" else "jobs.engine.class_archive"
+
+
+def default_dir(configured: str = "") -> Path:
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".cache" / "deltacrawl" / "cds"
+
+
+def _java() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    candidate = Path(home) / "bin" / "java" if home else None
+    found = str(candidate) if candidate and candidate.exists() else shutil.which("java")
+    return os.path.realpath(found) if found else None
+
+
+def archive_key() -> str | None:
+    """What the archive depends on: the JVM (its binary and version) and Spark's class path
+    (pyspark's version and the names and sizes of its jars). None without java or pyspark."""
+    java, spec = _java(), find_spec("pyspark")
+    if java is None or spec is None or spec.origin is None:
+        return None
+    jars = Path(spec.origin).parent / "jars"
+    if not jars.is_dir():
+        return None
+    try:
+        java_version = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
+    except (OSError, subprocess.SubprocessError):
+        return None
+    digest = hashlib.sha256()
+    for part in (java, java_version, version("pyspark"), str(jars),
+                 *sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar"))):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def archive_path(cfg: Mapping[str, Any]) -> Path | None:
+    key = archive_key()
+    return None if key is None else default_dir(str(cfg["spark.class_archive_dir"])) / f"spark-{key}.jsa"
+
+
+def ensure_archive(cfg: Mapping[str, Any]) -> Path | None:
+    """The archive for this Java and Spark, built first if there is none; None when class data
+    sharing is off, cannot be used here, or another process is building it right now."""
+    if not bool(cfg["spark.class_data_sharing"]) or os.environ.get(_BUILDING):
+        return None
+    path = archive_path(cfg)
+    if path is None:
+        return None
+    if path.exists():
+        return path
+    failed = path.with_suffix(".failed")
+    if failed.exists():
+        return None  # built once and failed: not tried again at every start (delete the file to retry)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path.parent / ".lock", "w")
+    except OSError:
+        return None  # a read-only cache: go on without
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return None  # another first run is building it: not worth waiting for
+        if path.exists():
+            return path
+        logging.getLogger("deltacrawl").info(
+            "building the JVM's class archive %s, once for this Java and Spark (a minute); "
+            "spark.class_data_sharing = false turns it off", path)
+        if _build(path):
+            return path
+        try:
+            failed.write_text("the build of this class archive failed; delete this file to try again\n")
+        except OSError:
+            pass
+        return None
+
+
+def _build(path: Path) -> bool:
+    """Run the training child (``python -m jobs.engine.class_archive --train PATH``) and move its
+    archive into place if it exited cleanly."""
+    # in a folder of its own, removed afterwards: a JVM that outlives a failed child finds no
+    # folder to write into, instead of leaving a partial archive in the cache
+    work = tempfile.mkdtemp(prefix=".building-", dir=path.parent)
+    partial = Path(work) / path.name
+    env = {**os.environ, _BUILDING: "1"}
+    try:
+        done = subprocess.run([sys.executable, "-m", _TRAINER, "--train", str(partial)], env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=1800)
+        if done.returncode == 0 and partial.exists() and partial.stat().st_size > 0:
+            os.replace(partial, path)
+            return True
+        logging.getLogger("deltacrawl").warning("could not build the JVM's class archive (exit %s): going on "
+                                                "without it", done.returncode)
+        return False
+    except (OSError, subprocess.SubprocessError) as exc:
+        logging.getLogger("deltacrawl").warning("could not build the JVM's class archive (%s): going on without it",
+                                                exc)
+        return False
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _train(dump_to: str) -> None:
+    """What the archive is made of: the classes a small step loads (a Delta write, read and
+    MERGE, a query plan, a Python task). Its JVM writes them to ``dump_to`` when it exits."""
+    from crawl.config import build_config
+    from jobs.engine.session import build_spark
+    defaults = build_config()
+    cfg = build_config(overrides={"spark.master": "local[1]", "spark.class_data_sharing": False,
+                                  "spark.jvm_options": f"{defaults['spark.jvm_options']} "
+                                                       f"-XX:ArchiveClassesAtExit={dump_to}"})
+    spark = build_spark(cfg)
+    with tempfile.TemporaryDirectory(prefix="deltacrawl-cds-") as work:
+        table = os.path.join(work, "t")
+        spark.range(100).selectExpr("id", "cast(id as string) as url").write.format("delta").save(table)
+        from delta.tables import DeltaTable
+        updates = spark.range(50, 150).selectExpr("id", "concat('u', id) as url")
+        (DeltaTable.forPath(spark, table).alias("t").merge(updates.alias("s"), "t.id = s.id")
+         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+        merged = spark.read.format("delta").load(table)
+        merged.groupBy((merged.id % 7).alias("k")).count().collect()
+        spark.sparkContext.parallelize(range(10), 1).mapPartitions(lambda rows: [sum(rows)]).collect()
+    from pyspark import SparkContext
+    gateway = SparkContext._gateway
+    spark.stop()
+    proc = getattr(gateway, "proc", None)
+    if proc is not None:  # the JVM exits when its stdin closes, and writes the archive as it does
+        proc.stdin.close()
+        proc.wait(timeout=600)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--train"]:
+        _train(sys.argv[2])
+    else:  # make setup: the archive for the default configuration, built now if there is none
+        from crawl.config import build_config
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+        print(ensure_archive(build_config()) or "no class archive (spark.class_data_sharing, or see above)")

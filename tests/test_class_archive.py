@@ -1,0 +1,68 @@
+"""The driver JVM's class archive (jobs/engine/class_archive.py): a cold step maps the archive
+built for this Java and Spark; off, a failed build or a build already under way mean no archive
+and no waiting; a failed build is recorded once, not tried at every start."""
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+
+from jobs.engine import class_archive
+from jobs.engine.session import java_options
+from tests.conftest import FAST, make_config, write_seeds
+
+DELTACRAWL = os.path.join(os.path.dirname(sys.executable), "deltacrawl")
+
+
+def test_the_driver_gets_the_archive_before_the_users_options_and_executors_never(tmp_path):
+    cfg = make_config(spark__jvm_options="-XX:+UseParallelGC -Xshare:auto")
+    archive = tmp_path / "spark-x.jsa"
+    driver = java_options(cfg, "local[2]", archive)["spark.driver.extraJavaOptions"].split()
+    assert driver[1:] == [f"-XX:SharedArchiveFile={archive}", "-XX:+UseParallelGC", "-Xshare:auto"]
+    on_cluster = java_options(cfg, "spark://127.0.0.1:7077", archive)
+    assert on_cluster["spark.executor.extraJavaOptions"] == "-XX:+UseParallelGC -Xshare:auto"
+    assert not any("SharedArchiveFile" in o for o in java_options(cfg, "local[2]")["spark.driver.extraJavaOptions"].split())
+
+
+def test_off_failed_or_being_built_elsewhere_means_no_archive_and_no_wait(tmp_path, monkeypatch):
+    def no_build(path):
+        raise AssertionError("built")
+    monkeypatch.setattr(class_archive, "_build", no_build)
+    cfg = make_config(spark__class_archive_dir=str(tmp_path))
+    assert class_archive.ensure_archive(make_config(spark__class_archive_dir=str(tmp_path),
+                                                    spark__class_data_sharing=False)) is None
+    path = class_archive.archive_path(cfg)
+    assert path.parent == tmp_path and path.name.startswith("spark-") and path.suffix == ".jsa"
+    with open(tmp_path / ".lock", "w") as lock:  # another process's first run holds the lock
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert class_archive.ensure_archive(cfg) is None
+    path.with_suffix(".failed").write_text("")
+    assert class_archive.ensure_archive(cfg) is None
+    assert not path.exists()
+
+
+def test_a_failed_build_is_recorded_and_leaves_nothing_half_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(class_archive, "_TRAINER", "jobs.engine.no_such_module")  # the child exits 1
+    cfg = make_config(spark__class_archive_dir=str(tmp_path))
+    assert class_archive.ensure_archive(cfg) is None
+    path = class_archive.archive_path(cfg)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", path.with_suffix(".failed").name]
+
+
+def test_a_cold_step_maps_the_archive(tmp_path):
+    """The archive of the default configuration (make test builds it before the suite; built here
+    if not) is mapped by a step's own JVM: Java's class-data-sharing log in Spark's log file."""
+    from crawl.config import build_config
+    archive = class_archive.ensure_archive(build_config())
+    assert archive is not None and archive.exists()
+    seeds = write_seeds(tmp_path / "seeds.txt", ["http://a.example/"])
+    conf = {**FAST, "spark.jvm_options": f"{FAST['spark.jvm_options']} -Xlog:cds=info"}
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
+    proc = subprocess.run([DELTACRAWL, "inject", seeds, "--crawl-root", str(tmp_path / "crawl"),
+                           *(a for k, v in conf.items() for a in ("--conf", f"{k}={v}"))],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr
+    (log,) = (tmp_path / "state" / "deltacrawl" / "logs").glob("*-inject-*.log")
+    text = log.read_text(errors="replace")
+    assert f"Opened archive {archive}." in text and "Mapped dynamic region" in text, text[:4000]
