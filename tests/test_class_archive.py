@@ -66,3 +66,19 @@ def test_a_cold_step_maps_the_archive(tmp_path):
     (log,) = (tmp_path / "state" / "deltacrawl" / "logs").glob("*-inject-*.log")
     text = log.read_text(errors="replace")
     assert f"Opened archive {archive}." in text and "Mapped dynamic region" in text, text[:4000]
+
+
+def test_building_an_archive_deletes_those_unused_for_a_month(tmp_path, monkeypatch):
+    monkeypatch.setattr(class_archive, "_build", lambda path: path.write_bytes(b"archive") is not None)
+    stale, recent = tmp_path / "spark-0000000000000000.jsa", tmp_path / "spark-1111111111111111.jsa"
+    for old in (stale, recent):
+        old.write_bytes(b"old")
+    month = (class_archive.UNUSED_DAYS + 1) * 86400
+    os.utime(stale, (stale.stat().st_atime - month, stale.stat().st_mtime - month))
+    cfg = make_config(spark__class_archive_dir=str(tmp_path))
+    built = class_archive.ensure_archive(cfg)
+    assert built == class_archive.archive_path(cfg) and built.read_bytes() == b"archive"
+    assert not stale.exists() and recent.exists()
+    before = built.stat().st_mtime - month
+    os.utime(built, (before, before))
+    assert class_archive.ensure_archive(cfg) == built and built.stat().st_mtime > before  # used: touched

@@ -14,7 +14,8 @@ Spark with Delta, writes, reads and merges a small Delta table and runs a Python
 temporary folder, and exits; its JVM writes the archive to a temporary name, which is renamed
 into place only once that JVM has exited cleanly. A file lock serialises first runs; a process
 that finds the lock taken carries on without the archive rather than wait. A build that fails
-leaves ``spark-<key>.failed`` instead, and is not tried again until that file is deleted. A JVM whose class
+leaves ``spark-<key>.failed`` instead, and is not tried again until that file is deleted. Each
+use touches the archive; building a new one deletes those unused for 30 days. A JVM whose class
 path does not match the archive ignores it (``-Xshare:auto``, Java's default) and says so in
 the Spark log. Only the driver: executors start on other machines, with their own class path.
 Off with ``spark.class_data_sharing = false``, e.g. where the cache folder is read-only.
@@ -29,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path
@@ -86,6 +88,10 @@ def ensure_archive(cfg: Mapping[str, Any]) -> Path | None:
     if path is None:
         return None
     if path.exists():
+        try:
+            os.utime(path)  # in use: kept by _prune_unused
+        except OSError:
+            pass
         return path
     failed = path.with_suffix(".failed")
     if failed.exists():
@@ -102,6 +108,7 @@ def ensure_archive(cfg: Mapping[str, Any]) -> Path | None:
             return None  # another first run is building it: not worth waiting for
         if path.exists():
             return path
+        _prune_unused(path.parent)
         logging.getLogger("deltacrawl").info(
             "building the JVM's class archive %s, once for this Java and Spark (a minute); "
             "spark.class_data_sharing = false turns it off", path)
@@ -112,6 +119,22 @@ def ensure_archive(cfg: Mapping[str, Any]) -> Path | None:
         except OSError:
             pass
         return None
+
+
+UNUSED_DAYS = 30
+
+
+def _prune_unused(folder: Path) -> None:
+    """Archives of other Java or Spark versions (or of another virtual environment's) that no
+    JVM has used for UNUSED_DAYS days are deleted when a new one is built, so upgrades do not
+    pile up ~190 MB files."""
+    cutoff = time.time() - UNUSED_DAYS * 86400
+    for old in folder.glob("spark-*.jsa"):
+        try:
+            if old.stat().st_mtime < cutoff:
+                old.unlink()
+        except OSError:
+            pass
 
 
 def _build(path: Path) -> bool:
