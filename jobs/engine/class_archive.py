@@ -38,7 +38,7 @@ from typing import Any, Mapping
 
 # set in the child that builds the archive: its own JVM must not look for (or build) one
 _BUILDING = "DELTACRAWL_BUILDING_CLASS_ARCHIVE"
-_TRAINER = __name__ if __name__ != "__main__" else "jobs.engine.class_archive"
+_TRAINER = "jobs.engine.class_archive_training"  # run as ``python -m _TRAINER PATH`` by _build
 
 
 def default_dir(configured: str = "") -> Path:
@@ -138,7 +138,7 @@ def _prune_unused(folder: Path) -> None:
 
 
 def _build(path: Path) -> bool:
-    """Run the training child (``python -m jobs.engine.class_archive --train PATH``) and move its
+    """Run the training child (``python -m jobs.engine.class_archive_training PATH``) and move its
     archive into place if it exited cleanly."""
     # in a folder of its own, removed afterwards: a JVM that outlives a failed child finds no
     # folder to write into, instead of leaving a partial archive in the cache
@@ -146,7 +146,7 @@ def _build(path: Path) -> bool:
     partial = Path(work) / path.name
     env = {**os.environ, _BUILDING: "1"}
     try:
-        done = subprocess.run([sys.executable, "-m", _TRAINER, "--train", str(partial)], env=env,
+        done = subprocess.run([sys.executable, "-m", _TRAINER, str(partial)], env=env,
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               timeout=1800)
         if done.returncode == 0 and partial.exists() and partial.stat().st_size > 0:
@@ -163,39 +163,8 @@ def _build(path: Path) -> bool:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _train(dump_to: str) -> None:
-    """What the archive is made of: the classes a small step loads (a Delta write, read and
-    MERGE, a query plan, a Python task). Its JVM writes them to ``dump_to`` when it exits."""
-    from crawl.config import build_config
-    from jobs.engine.session import build_spark
-    defaults = build_config()
-    cfg = build_config(overrides={"spark.master": "local[1]", "spark.class_data_sharing": False,
-                                  "spark.jvm_options": f"{defaults['spark.jvm_options']} "
-                                                       f"-XX:ArchiveClassesAtExit={dump_to}"})
-    spark = build_spark(cfg)
-    with tempfile.TemporaryDirectory(prefix="deltacrawl-cds-") as work:
-        table = os.path.join(work, "t")
-        spark.range(100).selectExpr("id", "cast(id as string) as url").write.format("delta").save(table)
-        from delta.tables import DeltaTable
-        updates = spark.range(50, 150).selectExpr("id", "concat('u', id) as url")
-        (DeltaTable.forPath(spark, table).alias("t").merge(updates.alias("s"), "t.id = s.id")
-         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
-        merged = spark.read.format("delta").load(table)
-        merged.groupBy((merged.id % 7).alias("k")).count().collect()
-        spark.sparkContext.parallelize(range(10), 1).mapPartitions(lambda rows: [sum(rows)]).collect()
-    from pyspark import SparkContext
-    gateway = SparkContext._gateway
-    spark.stop()
-    proc = getattr(gateway, "proc", None)
-    if proc is not None:  # the JVM exits when its stdin closes, and writes the archive as it does
-        proc.stdin.close()
-        proc.wait(timeout=600)
-
-
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--train"]:
-        _train(sys.argv[2])
-    else:  # make setup: the archive for the default configuration, built now if there is none
-        from crawl.config import build_config
-        logging.basicConfig(level=logging.INFO, format="%(message)s")
-        print(ensure_archive(build_config()) or "no class archive (spark.class_data_sharing, or see above)")
+    # make test: the archive for the default configuration, built now if there is none
+    from crawl.config import build_config
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    print(ensure_archive(build_config()) or "no class archive (spark.class_data_sharing, or see above)")
