@@ -68,7 +68,9 @@ def test_bad_credentials_are_one_line(tmp_path):
 # Spark's s3a retries an unreachable endpoint for about a minute per operation by default (right
 # for a blip, slow for a test of an outage): once here.
 FEW_RETRIES = {"spark.conf.spark.hadoop.fs.s3a.retry.limit": 1, "spark.conf.spark.hadoop.fs.s3a.attempts.maximum": 1,
-               "spark.conf.spark.hadoop.fs.s3a.retry.interval": "100ms"}
+               "spark.conf.spark.hadoop.fs.s3a.retry.interval": "100ms",
+               # one attempt per task: a retried fetch task meets the same dead endpoint, only later
+               "spark.task_max_failures": 1}
 
 
 class RestartableMoto:
