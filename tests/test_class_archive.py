@@ -19,7 +19,8 @@ def test_the_driver_gets_the_archive_before_the_users_options_and_executors_neve
     cfg = make_config(spark__jvm_options="-XX:+UseParallelGC -Xshare:auto")
     archive = tmp_path / "spark-x.jsa"
     driver = java_options(cfg, "local[2]", archive)["spark.driver.extraJavaOptions"].split()
-    assert driver[1:] == [f"-XX:SharedArchiveFile={archive}", "-XX:+UseParallelGC", "-Xshare:auto"]
+    assert driver[1:] == [f"-XX:SharedArchiveFile={archive}", "-Xlog:disable", "-Xlog:all=warning:stderr",
+                          "-XX:+UseParallelGC", "-Xshare:auto"]
     on_cluster = java_options(cfg, "spark://127.0.0.1:7077", archive)
     assert on_cluster["spark.executor.extraJavaOptions"] == "-XX:+UseParallelGC -Xshare:auto"
     assert not any("SharedArchiveFile" in o for o in java_options(cfg, "local[2]")["spark.driver.extraJavaOptions"].split())
@@ -82,3 +83,23 @@ def test_building_an_archive_deletes_those_unused_for_a_month(tmp_path, monkeypa
     before = built.stat().st_mtime - month
     os.utime(built, (before, before))
     assert class_archive.ensure_archive(cfg) == built and built.stat().st_mtime > before  # used: touched
+
+
+def test_an_archive_java_refuses_warns_on_stderr_and_the_result_stays_alone_on_stdout(tmp_path):
+    """A class path installed again (same jars, new files) makes Java refuse the archive, with a
+    warning that Java prints on stdout unless told otherwise; stdout carries the results. The key
+    names the jars' modification times, so a reinstalled pyspark gets an archive of its own."""
+    from crawl.config import build_config
+    from jobs.engine import session
+    archive = class_archive.ensure_archive(build_config())
+    assert archive is not None
+    spark_home = os.path.dirname(class_archive.find_spec("pyspark").origin)
+    fake = tmp_path / "jars"
+    fake.mkdir()
+    for jar in sorted(os.listdir(os.path.join(spark_home, "jars")))[:3]:
+        (fake / jar).write_bytes(b"")
+    options = session.java_options(make_config(spark__jvm_options=""), "local[1]", archive)
+    java_opts = options["spark.driver.extraJavaOptions"].split()[1:]
+    proc = subprocess.run(["java", *java_opts, "-cp", f"{fake}/*", "-version"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout == "" and "Unable to use shared archive" in proc.stderr, (proc.stdout, proc.stderr)

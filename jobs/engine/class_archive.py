@@ -56,7 +56,8 @@ def _java() -> str | None:
 
 def archive_key() -> str | None:
     """What the archive depends on: the JVM (its binary and version) and Spark's class path
-    (pyspark's version and the names and sizes of its jars). None without java or pyspark."""
+    (pyspark's version and its jars' names, sizes and modification times: Java checks all three
+    and refuses an archive whose class path was installed again). None without java or pyspark."""
     java, spec = _java(), find_spec("pyspark")
     if java is None or spec is None or spec.origin is None:
         return None
@@ -69,7 +70,7 @@ def archive_key() -> str | None:
         return None
     digest = hashlib.sha256()
     for part in (java, java_version, version("pyspark"), str(jars),
-                 *sorted(f"{p.name}:{p.stat().st_size}" for p in jars.glob("*.jar"))):
+                 *sorted(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in jars.glob("*.jar"))):
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()[:16]
 

@@ -143,7 +143,10 @@ def java_options(cfg: Mapping[str, Any], master: str, class_archive: Path | None
     spark.jvm_options) and, for a cluster master, the executors' (spark.jvm_options)."""
     extra = str(cfg["spark.jvm_options"]).split()
     log_conf = resources.files("conf").joinpath("log4j2.properties")
-    archive = [f"-XX:SharedArchiveFile={class_archive}"] if class_archive is not None else []
+    # the archive, and the JVM's own warnings (an archive it cannot use, say) on stderr instead of
+    # stdout, which carries a command's results
+    archive = ([f"-XX:SharedArchiveFile={class_archive}", "-Xlog:disable", "-Xlog:all=warning:stderr"]
+               if class_archive is not None else [])
     out = {"spark.driver.extraJavaOptions": " ".join([f"-Dlog4j.configurationFile=file:{log_conf}", *archive,
                                                       *extra])}
     if extra and not master.startswith("local"):
