@@ -93,10 +93,10 @@ def test_an_archive_java_refuses_warns_on_stderr_and_the_result_stays_alone_on_s
     from jobs.engine import session
     archive = class_archive.ensure_archive(build_config())
     assert archive is not None
-    spark_home = os.path.dirname(class_archive.find_spec("pyspark").origin)
+    from jobs.engine.jars import pyspark_jars_dir
     fake = tmp_path / "jars"
     fake.mkdir()
-    for jar in sorted(os.listdir(os.path.join(spark_home, "jars")))[:3]:
+    for jar in sorted(os.listdir(pyspark_jars_dir()))[:3]:
         (fake / jar).write_bytes(b"")
     options = session.java_options(make_config(spark__jvm_options=""), "local[1]", archive)
     java_opts = options["spark.driver.extraJavaOptions"].split()[1:]

@@ -32,9 +32,10 @@ import sys
 import tempfile
 import time
 from importlib.metadata import version
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Mapping
+
+from jobs.engine.jars import pyspark_jars_dir
 
 # set in the child that builds the archive: its own JVM must not look for (or build) one
 _BUILDING = "DELTACRAWL_BUILDING_CLASS_ARCHIVE"
@@ -58,11 +59,8 @@ def archive_key() -> str | None:
     """What the archive depends on: the JVM (its binary and version) and Spark's class path
     (pyspark's version and its jars' names, sizes and modification times: Java checks all three
     and refuses an archive whose class path was installed again). None without java or pyspark."""
-    java, spec = _java(), find_spec("pyspark")
-    if java is None or spec is None or spec.origin is None:
-        return None
-    jars = Path(spec.origin).parent / "jars"
-    if not jars.is_dir():
+    java, jars = _java(), pyspark_jars_dir()
+    if java is None or jars is None:
         return None
     try:
         java_version = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr

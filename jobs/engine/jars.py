@@ -45,11 +45,17 @@ def delta_coordinates() -> list[str]:
             f"io.delta:delta-storage:{delta_version}"]
 
 
-def bundled_hadoop_version() -> str:
-    """The Hadoop version pyspark ships (from its jars/hadoop-client-api-<version>.jar)."""
+def pyspark_jars_dir() -> Path | None:
+    """The jars pyspark ships (Spark's class path), or None without them."""
     spec = find_spec("pyspark")
     jars = Path(spec.origin).parent / "jars" if spec and spec.origin else None
-    if jars is not None and jars.is_dir():
+    return jars if jars is not None and jars.is_dir() else None
+
+
+def bundled_hadoop_version() -> str:
+    """The Hadoop version pyspark ships (from its jars/hadoop-client-api-<version>.jar)."""
+    jars = pyspark_jars_dir()
+    if jars is not None:
         for jar in jars.glob("hadoop-client-api-*.jar"):
             match = re.fullmatch(r"hadoop-client-api-(.+)\.jar", jar.name)
             if match:
