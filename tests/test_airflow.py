@@ -98,6 +98,19 @@ HARNESS = textwrap.dedent(r'''
                 break
             except OSError:
                 time.sleep(0.5)
+        # LocalExecutor.end() sends one shutdown message per live worker and then joins them all;
+        # now and then one worker never receives its message and end() waits for it forever
+        # (seen here: the run finished, one worker sat idle for 15 minutes; upstream:
+        # apache/airflow#45329, #67870; killing that worker let end() return). One extra message
+        # per worker, sent first, lets every worker leave; those left over go with the queue.
+        from airflow.executors.local_executor import LocalExecutor
+        upstream_end = LocalExecutor.end
+
+        def end(self):
+            for _ in self.workers:
+                self.activity_queue.put(None)
+            upstream_end(self)
+        LocalExecutor.end = end
     dr = dag.test(run_conf=json.loads(sys.argv[4]), use_executor=bool(api))
     with create_session() as session:
         xcoms = session.scalars(XComModel.get_many(run_id=dr.run_id, dag_ids=dag.dag_id,
