@@ -12,16 +12,26 @@ What:     per seed, budget share and cycle length, the crawler's fetches (its fi
           does), and Cho & Garcia-Molina's optimal allocation with the TRUE change rates for the
           weights W^a, a = 0 (the plain optimum) ... 1 (the weighted optimum): a family of
           allocations between the two objectives, each scored both ways over the last two thirds
-          of the run.
-Prints:   per run, ours and each W^a as plain / weighted shares of their optima; per a, the
-          lowest of each over all runs (the targets are met together where both are above them);
-          and fetches per page by kind and change class for ours, W^0.5 and W^1.
+          of the run. Also the crawler's rules once more with learning made perfect ("ours, true
+          rates": every URL's change history replaced by one that pins its posterior at its true
+          rate), which splits what ours loses into what its rules cost and what learning costs;
+          and the pages ours parked: changing every minute to every 2 h (worth refreshing), yet
+          left at schedule.max_interval_s after at most PARKED_CHANGES dated changes (two
+          short Last-Modified ages make a page changing every minute look like one changing every
+          few seconds, too fast to be worth a fetch, and it is not looked at again).
+Prints:   per run, ours, ours with true rates and each W^a as plain / weighted shares of their
+          optima; per policy, the lowest of each over all runs (the targets are met together
+          where both are above them); the parked pages and the plain freshness they lost against
+          the plain optimum; and fetches per page by kind and change class for ours, W^0.5, W^1.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import sys
+from typing import Iterator
 
 import numpy as np
 
@@ -36,6 +46,36 @@ WEIGHTS = {"home": 4.0, "important": 2.0, "normal": 1.0, "deep": 0.5}
 EXPONENTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 KINDS = ("home", "important", "normal", "deep")
 CLASSES = ("fast", "medium", "slow", "never")
+TRUE_RATES = "ours, true rates"
+# A pinned history: this many seconds known unchanged, with λ·PIN_S changes each dated to the second.
+PIN_S = 1e7
+PARKED_CHANGES = 3
+
+
+@contextlib.contextmanager
+def recorded_transitions(web: "replay.Web", pin_true_rates: bool) -> Iterator[dict[int, dict]]:
+    """The replay's update transition (replay.apply_fetch) wrapped: yields each page's latest row;
+    with ``pin_true_rates`` every row's exposure columns are replaced, before the transition and
+    after it, by a history that pins the posterior at the page's true rate."""
+    last: dict[int, dict] = {}
+    transition = replay.apply_fetch
+
+    def pinned(state: dict) -> dict:
+        page = int(state["url"].rsplit("/p", 1)[1])
+        rate = 0.0 if math.isinf(web.mean[page]) else 1.0 / float(web.mean[page])
+        return {**state, "unchanged_s": PIN_S, "exposure_changes": rate * PIN_S, "change_span_s": rate * PIN_S}
+
+    def recorded(state, outcome, policy):
+        out = transition(pinned(state) if pin_true_rates else state, outcome, policy)
+        out = pinned(out) if pin_true_rates else out
+        last[int(out["url"].rsplit("/p", 1)[1])] = out
+        return out
+
+    replay.apply_fetch = recorded
+    try:
+        yield last
+    finally:
+        replay.apply_fetch = transition
 
 
 def optimal_frequencies(rate: np.ndarray, weights: np.ndarray, budget_per_s: float) -> np.ndarray:
@@ -60,7 +100,10 @@ def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str]) -> d
     cfg = make_config(**{"schedule.min_interval_s": 5, "schedule.max_interval_s": 7200,
                          "schedule.prior_min_change_s": 5, "schedule.prior_max_change_s": 86400,
                          "generate.top_n": top_n, "generate.max_urls_per_host": top_n, **confs})
-    events, refetches = replay.crawl(web, top_n, cfg)
+    with recorded_transitions(web, pin_true_rates=False) as rows:
+        events, refetches = replay.crawl(web, top_n, cfg)
+    with recorded_transitions(web, pin_true_rates=True):
+        oracle_events, _ = replay.crawl(web, top_n, cfg)
     first: dict[int, float] = {}
     for page, t, _ in events:
         first.setdefault(page, t)
@@ -70,13 +113,21 @@ def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str]) -> d
     rate = np.where(np.isinf(web.mean), 0.0, 1.0 / web.mean)
     budget = sum(refetches[warm:]) / (t_hi - t_lo)
     w = np.array([WEIGHTS[k] for k in web.kind])
-    policies = {"ours": events}
+    policies = {"ours": events, TRUE_RATES: oracle_events}
     for a in EXPONENTS:
         policies[f"W^{a}"] = replay.replay_credits(web, optimal_frequencies(rate, w ** a, budget), first, refetches)
     fresh = {name: replay.freshness(web, ev, t_lo, t_hi) for name, ev in policies.items()}
     plain_opt, weighted_opt = fresh["W^0.0"].mean(), fresh["W^1.0"] @ w
     classes = change_class(web.mean)
-    out = {"seed": seed, "share": share, "cycle_s": cycle_s, "shares": {}, "fetches_per_page": {}}
+    max_interval = float(cfg["schedule.max_interval_s"])
+    parked = np.array([60 <= web.mean[p] < math.inf and row.get("next_fetch_at") is not None
+                       and row["next_fetch_at"] - row["last_fetched_at"] >= max_interval
+                       and (row["exposure_changes"] or 0) <= PARKED_CHANGES
+                       for p, row in ((p, rows.get(p, {})) for p in range(len(web.kind)))])
+    lost = fresh["W^0.0"] - fresh["ours"]
+    out = {"seed": seed, "share": share, "cycle_s": cycle_s, "shares": {}, "fetches_per_page": {},
+           "parked": {"pages": int(parked.sum()), "mean_change_s": [round(float(m)) for m in web.mean[parked]],
+                      "plain_lost": round(float(lost[parked].sum()), 3), "plain_lost_all": round(float(lost.sum()), 3)}}
     for name, ev in policies.items():
         out["shares"][name] = [float(fresh[name].mean() / plain_opt), float((fresh[name] @ w) / weighted_opt)]
         counts = np.bincount([p for p, t, _ in ev if t_lo <= t < t_hi and first[p] < t], minlength=len(web.kind))
@@ -109,7 +160,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"seed {r['seed']} share {r['share']} cycle {r['cycle_s']:g} s: {cells}")
         print("lowest over the runs (targets: plain >= 0.97, weighted >= 0.98):")
         for n, (p, q) in res["lowest"].items():
-            print(f"  {n:7s} plain {p:.3f}  weighted {q:.3f}" + ("  both met" if p >= 0.97 and q >= 0.98 else ""))
+            print(f"  {n:16s} plain {p:.3f}  weighted {q:.3f}" + ("  both met" if p >= 0.97 and q >= 0.98 else ""))
+        print("pages ours parked at max_interval_s that change every 1 min ... 2 h (their mean change times),")
+        print("and the plain freshness (in pages) they lost against the plain optimum, of all ours lost:")
+        for r in res["runs"]:
+            k = r["parked"]
+            print(f"  seed {r['seed']} share {r['share']} cycle {r['cycle_s']:g}: {k['pages']} {k['mean_change_s']}"
+                  f"  {k['plain_lost']:.2f} of {k['plain_lost_all']:.2f}")
         print("fetches per page in the window, by kind/class (ours | W^0.5 | W^1), each run:")
         for r in res["runs"]:
             f = r["fetches_per_page"]
