@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from tests.conftest import make_config, write_seeds
+from tests.conftest import FAST, make_config, write_seeds
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -398,7 +398,9 @@ def test_analysis_notebook_runs_top_to_bottom(crawled, tmp_path, monkeypatch):
     from nbclient import NotebookClient
     root, _ = crawled
     conf = tmp_path / "notebook.toml"
-    conf.write_text('[spark]\nmaster = "local[2]"\nshuffle_partitions = 2\n', encoding="utf-8")
+    # the kernel's JVM is one more short-lived one: FAST's JVM options, as for the CLI's
+    conf.write_text(f'[spark]\nmaster = "local[2]"\nshuffle_partitions = 2\njvm_options = "{FAST["spark.jvm_options"]}"\n',
+                    encoding="utf-8")
     monkeypatch.setenv("DELTACRAWL_CRAWL_ROOT", root.root)
     monkeypatch.setenv("DELTACRAWL_CONF_FILE", str(conf))
     notebook = nbformat.read(NOTEBOOK, as_version=4)
