@@ -89,9 +89,9 @@ HARNESS = textwrap.dedent(r'''
         # metadata database through the execution API, as under a scheduler (dag.test alone runs
         # one task at a time)
         port = api.split(":")[-1].split("/")[0]
-        subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "api-server", "--apps", "execution",
-                          "--host", "127.0.0.1", "--port", port, "--workers", "1"],
-                         stdin=subprocess.DEVNULL)
+        api_server = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "api-server", "--apps",
+                                       "execution", "--host", "127.0.0.1", "--port", port, "--workers", "1"],
+                                      stdin=subprocess.DEVNULL)
         for _ in range(600):
             try:
                 urllib.request.urlopen(api.rstrip("/") + "/health", timeout=5)
@@ -111,7 +111,12 @@ HARNESS = textwrap.dedent(r'''
                 self.activity_queue.put(None)
             upstream_end(self)
         LocalExecutor.end = end
-    dr = dag.test(run_conf=json.loads(sys.argv[4]), use_executor=bool(api))
+    try:
+        dr = dag.test(run_conf=json.loads(sys.argv[4]), use_executor=bool(api))
+    finally:
+        if api:
+            api_server.terminate()
+            api_server.wait()
     with create_session() as session:
         xcoms = session.scalars(XComModel.get_many(run_id=dr.run_id, dag_ids=dag.dag_id,
                                                    key="return_value")).all()
@@ -168,6 +173,13 @@ def airflow_python(args: list[str], env: dict[str, str], log: Path, timeout: flo
         except subprocess.TimeoutExpired:
             rc = None
         finally:
+            # the harness's own process group first: what it started there may have rewritten its
+            # environment (setproctitle: the execution API server, found running after every run
+            # until this), so the mark alone does not find it
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             stop_marked(mark)
             proc.wait()
     text = log.read_text(errors="replace")
