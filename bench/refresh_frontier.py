@@ -52,6 +52,11 @@ PIN_S = 1e7
 PARKED_CHANGES = 3
 
 
+def page_of(url: str) -> int:
+    """The replay page a URL names (the inverse of replay.Web.url)."""
+    return int(url.rsplit("/p", 1)[1])
+
+
 @contextlib.contextmanager
 def recorded_transitions(web: "replay.Web", pin_true_rates: bool) -> Iterator[dict[int, dict]]:
     """The replay's update transition (replay.apply_fetch) wrapped: yields each page's latest row;
@@ -61,14 +66,14 @@ def recorded_transitions(web: "replay.Web", pin_true_rates: bool) -> Iterator[di
     transition = replay.apply_fetch
 
     def pinned(state: dict) -> dict:
-        page = int(state["url"].rsplit("/p", 1)[1])
+        page = page_of(state["url"])
         rate = 0.0 if math.isinf(web.mean[page]) else 1.0 / float(web.mean[page])
         return {**state, "unchanged_s": PIN_S, "exposure_changes": rate * PIN_S, "change_span_s": rate * PIN_S}
 
     def recorded(state, outcome, policy):
         out = transition(pinned(state) if pin_true_rates else state, outcome, policy)
         out = pinned(out) if pin_true_rates else out
-        last[int(out["url"].rsplit("/p", 1)[1])] = out
+        last[page_of(out["url"])] = out
         return out
 
     replay.apply_fetch = recorded
@@ -120,10 +125,13 @@ def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str]) -> d
     plain_opt, weighted_opt = fresh["W^0.0"].mean(), fresh["W^1.0"] @ w
     classes = change_class(web.mean)
     max_interval = float(cfg["schedule.max_interval_s"])
-    parked = np.array([60 <= web.mean[p] < math.inf and row.get("next_fetch_at") is not None
-                       and row["next_fetch_at"] - row["last_fetched_at"] >= max_interval
-                       and (row["exposure_changes"] or 0) <= PARKED_CHANGES
-                       for p, row in ((p, rows.get(p, {})) for p in range(len(web.kind)))])
+
+    def is_parked(page: int) -> bool:
+        row = rows[page]  # every page is fetched in the replay
+        return (60 <= web.mean[page] < math.inf and row["next_fetch_at"] is not None
+                and row["next_fetch_at"] - row["last_fetched_at"] >= max_interval
+                and (row["exposure_changes"] or 0) <= PARKED_CHANGES)
+    parked = np.array([is_parked(page) for page in range(len(web.kind))])
     lost = fresh["W^0.0"] - fresh["ours"]
     out = {"seed": seed, "share": share, "cycle_s": cycle_s, "shares": {}, "fetches_per_page": {},
            "parked": {"pages": int(parked.sum()), "mean_change_s": [round(float(m)) for m in web.mean[parked]],
