@@ -130,6 +130,10 @@ def test_an_overlapped_crawl_killed_with_two_segments_in_flight_is_finished_by_t
         assert_every_table(spark, root)
         rows = spark.read.format("delta").load(root.crawldb).filter("lease_until IS NOT NULL").count()
         assert rows == 0
-        assert_polite(web, web.requests(), DELAY_S)
+        # A kill that lands after the first segment's fetch has asked for robots.txt loses that
+        # answer with the rest of the dead run's (tests/test_kill.py): its re-run asks again. Which
+        # happens depends on how far that fetch got when the second lease was committed (a loaded
+        # machine's generate is slow): both are correct, the gaps must hold either way.
+        assert_polite(web, web.requests(), DELAY_S, robots_per_host=2)
     finally:
         web.stop()
