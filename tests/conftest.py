@@ -45,8 +45,14 @@ def make_config(**overrides):
 def spark():
     from jobs.engine.session import build_spark
     # it lives as long as the whole run, where the optimising compiler can pay for itself: the
-    # documented default JVM options, not FAST's
-    session = build_spark(make_config(spark__jvm_options=build_config()["spark.jvm_options"]))
+    # documented default JVM options, not FAST's. Its queries run interpreted, without Spark's code
+    # generation: on test-sized data, compiling each query's Java (Janino, then the JIT compiling
+    # Janino and the generated classes) costs more than it saves, 15 % of this JVM's CPU in
+    # tests/test_dedup_job.py (docs/development.md). The JVMs of the CLI, kill, cluster and Airflow
+    # tests run every step the way users do, with code generation.
+    session = build_spark(make_config(**{"spark__jvm_options": build_config()["spark.jvm_options"],
+                                         "spark.conf.spark.sql.codegen.wholeStage": "false",
+                                         "spark.conf.spark.sql.codegen.factoryMode": "NO_CODEGEN"}))
     yield session
     session.stop()
 
