@@ -6,7 +6,8 @@ own selection, transition and fit of the fetch value on a simulated Poisson web,
 pages of kinds home / important / normal / deep, weights 4 / 2 / 1 / 0.5).
 
 Run:      PYTHONPATH=. .venv/bin/python bench/refresh_frontier.py [--seeds 1,2,3] [--shares 0.25,0.125]
-          [--cycle-s 16,32] [--conf schedule.score_exponent=0.35 ...] [--out-json FILE]
+          [--cycle-s 16,32] [--conf schedule.score_exponent=0.35 ...] [--score realized|expected]
+          [--prototype eb,voi [--information-horizon-s 1000]] [--out-json FILE]
 What:     per seed, budget share and cycle length, the crawler's fetches (its first fetches and its
           refetch count per cycle are then given to every other allocation, as the live benchmark
           does), and Cho & Garcia-Molina's optimal allocation with the TRUE change rates for the
@@ -23,6 +24,15 @@ Prints:   per run, ours, ours with true rates and each W^a as plain / weighted s
           optima; per policy, the lowest of each over all runs (the targets are met together
           where both are above them); the parked pages and the plain freshness they lost against
           the plain optimum; and fetches per page by kind and change class for ours, W^0.5, W^1.
+Scores:   ``realized`` (the default, as the live benchmark): the share of the window each page's
+          stored copy was the live version, from the simulated change times. ``expected``: the same
+          in expectation given the fetch times, Σ (1 − e^(−λd)) / λ over the gaps d between fetches
+          (a page's changes after a fetch are independent of when the next fetch comes, which only
+          depends on what was seen before): the same mean, without the change times' noise, which
+          moves a run's share by ~0.01 (issue 32: "Learning prototypes" in BENCHMARKS.md).
+Prototypes: ``--prototype`` patches learning prototypes into the schedule for this process
+          (bench/refresh_learning.py: ``eb`` an empirical-Bayes rate prior, ``voi`` the value of
+          what a fetch reveals); not the crawler's code.
 """
 from __future__ import annotations
 
@@ -37,6 +47,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import refresh_learning  # noqa: E402
 from _common import finish, machine_facts  # noqa: E402
 from crawl.crawldb import schedule  # noqa: E402
 from tests import test_refresh_allocation as replay  # noqa: E402
@@ -94,19 +105,38 @@ def optimal_frequencies(rate: np.ndarray, weights: np.ndarray, budget_per_s: flo
     return 1.0 / np.asarray(schedule.optimal_interval(rate, weights, hi))
 
 
+def expected_freshness(web: "replay.Web", events, t_lo: float, t_hi: float) -> np.ndarray:
+    """Per page: the expected share of [t_lo, t_hi] its stored copy was the live version, given
+    the fetch times (the ``expected`` score: module docstring)."""
+    fresh = np.zeros(len(web.kind))
+    times: dict[int, list[float]] = {}
+    for page, t, _ in events:
+        times.setdefault(page, []).append(t)
+    for page, ts in times.items():
+        ts.sort()
+        rate = 0.0 if math.isinf(web.mean[page]) else 1.0 / float(web.mean[page])
+        for k, t in enumerate(ts):
+            lo, hi = max(t, t_lo), min(ts[k + 1] if k + 1 < len(ts) else t_hi, t_hi)
+            if hi > lo:
+                fresh[page] += (hi - lo) if rate == 0 else (math.exp(-rate * (lo - t)) - math.exp(-rate * (hi - t))) / rate
+    return fresh / (t_hi - t_lo)
+
+
 def change_class(mean: np.ndarray) -> np.ndarray:
     return np.where(np.isinf(mean), "never", np.where(mean < 60, "fast", np.where(mean < 600, "medium", "slow")))
 
 
-def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str]) -> dict:
+def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str], score: str = "realized") -> dict:
     replay.CYCLE_S = cycle_s
     web = replay.Web(seed)
     top_n = int(share * len(web.kind))
     cfg = make_config(**{"schedule.min_interval_s": 5, "schedule.max_interval_s": 7200,
                          "schedule.prior_min_change_s": 5, "schedule.prior_max_change_s": 86400,
                          "generate.top_n": top_n, "generate.max_urls_per_host": top_n, **confs})
+    refresh_learning.reset()
     with recorded_transitions(web, pin_true_rates=False) as rows:
         events, refetches = replay.crawl(web, top_n, cfg)
+    refresh_learning.reset()
     with recorded_transitions(web, pin_true_rates=True):
         oracle_events, _ = replay.crawl(web, top_n, cfg)
     first: dict[int, float] = {}
@@ -121,7 +151,8 @@ def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str]) -> d
     policies = {"ours": events, TRUE_RATES: oracle_events}
     for a in EXPONENTS:
         policies[f"W^{a}"] = replay.replay_credits(web, optimal_frequencies(rate, w ** a, budget), first, refetches)
-    fresh = {name: replay.freshness(web, ev, t_lo, t_hi) for name, ev in policies.items()}
+    score_of = expected_freshness if score == "expected" else replay.freshness
+    fresh = {name: score_of(web, ev, t_lo, t_hi) for name, ev in policies.items()}
     plain_opt, weighted_opt = fresh["W^0.0"].mean(), fresh["W^1.0"] @ w
     classes = change_class(web.mean)
     max_interval = float(cfg["schedule.max_interval_s"])
@@ -152,14 +183,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycle-s", default="16,32")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a crawler setting for the replay, e.g. schedule.score_exponent=0.35")
+    parser.add_argument("--score", choices=("realized", "expected"), default="realized",
+                        help="realized freshness (as the live benchmark) or its expectation given the fetch times")
+    parser.add_argument("--prototype", default="", metavar="NAMES",
+                        help="learning prototypes to patch in (bench/refresh_learning.py): eb, voi")
+    parser.add_argument("--information-horizon-s", type=float, default=1000.0,
+                        help="voi: seconds over which a better decision pays (default 1000)")
     parser.add_argument("--out-json")
     args = parser.parse_args(argv)
     confs = dict(c.split("=", 1) for c in args.conf)
-    runs = [one_run(int(s), float(b), float(c), confs) for s in args.seeds.split(",")
+    if args.prototype:
+        refresh_learning.install(args.prototype.split(","), args.information_horizon_s)
+    runs = [one_run(int(s), float(b), float(c), confs, args.score) for s in args.seeds.split(",")
             for b in args.shares.split(",") for c in args.cycle_s.split(",")]
     names = list(runs[0]["shares"])
     lowest = {n: [min(r["shares"][n][i] for r in runs) for i in (0, 1)] for n in names}
-    result = {"machine": machine_facts(), "args": vars(args), "runs": runs, "lowest": lowest}
+    mean = {n: [float(np.mean([r["shares"][n][i] for r in runs])) for i in (0, 1)] for n in names}
+    result = {"machine": machine_facts(), "args": vars(args), "runs": runs, "lowest": lowest, "mean": mean}
 
     def report(res):
         print("plain / weighted freshness as shares of the plain / weighted optimum (true rates)")
@@ -168,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"seed {r['seed']} share {r['share']} cycle {r['cycle_s']:g} s: {cells}")
         print("lowest over the runs (targets: plain >= 0.97, weighted >= 0.98):")
         for n, (p, q) in res["lowest"].items():
-            print(f"  {n:16s} plain {p:.3f}  weighted {q:.3f}" + ("  both met" if p >= 0.97 and q >= 0.98 else ""))
+            print(f"  {n:16s} plain {p:.4f}  weighted {q:.4f}" + ("  both met" if p >= 0.97 and q >= 0.98 else "")
+                  + "   (mean {:.4f} / {:.4f})".format(*res["mean"][n]))
         print("pages ours parked at max_interval_s that change every 1 min ... 2 h (their mean change times),")
         print("and the plain freshness (in pages) they lost against the plain optimum, of all ours lost:")
         for r in res["runs"]:
