@@ -19,12 +19,10 @@ def test_a_query_run_again_after_many_others_is_not_compiled_again(spark):
         # a literal in an expression is part of the generated code: each i is another class
         return spark.range(4).selectExpr(f"id * {i} + 7 AS v").filter(f"v % {i + 2} >= 0").collect()
 
+    from jobs.engine.writes import session_setting
     # the test session runs interpreted (tests/conftest.py): code generation on, as in a crawl
-    codegen = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
-    saved = {key: spark.conf.get(key) for key in codegen}
-    try:
-        for key, value in codegen.items():
-            spark.conf.set(key, value)
+    with session_setting(spark, "spark.sql.codegen.wholeStage", "true"), \
+            session_setting(spark, "spark.sql.codegen.factoryMode", "FALLBACK"):
         start = _compilations(spark)
         first = query(1)
         for i in range(2, 160):  # more distinct queries than Spark's default cache holds
@@ -33,6 +31,3 @@ def test_a_query_run_again_after_many_others_is_not_compiled_again(spark):
         assert before - start >= 159  # each query compiled its own class
         assert query(1) == first
         assert _compilations(spark) == before
-    finally:
-        for key, value in saved.items():
-            spark.conf.set(key, value)
