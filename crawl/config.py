@@ -137,6 +137,7 @@ def with_values(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> Mapping[st
 
 # What SparkContext.setLogLevel accepts.
 SPARK_LOG_LEVELS = ("ALL", "DEBUG", "ERROR", "FATAL", "INFO", "OFF", "TRACE", "WARN")
+SPARK_JIT_MODES = ("auto", "full", "quick")
 
 
 def _validate(cfg: dict[str, Any]) -> None:
@@ -192,6 +193,9 @@ def _validate(cfg: dict[str, Any]) -> None:
         raise ConfigError(f"config key 'spark.log_level' must be one of {', '.join(SPARK_LOG_LEVELS)}, "
                           f"got {cfg['spark.log_level']!r}")
     cfg["spark.log_level"] = level
+    if cfg["spark.jit"] not in SPARK_JIT_MODES:
+        raise ConfigError(f"config key 'spark.jit' must be one of {', '.join(SPARK_JIT_MODES)}, "
+                          f"got {cfg['spark.jit']!r}")
     non_negative = ["log.progress_s", "fetch.delay_s", "fetch.max_redirects", "fetch.delay_factor", "fetch.max_delay_s", "fetch.max_wait_in_cycle_s",
                     "fetch.host_time_factor", "fetch.host_time_floor_s",
                     "fetch.robots_retry_s", "fetch.max_crawl_delay_s", "fetch.tasks", "fetch.robots_ttl_s",

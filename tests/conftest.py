@@ -27,11 +27,9 @@ FAST = {
     "fetch.allow_networks": json.dumps(TEST_WEB_NETWORKS),  # JSON: FAST also becomes --conf key=value
     # The JVMs the tests start as subprocesses (the CLI's, a standalone cluster's, Airflow's tasks)
     # live for a step or a short crawl: the quick JIT compiler alone makes each ~13 % cheaper
-    # (BENCHMARKS.md "JVM options"). The session's own JVM (the spark fixture) keeps the default.
-    # That option alone also shrinks the JIT's code cache to 48 MB, which the cluster test's
-    # two-cycle crawl filled ("CodeCache is full. Compiler has been disabled." in its log, the rest
-    # of the run interpreted): the default tiered size (240 MB) is kept.
-    "spark.jvm_options": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m",
+    # (BENCHMARKS.md "JVM options"), for the short crawls too ("auto" gives it to single steps
+    # only). The session's own JVM (the spark fixture) keeps both compilers.
+    "spark.jit": "quick",
 }
 
 
@@ -44,13 +42,13 @@ def make_config(**overrides):
 @pytest.fixture(scope="session")
 def spark():
     from jobs.engine.session import build_spark
-    # it lives as long as the whole run, where the optimising compiler can pay for itself: the
-    # documented default JVM options, not FAST's. Its queries run interpreted, without Spark's code
+    # it lives as long as the whole run, where the optimising compiler can pay for itself: both JIT
+    # compilers, not FAST's quick one alone. Its queries run interpreted, without Spark's code
     # generation: on test-sized data, compiling each query's Java (Janino, then the JIT compiling
     # Janino and the generated classes) costs more than it saves: over a whole run the two session
     # JVMs used 804 CPU s instead of 984 (docs/development.md). The JVMs of the CLI, kill, cluster and Airflow
     # tests run every step the way users do, with code generation.
-    session = build_spark(make_config(**{"spark__jvm_options": build_config()["spark.jvm_options"],
+    session = build_spark(make_config(**{"spark.jit": "full",
                                          "spark.conf.spark.sql.codegen.wholeStage": "false",
                                          "spark.conf.spark.sql.codegen.factoryMode": "NO_CODEGEN"}))
     yield session

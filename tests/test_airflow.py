@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from crawl.config import build_config
 from jobs import inject
 from jobs.engine.crawl_root import CrawlRoot
 from tests.conftest import FAST, make_config, write_seeds
@@ -486,13 +488,15 @@ def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
         # the home pages and what they link to, so the first generate cannot take every known URL
         urls = sorted(u for u in reachable(web, web.seed_urls(), 2) if not web.is_disallowed(u))
         inject.run(spark, make_config(), CrawlRoot(root), write_seeds(tmp_path / "seeds.txt", urls))
-        # FAST's spark.jvm_options (the quick compiler alone) makes each cold JVM cheaper, and the
-        # MLflow check below shows it reaching every task
-        conf = {**FAST, "generate.top_n": (len(urls) + 1) // 2}
+        # the JIT compiler as shipped (spark.jit "auto": each task runs one step, so the quick
+        # compiler alone), which every task's JVM reports in its log (-XX:+PrintFlagsFinal, below)
+        state = tmp_path / "state"
+        conf = {**{k: v for k, v in FAST.items() if k != "spark.jit"}, "generate.top_n": (len(urls) + 1) // 2,
+                "spark.jvm_options": f"{build_config()['spark.jvm_options']} -XX:+PrintFlagsFinal"}
         params = {"crawl_root": root, "spark_master": FAST["spark.master"], "deltacrawl_bin": DELTACRAWL,
                   "conf": [f"{k}={v}" for k, v in conf.items() if k != "spark.master"]}
         run = dag_run(airflow_home, {**params, "cycles": 2}, tmp_path / "run1.log", 3600,
-                      DELTACRAWL_DAG_OVERLAP="1", AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+                      DELTACRAWL_DAG_OVERLAP="1", AIRFLOW__CORE__EXECUTOR="LocalExecutor", XDG_STATE_HOME=str(state),
                       AIRFLOW__CORE__PARALLELISM="4", AIRFLOW__API_AUTH__JWT_SECRET=uuid.uuid4().hex,
                       AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{free_port()}/execution/")
         tasks = run["tasks"]
@@ -549,7 +553,16 @@ def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
         assert {"stats.json", "cycles.json", "config.json"} <= set(mlflow_run["artifacts"])
         assert {"status_mix.png", "step_seconds.png"} <= set(mlflow_run["charts"])
         assert mlflow_run["params"]["fetch.delay_s"] == str(FAST["fetch.delay_s"])
-        assert mlflow_run["params"]["spark.jvm_options"] == FAST["spark.jvm_options"]
+        assert mlflow_run["params"]["spark.jit"] == "auto"
+        # every task's JVM ran with the quick compiler alone and the code cache at its tiered size
+        jvm_logs = {step: list((state / "deltacrawl" / "logs").glob(f"*-{step}-*.log"))
+                    for step in ("generate", "fetch", "dedup", "update", "stats")}
+        assert {step: len(found) for step, found in jvm_logs.items()} == {
+            "generate": 2, "fetch": 2, "dedup": 2, "update": 2, "stats": 1}
+        for log in (log for found in jvm_logs.values() for log in found):
+            text = log.read_text(errors="replace")
+            assert re.search(r"TieredStopAtLevel\s+= 1\s.*\{command line\}", text), log
+            assert re.search(r"ReservedCodeCacheSize\s+= 251658240\s.*\{command line\}", text), log
 
     finally:
         web.stop()

@@ -85,3 +85,24 @@ def test_jvm_options_join_ours_and_reach_a_clusters_executors():
     assert local["spark.driver.extraJavaOptions"].split()[1:] == ["-XX:TieredStopAtLevel=1", "-Dx=y"]
     assert "spark.executor.extraJavaOptions" not in local  # local executors live in the driver's JVM
     assert cluster["spark.executor.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -Dx=y"
+
+
+def test_the_quick_jit_compiler_for_one_step_and_the_users_options_after_it():
+    from jobs.engine.session import QUICK_JIT, java_options
+
+    def driver(cfg, one_step):
+        return java_options(cfg, "local[2]", one_step=one_step)["spark.driver.extraJavaOptions"].split()[1:]
+    auto = build_config()
+    assert auto["spark.jit"] == "auto"
+    assert driver(auto, one_step=True) == [*QUICK_JIT, "-XX:+UseParallelGC"]  # a process per step
+    assert driver(auto, one_step=False) == ["-XX:+UseParallelGC"]  # deltacrawl crawl, sql, shell
+    quick = build_config(overrides={"spark.jit": "quick", "spark.jvm_options": "-XX:TieredStopAtLevel=4"})
+    # the user's own option comes last, and the JVM takes the last of a repeated option
+    assert driver(quick, one_step=False) == [*QUICK_JIT, "-XX:TieredStopAtLevel=4"]
+    full = build_config(overrides={"spark.jit": "full"})
+    assert driver(full, one_step=True) == ["-XX:+UseParallelGC"]
+    # a cluster's executors live as long as the application: the same compiler as its driver
+    on_cluster = java_options(auto, "spark://127.0.0.1:7077", one_step=True)
+    assert on_cluster["spark.executor.extraJavaOptions"] == " ".join([*QUICK_JIT, "-XX:+UseParallelGC"])
+    with pytest.raises(ConfigError, match="'spark.jit' must be one of auto, full, quick, got 'fast'"):
+        build_config(overrides={"spark.jit": "fast"})

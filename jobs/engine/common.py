@@ -234,7 +234,7 @@ def run_spark_step(prog: str, argv: list[str] | None, configure: Callable[[argpa
             step_logger(prog.split()[-1]).warning(warning)
         from jobs.engine.session import build_spark
         from jobs.engine.crawl_root import CrawlRoot
-        return step(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), args)
+        return step(build_spark(cfg, args.crawl_root, one_step=True), cfg, CrawlRoot(args.crawl_root), args)
     return run_main(prog, argv, configure, body, creates_root=creates_root, precheck=checks)
 
 

@@ -138,10 +138,24 @@ def with_task_retries(master: str, max_failures: int) -> str:
     return f"local[{match.group(1) or 1}, {max_failures}]"
 
 
-def java_options(cfg: Mapping[str, Any], master: str, class_archive: Path | None = None) -> dict[str, str]:
-    """The driver's JVM options (our log settings, the class archive if there is one, then
-    spark.jvm_options) and, for a cluster master, the executors' (spark.jvm_options)."""
-    extra = str(cfg["spark.jvm_options"]).split()
+# Only the quick JIT compiler (C1), and the code cache at its tiered size: that option alone shrinks
+# it to 48 MB, which a crawl of a few minutes fills, and the JIT then stops for the rest of the run.
+QUICK_JIT = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
+
+
+def jit_options(cfg: Mapping[str, Any], one_step: bool) -> list[str]:
+    """The JVM options spark.jit asks for: the quick compiler alone for "quick", and for "auto" in a
+    process that runs one step and exits (conf/defaults.toml says why); none for "full"."""
+    mode = cfg["spark.jit"]
+    return list(QUICK_JIT) if mode == "quick" or (mode == "auto" and one_step) else []
+
+
+def java_options(cfg: Mapping[str, Any], master: str, class_archive: Path | None = None,
+                 one_step: bool = False) -> dict[str, str]:
+    """The driver's JVM options (our log settings, the class archive if there is one, spark.jit's,
+    then spark.jvm_options, so that an option there wins) and, for a cluster master, the
+    executors' (spark.jit's and spark.jvm_options). ``one_step``: the process runs one step."""
+    extra = [*jit_options(cfg, one_step), *str(cfg["spark.jvm_options"]).split()]
     log_conf = resources.files("conf").joinpath("log4j2.properties")
     # the archive, and the JVM's own warnings (an archive it cannot use, say) on stderr instead of
     # stdout, which carries a command's results
@@ -154,7 +168,9 @@ def java_options(cfg: Mapping[str, Any], master: str, class_archive: Path | None
     return out
 
 
-def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkSession:
+def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None, one_step: bool = False) -> SparkSession:
+    """The SparkSession with Delta (and S3 for a crawl root there). ``one_step``: this process runs
+    one step and exits (spark.jit "auto" then gives its JVM the quick compiler alone)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return check_delta_session(active)
@@ -185,7 +201,7 @@ def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None) -> SparkS
                          "spark.ui.enabled": str(cfg["spark.ui_enabled"]).lower(),
                          "spark.speculation": "false",
                          "spark.task.maxFailures": str(cfg["spark.task_max_failures"]),
-                         **java_options(cfg, master, archive)})
+                         **java_options(cfg, master, archive, one_step)})
         if master.startswith("local"):
             # Keep the driver on loopback (this machine's host name may resolve elsewhere), and run
             # Python workers with the interpreter that runs us, so they see the same packages.
