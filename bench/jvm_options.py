@@ -2,20 +2,27 @@
 """JVM options: what `spark.jvm_options` buys a step on this machine (conf/defaults.toml).
 
 Run:      .venv/bin/python bench/jvm_options.py [--options "-XX:TieredStopAtLevel=1" ...]
-          [--repeats 2] [--hosts 10] [--modes steps,crawl] [--out-json FILE]
+          [--repeats 2] [--hosts 10] [--modes steps,crawl,scale] [--scale-urls 1000000] [--out-json FILE]
           .venv/bin/python bench/jvm_options.py --class-archive [--repeats 3] --modes steps
-What:     the default (no extra options) and each --options set, alternating run by run; or, with
-          --class-archive, the documented options without and with the driver's class archive
-          (spark.class_data_sharing false / true; the archive is built first if there is none). In
-          two shapes of work:
+          .venv/bin/python bench/jvm_options.py --jit full,quick [--repeats 1] --modes scale
+What:     the default (no extra options) and each --options set, alternating run by run, all with
+          spark.jit = full (both JIT compilers, so that the options are the only difference); or,
+          with --class-archive, the documented options without and with the driver's class archive
+          (spark.class_data_sharing false / true; the archive is built first if there is none); or,
+          with --jit, the documented options under each spark.jit mode named. In these shapes of
+          work:
             steps  one crawl cycle as separate `deltacrawl` processes, each a cold JVM, as the
                    Airflow DAG runs them: inject, generate, fetch, dedup, update, stats over the
                    bundled test web (--hosts hosts, a fresh crawl root each run);
             crawl  `deltacrawl crawl --with-devweb --cycles 3` in one JVM (bench/small_cycle.py's
-                   crawl): cycle 1 in all, and a warm cycle's generate + dedup + update.
-          Seconds are wall-clock per process (steps) or from the crawl's own cycle lines (crawl);
-          steps also count each process tree's CPU seconds (bench/cost.py's run_measured: the
-          JVM and Python workers included), the figure least moved by a loaded machine.
+                   crawl): cycle 1 in all, and a warm cycle's generate + dedup + update;
+            scale  bench/scale.py --sizes --scale-urls in one process and JVM: a synthetic crawl root
+                   of that many URLs built, then generate, a made-up fetch, dedup, update and stats
+                   of a 100,000-URL segment: what one long step over a big crawldb does.
+          Seconds are wall-clock per process (steps, scale) or from the crawl's own cycle lines
+          (crawl); steps and scale also count each process tree's CPU seconds (bench/cost.py's
+          run_measured: the JVM and Python workers included), the figure least moved by a loaded
+          machine.
 Prints:   per shape, the median seconds of each set and its ratio to the first set's, which
           is the figure to read on this noisy machine.
 
@@ -68,6 +75,23 @@ def steps_once(confs: list[str], web: DevWebProcess, workdir: str) -> dict[str, 
     return out
 
 
+SCALE_STEPS = ("build", "generate", "dedup", "update", "stats")
+
+
+def scale_once(confs: list[str], workdir: str, urls: int) -> dict[str, float]:
+    """bench/scale.py at ``urls`` URLs with ``confs`` in one measured process tree: {step: its
+    seconds, "total": wall seconds, "total cpu": CPU seconds of the whole tree}."""
+    out_json = os.path.join(workdir, "scale.json")
+    run = run_measured([sys.executable, os.path.join(REPO, "bench", "scale.py"), "--sizes", str(urls),
+                        *(a for c in confs for a in ("--conf", c)), "--out-json", out_json], set(), 4 * 3600)
+    if run["returncode"] != 0:
+        raise RuntimeError(f"scale.py with {confs} exited {run['returncode']}: {run['stderr_tail'][-1500:]}")
+    with open(out_json) as fh:
+        (got,) = json.load(fh)["runs"]
+    out = {"build": got["built"]["seconds"], **{s: got[f"{s}_s"] for s in SCALE_STEPS[1:]}}
+    return {**out, "total": round(run["wall_s"], 2), "total cpu": round(run["cpu_s"], 2)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--options", action="append", default=[], metavar="JVM_OPTIONS",
@@ -76,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="compare spark.class_data_sharing false and true instead of JVM options")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--hosts", type=int, default=10)
+    parser.add_argument("--jit", metavar="MODES", help="compare these spark.jit modes (e.g. full,quick) instead")
     parser.add_argument("--modes", default="steps,crawl")
+    parser.add_argument("--scale-urls", type=int, default=1_000_000, help="the crawldb's URLs in the scale mode")
     parser.add_argument("--out-json")
     args = parser.parse_args(argv)
     if args.class_archive:
@@ -85,12 +111,15 @@ def main(argv: list[str] | None = None) -> int:
         from crawl.config import build_config
         from jobs.engine.class_archive import ensure_archive
         ensure_archive(build_config())  # built before the runs, not inside the first one
+    elif args.jit:
+        sets = {f"jit {mode}": [f"spark.jit={mode}"] for mode in args.jit.split(",")}
     else:
-        sets = {o or "default": [f"spark.jvm_options={o}"] for o in ["", *(args.options or ["-XX:TieredStopAtLevel=1"])]}
+        sets = {o or "default": ["spark.jit=full", f"spark.jvm_options={o}"]
+                for o in ["", *(args.options or ["-XX:TieredStopAtLevel=1"])]}
     become_subreaper()
     modes = [m for m in args.modes.split(",") if m]
-    if not set(modes) <= {"steps", "crawl"} or args.repeats < 1:
-        parser.error("--modes is a list of steps and crawl; --repeats >= 1")
+    if not set(modes) <= {"steps", "crawl", "scale"} or args.repeats < 1:
+        parser.error("--modes is a list of steps, crawl and scale; --repeats >= 1")
     workdir = tempfile.mkdtemp(prefix="deltacrawl-jvm-options-")
     web = DevWebProcess(args.hosts, 8, os.path.join(workdir, "devweb.log")) if "steps" in modes else None
     runs: dict[str, dict[str, list]] = {mode: {s: [] for s in sets} for mode in modes}
@@ -100,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
                 for name, confs in sets.items():
                     if mode == "steps":
                         run = steps_once(confs, web, workdir)
+                    elif mode == "scale":
+                        run = scale_once(confs, workdir, args.scale_urls)
                     else:
                         run = crawl_once(REPO, 3, args.hosts, workdir, tuple(confs))
                     runs[mode][name].append(run)
@@ -114,8 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     medians: dict[str, dict[str, dict[str, float]]] = {}
     for mode in modes:
         for name in sets:
-            if mode == "steps":
-                keys = (*STEPS, "total", *(f"{s} cpu" for s in STEPS), "total cpu")
+            if mode in ("steps", "scale"):
+                keys = ((*STEPS, "total", *(f"{s} cpu" for s in STEPS), "total cpu") if mode == "steps"
+                        else (*SCALE_STEPS, "total", "total cpu"))
                 med = {k: statistics.median(r[k] for r in runs[mode][name]) for k in keys}
             else:
                 med = summarise(runs[mode][name])
