@@ -2,8 +2,8 @@
 """Cost per page on a realistic web (issue 33): CPU seconds of every crawler's whole process tree.
 
 Run:      PYTHONPATH=. .venv/bin/python bench/cost.py [--hosts 1000 --pages 30 --seed 1]
-          [--scrapy-python /work/.bench-venv-scrapy/bin/python] [--methods floor,scrapy,steps,crawl,profile]
-          [--profile-top 25] [--out-json F] [--keep]
+          [--scrapy-python /work/.bench-venv-scrapy/bin/python] [--methods floor,scrapy,steps,crawl,profile,nutch]
+          [--nutch-home /work/.nutch-build/runtime/local] [--profile-top 25] [--out-json F] [--keep]
           (--hosts 100 is the quick mode: 3,000 URLs, a few minutes)
 What:     bench/_realistic_web.py serves hosts x pages realistic pages (lognormal ~50 KB bodies with
           real structure, gzip, ~100 anchors a page, 3 % 404, 2 % 301, robots.txt per host) from its
@@ -23,6 +23,12 @@ What:     bench/_realistic_web.py serves hosts x pages realistic pages (lognorma
                       too): inject and generate, fetch, dedup, update of one cycle (then stats, as every
                       crawl ends) in ONE process, one JVM and SparkSession, into a crawl root of its own:
                       the whole cycle as `deltacrawl crawl` pays it, its fixed JVM/Spark/Delta set-up once.
+            nutch     Apache Nutch 1.22, local mode (--nutch-home; bench/build_nutch.sh builds it; missing:
+                      skipped): bin/nutch inject, generate (-topN >= URLs, no per-host cap), fetch
+                      (-threads fetch.max_concurrency, fetcher.threads.per.queue 1, fetcher.server.delay 0,
+                      robots.txt obeyed, redirects not followed), parse (parse-html), updatedb: each its
+                      own process, with a conf directory of its own in the work directory whose URL
+                      filter lets through only the web's 127.x.y.z:port URLs.
           Each method's CPU is user + sys of its whole process tree: this process is a child
           subreaper (prctl PR_SET_CHILD_SUBREAPER), so descendants that outlive their parent (a
           JVM, daemonised Spark Python workers, a forkserver) are re-parented here and reaped by
@@ -45,8 +51,10 @@ Checks:   every method's page requests = URLs and its 200/301/404 counts = the w
           once per host for Scrapy and deltacrawl; no host ever had two requests in flight; no
           response went out uncompressed; inject took every URL as new and generate put all of them
           in one segment (their end lines on stderr); the segment's fetch_status counts = the web's
-          (for crawl also: its only segment, the same outlinks as the steps'); the tree's rusage is
-          not below what the sampler saw (nothing escaped).
+          (for crawl also: its only segment, the same outlinks as the steps'); for Nutch its
+          injector's count, readseg -list (generated = URLs, fetched = URLs + 301 targets, parsed = the 200s) and
+          readdb -stats (fetched / redir_perm / gone = the web's 200 / 301 / 404); the tree's rusage
+          is not below what the sampler saw (nothing escaped).
 Exit:     0 done · 1 a check failed (figures still printed/written) · 2 bad arguments.
 
 Loopback only: the web binds 127.0.x.y; fetch.allow_networks allows exactly its addresses.
@@ -71,7 +79,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.
 from _common import REPO, Checker, fmt, machine_facts, run_in_workdir  # noqa: E402
 
 DEFAULT_SCRAPY_PYTHON = "/work/.bench-venv-scrapy/bin/python"
+DEFAULT_NUTCH_HOME = "/work/.nutch-build/runtime/local"  # bench/build_nutch.sh builds it
 STEPS = ("inject", "generate", "fetch", "dedup", "update")
+NUTCH_STEPS = ("inject", "generate", "fetch", "parse", "updatedb")
 _TICK = os.sysconf("SC_CLK_TCK")
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -402,6 +412,11 @@ def bench(args, workdir: str, check: Checker) -> dict[str, Any]:
         # ---- (d) deltacrawl crawl: inject and one cycle in one process (one JVM, one SparkSession)
         if "crawl" in want:
             crawl_method(args, workdir, seeds, over, keep, env, record, check_pages, check, expected, n, methods, res)
+
+        # ---- (e) Apache Nutch 1.22, local mode: one bin/nutch process per step
+        if "nutch" in want:
+            nutch_method(args, workdir, urls, web, concurrency, keep, record, check_pages, check, expected,
+                         methods, res)
         res["methods"] = methods
         floor = methods.get("floor", {}).get("cpu_ms_per_page")
         res["ratio_to_floor"] = {k: v["cpu_ms_per_page"] / floor for k, v in methods.items()
@@ -457,6 +472,154 @@ def scrapy_method(args, workdir, urls, cfg, concurrency, keep, record, check_pag
               f"scrapy==2.19.0` (or pass --scrapy-python)", flush=True)
         res["scrapy_skipped"] = args.scrapy_python
 
+
+
+def _xml_escape(v: str) -> str:
+    return v.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def nutch_conf(home: str, conf_dir: str, workdir: str, port: int, threads: int, user_agent: str) -> dict[str, str]:
+    """A conf directory of its own for the Nutch runs (a copy of the runtime's, never edited in
+    place): nutch-site.xml with the politeness and plugins of the other methods, and a URL filter
+    that lets through nothing but the web's loopback hosts."""
+    import shutil
+    shutil.copytree(os.path.join(home, "conf"), conf_dir)
+    props = {
+        "http.agent.name": user_agent,
+        # protocol-http (protocol-okhttp is not built: bench/build_nutch.sh); only what a fetch,
+        # parse and updatedb of HTML pages needs -- no indexing, no Tika
+        "plugin.includes": "protocol-http|urlfilter-regex|parse-html|scoring-opic|urlnormalizer-(pass|regex|basic)",
+        "plugin.folders": os.path.join(home, "plugins"),
+        # politeness as the other methods: one request in flight per host, no delay, robots.txt obeyed
+        # (Nutch always reads it), redirects recorded, not followed (the floor and Scrapy do not follow)
+        "fetcher.threads.fetch": str(threads),
+        "fetcher.threads.per.queue": "1",
+        "fetcher.queue.mode": "byHost",
+        "fetcher.server.delay": "0.0",
+        "fetcher.server.min.delay": "0.0",
+        "fetcher.parse": "false",
+        "http.redirect.max": "0",
+        # generate: no per-host cap (the default, -1), every injected URL due
+        "generate.max.count": "-1",
+        "hadoop.tmp.dir": os.path.join(workdir, "nutch-tmp"),
+    }
+    with open(os.path.join(conf_dir, "nutch-site.xml"), "w", encoding="utf-8") as fh:
+        fh.write('<?xml version="1.0"?>\n<configuration>\n')
+        for k, v in props.items():
+            fh.write(f"  <property><name>{k}</name><value>{_xml_escape(v)}</value></property>\n")
+        fh.write("</configuration>\n")
+    # loopback only: the web's hosts (127.x.y.z on its port), never 127.0.0.1 (its counters), nothing else
+    with open(os.path.join(conf_dir, "regex-urlfilter.txt"), "w", encoding="utf-8") as fh:
+        fh.write(f"-^http://127\\.0\\.0\\.1[:/]\n+^http://127\\.\\d{{1,3}}\\.\\d{{1,3}}\\.\\d{{1,3}}:{port}/\n-.\n")
+    return props
+
+
+def _java_home() -> str:
+    if os.environ.get("JAVA_HOME"):
+        return os.environ["JAVA_HOME"]
+    import shutil
+    java = shutil.which("java")
+    return os.path.dirname(os.path.dirname(os.path.realpath(java))) if java else ""
+
+
+def _nutch_stats(text: str) -> dict[str, int]:
+    """``readdb -stats`` / ``readseg -list`` output -> {name: count}."""
+    out: dict[str, int] = {}
+    for m in re.finditer(r"(TOTAL urls|status \d+ \((\w+)\)):\s+(\d+)\s*$", text, re.M):
+        out[m[2] or m[1]] = int(m[3])
+    return out
+
+
+def nutch_method(args, workdir, urls, web, threads, keep, record, check_pages, check, expected, methods,
+                 res) -> None:
+    """Apache Nutch 1.22 in local mode on the same URLs: inject, generate, fetch, parse, updatedb,
+    each its own ``bin/nutch`` process, measured as a step of ours is. Divided by the page URLs
+    the web answered in the fetch step."""
+    home = os.path.abspath(args.nutch_home)
+    nutch = os.path.join(home, "bin", "nutch")
+    if not os.access(nutch, os.X_OK) or not os.path.isdir(os.path.join(home, "plugins", "protocol-http")):
+        print(f"cost: SKIPPED Nutch: no Nutch 1.22 local runtime at {home} (bin/nutch, plugins/protocol-http). "
+              f"Build it with `bench/build_nutch.sh` (or pass --nutch-home)", flush=True)
+        res["nutch_skipped"] = home
+        return
+    n = len(urls)
+    base = os.path.join(workdir, "nutch")
+    conf = os.path.join(base, "conf")
+    logs = os.path.join(base, "logs")
+    seeds = os.path.join(base, "seeds")
+    crawldb, segments = os.path.join(base, "crawldb"), os.path.join(base, "segments")
+    os.makedirs(seeds)
+    os.makedirs(logs)
+    with open(os.path.join(seeds, "seeds.txt"), "w", encoding="utf-8") as fh:
+        fh.writelines(u + "\n" for u in urls)
+    res["nutch_conf"] = nutch_conf(home, conf, workdir, web.port, threads, "deltacrawl-bench-nutch")
+    env = dict(os.environ, JAVA_HOME=_java_home(), NUTCH_CONF_DIR=conf, NUTCH_LOG_DIR=logs)
+    for k in ("NUTCH_OPTS", "NUTCH_HEAPSIZE", "HADOOP_CONF_DIR"):  # Nutch's defaults (heap 4 GB)
+        env.pop(k, None)
+
+    def helper(*cmd: str) -> str:  # not measured: reading Nutch's own counts
+        done = subprocess.run([nutch, *cmd], env=env, cwd=base, capture_output=True, text=True,
+                              timeout=args.timeout_s)
+        if done.returncode != 0:
+            raise RuntimeError(f"nutch {' '.join(cmd)} failed: {done.stderr[-1500:]}")
+        return done.stdout + done.stderr
+
+    segment = None
+    for step in NUTCH_STEPS:
+        if step == "inject":
+            extra = [crawldb, seeds]
+        elif step == "generate":
+            extra = [crawldb, segments, "-topN", str(max(n, 30_000)), "-numFetchers", "1"]
+        elif step == "fetch":
+            extra = [segment, "-threads", str(threads)]
+        elif step == "parse":
+            extra = [segment]
+        else:
+            extra = [crawldb, segment]
+        run = run_measured([nutch, step, *extra], keep, args.timeout_s, env,
+                           stderr_path=os.path.join(base, f"{step}.stderr"))
+        record(f"nutch_{step}", run, counted=False)
+        if run["returncode"] != 0:
+            raise RuntimeError(f"nutch {step} failed: {run['stderr_tail'][-1500:]} {run['stdout_tail'][-1500:]}")
+        if step == "generate":
+            made = sorted(os.listdir(segments)) if os.path.isdir(segments) else []
+            check(len(made) == 1, f"nutch: generate made one segment ({made})")
+            if not made:
+                raise RuntimeError("nutch: generate made no segment")
+            segment = os.path.join(segments, made[-1])
+        if step == "fetch":
+            check_pages("nutch_fetch", run, robots=True)
+    fetched = methods["nutch_fetch"]["pages"]
+    for step in NUTCH_STEPS:
+        methods[f"nutch_{step}"]["cpu_ms_per_page"] = (methods[f"nutch_{step}"]["cpu_s"] / fetched * 1e3
+                                                       if fetched else None)
+    cycle = sum(methods[f"nutch_{s}"]["cpu_s"] for s in NUTCH_STEPS)
+    methods["nutch_cycle"] = {"cpu_s": cycle, "cpu_ms_per_page": cycle / fetched * 1e3 if fetched else None,
+                              "wall_s": sum(methods[f"nutch_{s}"]["wall_s"] for s in NUTCH_STEPS)}
+    # Nutch's own counts: the injector's log line, the segment's lists, the CrawlDb's statuses
+    log_text = ""
+    for f in sorted(os.listdir(logs)):
+        with open(os.path.join(logs, f), encoding="utf-8", errors="replace") as fh:
+            log_text += fh.read()
+    inj = re.search(r"Injector: Total new urls injected: (\d+)", log_text)
+    check(bool(inj) and int(inj[1]) == n, f"nutch: inject took all {n:,} URLs as new ({inj[0] if inj else 'no line'})")
+    seg = re.search(r"^\S+\s+(\d+)\s+\S+\s+\S+\s+(\d+)\s+(\d+)\s*$",
+                    helper("readseg", "-list", segment).split("NAME", 1)[-1], re.M)
+    listed = {"generated": int(seg[1]), "fetched": int(seg[2]), "parsed": int(seg[3])} if seg else {}
+    db = _nutch_stats(helper("readdb", crawldb, "-stats"))
+    res["nutch"] = {"segment": os.path.basename(segment), "readseg_list": listed, "readdb_stats": db}
+    # crawl_fetch holds a row per URL fetched and, with http.redirect.max 0, one "linked" row per 301's target
+    check(listed.get("generated") == n and listed.get("fetched") == n + expected["301"],
+          f"nutch: the segment's generate list holds all {n:,} URLs and its fetch list those and the "
+          f"{expected['301']} redirect targets ({listed})")
+    check(listed.get("parsed") == expected["200"],
+          f"nutch: parsed {listed.get('parsed')} pages, the web's 200s {expected['200']}")
+    check((db.get("db_fetched"), db.get("db_redir_perm"), db.get("db_gone")) ==
+          (expected["200"], expected["301"], expected["404"]),
+          f"nutch: crawldb fetched/redir_perm/gone {db.get('db_fetched')}/{db.get('db_redir_perm')}/"
+          f"{db.get('db_gone')} = the web's 200/301/404 {expected['200']}/{expected['301']}/{expected['404']}")
+    print(f"cost: nutch     whole cycle cpu {cycle:8.1f} s  {fmt(methods['nutch_cycle']['cpu_ms_per_page'], 2)} "
+          f"ms/page; readseg -list {listed}; crawldb {db}", flush=True)
 
 
 def steps_method(args, workdir, seeds, over, keep, env, record, check_pages, check, expected, methods, res) -> None:
@@ -612,7 +775,8 @@ def segment_counts(root: str, segment: str | None) -> dict[str, Any]:
 LABELS = {"floor": "bare aiohttp + gzip + selectolax links (the floor)", "scrapy": "Scrapy + LinkExtractor",
           "fetch": "deltacrawl fetch step", "inject": "deltacrawl inject", "generate": "deltacrawl generate",
           "dedup": "deltacrawl dedup", "update": "deltacrawl update", "cycle": "deltacrawl whole cycle",
-          "crawl": "deltacrawl crawl, one process (inject + 1 cycle)"}
+          "crawl": "deltacrawl crawl, one process (inject + 1 cycle)",
+          **{f"nutch_{s}": f"Nutch 1.22 {s}" for s in NUTCH_STEPS}, "nutch_cycle": "Nutch 1.22 whole cycle"}
 
 
 def print_report(r: dict[str, Any]) -> None:
@@ -649,6 +813,9 @@ def print_report(r: dict[str, Any]) -> None:
             v = r["crawl_vs_steps"]
             print(f"  one process against the per-step whole cycle: {v['cpu_s_saved']:.1f} s CPU = "
                   f"{v['ms_per_page_saved']:.2f} ms/page less")
+    if "nutch_fetch" in r["methods"]:
+        print(f"  (Nutch: each step a `bin/nutch` process, divided by the fetch step's "
+              f"{r['methods']['nutch_fetch']['pages']:,} pages; {r.get('nutch')})")
     for label, p in (r.get("profile") or {}).items():
         res = p.get("result") or {}
         if label == "task_body":
@@ -676,6 +843,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--scrapy-python", default=DEFAULT_SCRAPY_PYTHON,
                    help="an interpreter with scrapy==2.19.0 (default %(default)s); missing: Scrapy is skipped")
+    p.add_argument("--nutch-home", default=DEFAULT_NUTCH_HOME,
+                   help="Apache Nutch 1.22's runtime/local (default %(default)s, built by bench/build_nutch.sh); "
+                        "missing: Nutch is skipped")
     p.add_argument("--profile-top", type=int, default=25, help="functions in the fetch profile (0: no profile)")
     p.add_argument("--profile-hosts", type=int, default=100,
                    help="profile the fetch task body on the first N hosts' URLs (per-page costs do not "
