@@ -58,7 +58,7 @@ def test_a_cold_step_maps_the_archive(tmp_path):
     archive = class_archive.ensure_archive(build_config())
     assert archive is not None and archive.exists()
     seeds = write_seeds(tmp_path / "seeds.txt", ["http://a.example/"])
-    conf = {**FAST, "spark.jvm_options": f"{build_config()['spark.jvm_options']} -Xlog:cds=info"}
+    conf = {**FAST, "spark.jvm_options": f"{FAST['spark.jvm_options']} -Xlog:cds=info"}
     env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
     proc = subprocess.run([DELTACRAWL, "inject", seeds, "--crawl-root", str(tmp_path / "crawl"),
                            *(a for k, v in conf.items() for a in ("--conf", f"{k}={v}"))],

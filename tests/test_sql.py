@@ -398,8 +398,9 @@ def test_analysis_notebook_runs_top_to_bottom(crawled, tmp_path, monkeypatch):
     from nbclient import NotebookClient
     root, _ = crawled
     conf = tmp_path / "notebook.toml"
-    # the kernel's JVM is one more short-lived one: FAST's JIT compiler, as for the CLI's
-    conf.write_text(f'[spark]\nmaster = "local[2]"\nshuffle_partitions = 2\njit = "{FAST["spark.jit"]}"\n',
+    # the kernel's JVM is one more short-lived one: FAST's JIT compiler and options, as for the CLI's
+    conf.write_text(f'[spark]\nmaster = "local[2]"\nshuffle_partitions = 2\njit = "{FAST["spark.jit"]}"\n'
+                    f'jvm_options = "{FAST["spark.jvm_options"]}"\n',
                     encoding="utf-8")
     monkeypatch.setenv("DELTACRAWL_CRAWL_ROOT", root.root)
     monkeypatch.setenv("DELTACRAWL_CONF_FILE", str(conf))
