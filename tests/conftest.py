@@ -45,11 +45,12 @@ def make_config(**overrides):
 def spark():
     from jobs.engine.session import build_spark
     # it lives as long as the whole run, where the optimising compiler can pay for itself: both JIT
-    # compilers, not FAST's quick one alone, and the documented JVM options. Its queries run interpreted, without Spark's code
-    # generation: on test-sized data, compiling each query's Java (Janino, then the JIT compiling
-    # Janino and the generated classes) costs more than it saves: over a whole run the two session
-    # JVMs used 804 CPU s instead of 984 (docs/development.md). The JVMs of the CLI, kill, cluster and Airflow
-    # tests run every step the way users do, with code generation.
+    # compilers, not FAST's quick one alone, and the documented JVM options. Its queries run
+    # interpreted, without Spark's code generation: on test-sized data, compiling each query's Java
+    # (Janino, then the JIT compiling Janino and the generated classes) costs more than it saves:
+    # over a whole run the two session JVMs used 804 CPU s instead of 984 (docs/development.md). The
+    # JVMs of the CLI, kill, cluster and Airflow tests run every step the way users do, with code
+    # generation.
     session = build_spark(make_config(**{"spark.jit": "full", "spark.jvm_options": build_config()["spark.jvm_options"],
                                          "spark.conf.spark.sql.codegen.wholeStage": "false",
                                          "spark.conf.spark.sql.codegen.factoryMode": "NO_CODEGEN"}))

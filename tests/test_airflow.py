@@ -491,7 +491,7 @@ def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
         # compiler alone), which every task's JVM reports in its log (-XX:+PrintFlagsFinal, below)
         state = tmp_path / "state"
         conf = {**{k: v for k, v in FAST.items() if k != "spark.jit"}, "generate.top_n": (len(urls) + 1) // 2,
-                "spark.jvm_options": f"{FAST['spark.jvm_options']} -XX:+PrintFlagsFinal"}
+                "spark.jvm_options": f"{FAST['spark.jvm_options']} -XX:+PrintFlagsFinal".strip()}
         params = {"crawl_root": root, "spark_master": FAST["spark.master"], "deltacrawl_bin": DELTACRAWL,
                   "conf": [f"{k}={v}" for k, v in conf.items() if k != "spark.master"]}
         run = dag_run(airflow_home, {**params, "cycles": 2}, tmp_path / "run1.log", 3600,
