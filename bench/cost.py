@@ -67,6 +67,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -74,6 +75,7 @@ import threading
 import time
 from collections import Counter
 from typing import Any
+from xml.sax.saxutils import escape
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/_common.py, bench/_realistic_web.py
 from _common import REPO, Checker, fmt, machine_facts, run_in_workdir  # noqa: E402
@@ -474,15 +476,10 @@ def scrapy_method(args, workdir, urls, cfg, concurrency, keep, record, check_pag
 
 
 
-def _xml_escape(v: str) -> str:
-    return v.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def nutch_conf(home: str, conf_dir: str, workdir: str, port: int, threads: int, user_agent: str) -> dict[str, str]:
     """A conf directory of its own for the Nutch runs (a copy of the runtime's, never edited in
     place): nutch-site.xml with the politeness and plugins of the other methods, and a URL filter
     that lets through nothing but the web's loopback hosts."""
-    import shutil
     shutil.copytree(os.path.join(home, "conf"), conf_dir)
     props = {
         "http.agent.name": user_agent,
@@ -506,7 +503,7 @@ def nutch_conf(home: str, conf_dir: str, workdir: str, port: int, threads: int, 
     with open(os.path.join(conf_dir, "nutch-site.xml"), "w", encoding="utf-8") as fh:
         fh.write('<?xml version="1.0"?>\n<configuration>\n')
         for k, v in props.items():
-            fh.write(f"  <property><name>{k}</name><value>{_xml_escape(v)}</value></property>\n")
+            fh.write(f"  <property><name>{k}</name><value>{escape(v)}</value></property>\n")
         fh.write("</configuration>\n")
     # loopback only: the web's hosts (127.x.y.z on its port), never 127.0.0.1 (its counters), nothing else
     with open(os.path.join(conf_dir, "regex-urlfilter.txt"), "w", encoding="utf-8") as fh:
@@ -515,11 +512,12 @@ def nutch_conf(home: str, conf_dir: str, workdir: str, port: int, threads: int, 
 
 
 def _java_home() -> str:
+    """$JAVA_HOME, else the home of the java Spark would start (bin/nutch needs JAVA_HOME)."""
     if os.environ.get("JAVA_HOME"):
         return os.environ["JAVA_HOME"]
-    import shutil
-    java = shutil.which("java")
-    return os.path.dirname(os.path.dirname(os.path.realpath(java))) if java else ""
+    from jobs.engine.class_archive import java_binary
+    java = java_binary()
+    return os.path.dirname(os.path.dirname(java)) if java else ""
 
 
 def _nutch_stats(text: str) -> dict[str, int]:

@@ -48,7 +48,8 @@ def default_dir(configured: str = "") -> Path:
     return Path.home() / ".cache" / "deltacrawl" / "cds"
 
 
-def _java() -> str | None:
+def java_binary() -> str | None:
+    """The java that Spark starts ($JAVA_HOME/bin/java, else the one on PATH), links resolved."""
     home = os.environ.get("JAVA_HOME")
     candidate = Path(home) / "bin" / "java" if home else None
     found = str(candidate) if candidate and candidate.exists() else shutil.which("java")
@@ -59,7 +60,7 @@ def archive_key() -> str | None:
     """What the archive depends on: the JVM (its binary and version) and Spark's class path
     (pyspark's version and its jars' names, sizes and modification times: Java checks all three
     and refuses an archive whose class path was installed again). None without java or pyspark."""
-    java, jars = _java(), pyspark_jars_dir()
+    java, jars = java_binary(), pyspark_jars_dir()
     if java is None or jars is None:
         return None
     try:
