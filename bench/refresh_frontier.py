@@ -7,7 +7,7 @@ pages of kinds home / important / normal / deep, weights 4 / 2 / 1 / 0.5).
 
 Run:      PYTHONPATH=. .venv/bin/python bench/refresh_frontier.py [--seeds 1,2,3] [--shares 0.25,0.125]
           [--cycle-s 16,32] [--conf schedule.score_exponent=0.35 ...] [--score realized|expected]
-          [--prototype eb,voi [--information-horizon-s 1000]] [--out-json FILE]
+          [--out-json FILE]
 What:     per seed, budget share and cycle length, the crawler's fetches (its first fetches and its
           refetch count per cycle are then given to every other allocation, as the live benchmark
           does), and Cho & Garcia-Molina's optimal allocation with the TRUE change rates for the
@@ -30,9 +30,9 @@ Scores:   ``realized`` (the default, as the live benchmark): the share of the wi
           (a page's changes after a fetch are independent of when the next fetch comes, which only
           depends on what was seen before): the same mean, without the change times' noise, which
           moves a run's share by ~0.01 (issue 32: "Learning prototypes" in BENCHMARKS.md).
-Prototypes: ``--prototype`` patches learning prototypes into the schedule for this process
-          (bench/refresh_learning.py: ``eb`` an empirical-Bayes rate prior, ``voi`` the value of
-          what a fetch reveals); not the crawler's code.
+Learning: the crawler's own (crawl/crawldb/schedule_fit.py: the fitted rate prior and the value of
+          what a fetch teaches, as the replay calls it); ``--conf schedule.fit_rate_prior=false`` or
+          ``--conf schedule.information_horizon_cycles=0`` leaves either out.
 """
 from __future__ import annotations
 
@@ -47,7 +47,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import refresh_learning  # noqa: E402
 from _common import finish, machine_facts  # noqa: E402
 from crawl.crawldb import schedule  # noqa: E402
 from tests import test_refresh_allocation as replay  # noqa: E402
@@ -133,10 +132,8 @@ def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str], scor
     cfg = make_config(**{"schedule.min_interval_s": 5, "schedule.max_interval_s": 7200,
                          "schedule.prior_min_change_s": 5, "schedule.prior_max_change_s": 86400,
                          "generate.top_n": top_n, "generate.max_urls_per_host": top_n, **confs})
-    refresh_learning.reset()
     with recorded_transitions(web, pin_true_rates=False) as rows:
         events, refetches = replay.crawl(web, top_n, cfg)
-    refresh_learning.reset()
     with recorded_transitions(web, pin_true_rates=True):
         oracle_events, _ = replay.crawl(web, top_n, cfg)
     first: dict[int, float] = {}
@@ -185,15 +182,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a crawler setting for the replay, e.g. schedule.score_exponent=0.35")
     parser.add_argument("--score", choices=("realized", "expected"), default="realized",
                         help="realized freshness (as the live benchmark) or its expectation given the fetch times")
-    parser.add_argument("--prototype", default="", metavar="NAMES",
-                        help="learning prototypes to patch in (bench/refresh_learning.py): eb, voi")
-    parser.add_argument("--information-horizon-s", type=float, default=1000.0,
-                        help="voi: seconds over which a better decision pays (default 1000)")
     parser.add_argument("--out-json")
     args = parser.parse_args(argv)
     confs = dict(c.split("=", 1) for c in args.conf)
-    if args.prototype:
-        refresh_learning.install(args.prototype.split(","), args.information_horizon_s)
     runs = [one_run(int(s), float(b), float(c), confs, args.score) for s in args.seeds.split(",")
             for b in args.shares.split(",") for c in args.cycle_s.split(",")]
     names = list(runs[0]["shares"])

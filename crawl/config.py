@@ -128,8 +128,9 @@ def build_config(conf_file: str | None = None, overrides: Mapping[str, Any] | No
 
 
 def with_values(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``cfg`` with some keys replaced by values the program computed (already valid), frozen."""
-    unknown = [k for k in values if k not in cfg]
+    """``cfg`` with some keys replaced by values the program computed (already valid), frozen.
+    ``fitted.*`` keys are not options: values update fits to the crawl (crawl.crawldb.schedule_fit)."""
+    unknown = [k for k in values if k not in cfg and not k.startswith("fitted.")]
     if unknown:
         raise ConfigError(f"unknown config key '{unknown[0]}'")
     return MappingProxyType({**cfg, **values})
@@ -200,7 +201,8 @@ def _validate(cfg: dict[str, Any]) -> None:
                     "fetch.host_time_factor", "fetch.host_time_floor_s",
                     "fetch.robots_retry_s", "fetch.max_crawl_delay_s", "fetch.tasks", "fetch.robots_ttl_s",
                     "schedule.max_retries", "schedule.gone_max_checks", "schedule.fetch_value_s",
-                    "schedule.score_exponent", "update.max_depth", "devweb.hosts", "devweb.pages_per_host",
+                    "schedule.score_exponent", "schedule.information_horizon_cycles",
+                    "schedule.information_max_changes", "update.max_depth", "devweb.hosts", "devweb.pages_per_host",
                     "devweb.port", "devweb.crawl_delay_s", "stats.top_hosts", "sitemaps.ttl_s",
                     "discovery.max_segment_repeats", "discovery.trap_new_urls_per_page"]
     for key in non_negative:

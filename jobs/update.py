@@ -43,7 +43,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawl.config import with_values
-from crawl.crawldb import in_memory, schedule
+from crawl.crawldb import in_memory, schedule, schedule_fit
 from crawl.crawldb.segment_ids import segment_time
 from crawl.crawldb.selection import budget_split
 from crawl.crawldb.status import (DUPLICATE, FETCHED, NOTMODIFIED, UNFETCHED, apply_fetch,
@@ -438,8 +438,7 @@ def sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segmen
     return local_sources(spark, cfg, root, segment_id, now) or spark_sources(spark, cfg, root, segment_id, now)
 
 
-_HISTORY = ("observed_count", "change_count", "first_observed_at", "last_observed_at", "score", "depth",
-            "unchanged_s", "change_span_s", "exposure_changes")
+_HISTORY = schedule_fit.HISTORY_COLUMNS
 
 
 def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot) -> tuple[dict, int, float]:
@@ -475,10 +474,11 @@ def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoo
 
 def fitted_schedule(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
                     now: float) -> Mapping[str, Any]:
-    """``cfg`` with schedule.fetch_value_s fitted to the fetch budget (schedule.fit_fetch_value;
-    crawl.crawldb.schedule.fit_fetch_value), and one line saying what it chose; ``cfg`` as it
-    is when the option is off or no URL has a history yet."""
-    if not cfg["schedule.fit_fetch_value"]:
+    """``cfg`` with what update fits to the crawl (crawl.crawldb.schedule_fit): schedule.fetch_value_s
+    fitted to the fetch budget, the change-rate prior and the information horizon, and one line
+    saying what it chose; ``cfg`` as it is when nothing is fitted or no URL has a history yet."""
+    if not (cfg["schedule.fit_fetch_value"] or cfg["schedule.fit_rate_prior"]
+            or cfg["schedule.information_horizon_cycles"] > 0):
         return cfg
     histories, pending_new, share = _known_histories(spark, cfg, root)
     if histories["observed_count"].size == 0:
@@ -493,21 +493,14 @@ def fitted_schedule(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
     cycle_s = schedule.cycle_seconds([t for t in starts if t <= mine], now)
     quota, _ = budget_split(int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"]))
     refresh = schedule.refresh_budget(int(cfg["generate.top_n"]), quota, pending_new)
-    weight = schedule.importance(histories["score"], histories["depth"],
-                                 score_exponent=float(cfg["schedule.score_exponent"]),
-                                 depth_decay=float(cfg["schedule.depth_decay"]),
-                                 score_floor=float(cfg["schedule.score_floor"]))
-    mu = schedule.fit_fetch_value(
-        histories["observed_count"], histories["change_count"], histories["first_observed_at"],
-        histories["last_observed_at"], weight, refresh_per_cycle=refresh, cycle_s=cycle_s, sampled_share=share,
-        headroom=float(cfg["schedule.fit_headroom"]), min_interval_s=float(cfg["schedule.min_interval_s"]),
-        max_interval_s=float(cfg["schedule.max_interval_s"]),
-        prior_min_change_s=float(cfg["schedule.prior_min_change_s"]),
-        prior_max_change_s=float(cfg["schedule.prior_max_change_s"]), unchanged_s=histories["unchanged_s"],
-        change_span_s=histories["change_span_s"], exposure_changes=histories["exposure_changes"])
-    step_logger("update").info("fetch value fitted to the budget: %.4g s (%d refresh fetches per %.0f s cycle, "
-                               "%d URL histories read)", mu, refresh, cycle_s, histories["observed_count"].size)
-    return with_values(cfg, {"schedule.fetch_value_s": mu})
+    fitted = schedule_fit.fit(histories, cfg, refresh_per_cycle=refresh, cycle_s=cycle_s, sampled_share=share)
+    step_logger("update").info(
+        "schedule fitted to the crawl: fetch value %.4g s (%d refresh fetches per %.0f s cycle), rate prior %s, "
+        "information horizon %.0f s; %d URL histories read",
+        fitted.get("schedule.fetch_value_s", cfg["schedule.fetch_value_s"]), refresh, cycle_s,
+        "fitted" if fitted["fitted.rate_prior"] is not None else "log-uniform", fitted["fitted.information_horizon_s"],
+        histories["observed_count"].size)
+    return with_values(cfg, fitted)
 
 
 @writes_commits("update")

@@ -17,9 +17,13 @@ from __future__ import annotations
 import json
 import struct
 
+import numpy as np
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from crawl.config import with_values
+from crawl.crawldb import schedule
 from crawl.crawldb.status import ALL_STATUSES, DUPLICATE, FetchStatus
 from crawl.dedup.rules import band_rows
 from crawl.net.urls import host_bucket, url_hash
@@ -354,6 +358,10 @@ def update_example(draw):
                       fetch__max_redirects=draw(st.integers(0, 2)),
                       update__outlink_score_factor=draw(st.sampled_from([0.5, 0.85])),
                       fetch__host_overrides=json.dumps(overrides))
+    if draw(st.booleans()):  # what update fits to the crawl reaches apply_fetch in both paths
+        prior = np.geomspace(1.0, 50.0, schedule.RATE_GRID_POINTS)
+        cfg = with_values(cfg, {"fitted.rate_prior": tuple(float(v) for v in prior / prior.sum()),
+                                "fitted.information_horizon_s": draw(st.sampled_from([0.0, 500.0, 5e6]))})
     cases = [draw(update_case(c)) for c in range(draw(st.integers(3, 9)))]
     return cfg, cases, draw(st.booleans())
 

@@ -25,7 +25,7 @@ import math
 import numpy as np
 import pytest
 
-from crawl.crawldb import schedule, selection
+from crawl.crawldb import schedule, schedule_fit, selection
 from crawl.crawldb.status import FetchStatus, apply_fetch, lease, new_url_state, schedule_policy
 from tests.conftest import make_config
 
@@ -87,23 +87,10 @@ def crawl(web: Web, top_n: int, cfg) -> tuple[list[tuple[int, float, int]], list
         known = [r for r in rows.values() if r["status"] in schedule.VALUED_STATUSES and r["observed_count"]]
         if known:
             new = sum(1 for r in rows.values() if r["fetch_count"] == 0)
-            imp = schedule.importance([r["score"] for r in known], [r["depth"] for r in known],
-                                      score_exponent=float(cfg["schedule.score_exponent"]),
-                                      depth_decay=float(cfg["schedule.depth_decay"]),
-                                      score_floor=float(cfg["schedule.score_floor"]))
-            policy["schedule.fetch_value_s"] = schedule.fit_fetch_value(
-                *[np.array([r[c] if r[c] is not None else np.nan for r in known], dtype=float)
-                  for c in ("observed_count", "change_count", "first_observed_at", "last_observed_at")], imp,
-                refresh_per_cycle=schedule.refresh_budget(top_n, quotas[0], new),
-                cycle_s=schedule.cycle_seconds(starts, now), sampled_share=1.0,
-                headroom=float(cfg["schedule.fit_headroom"]), min_interval_s=float(cfg["schedule.min_interval_s"]),
-                max_interval_s=float(cfg["schedule.max_interval_s"]),
-                prior_min_change_s=float(cfg["schedule.prior_min_change_s"]),
-                prior_max_change_s=float(cfg["schedule.prior_max_change_s"]),
-                unchanged_s=np.array([np.nan if r["unchanged_s"] is None else r["unchanged_s"] for r in known]),
-                change_span_s=np.array([np.nan if r["change_span_s"] is None else r["change_span_s"] for r in known]),
-                exposure_changes=np.array([np.nan if r["exposure_changes"] is None else r["exposure_changes"]
-                                           for r in known]))
+            histories = {c: np.array([np.nan if r[c] is None else r[c] for r in known], dtype=float)
+                         for c in schedule_fit.HISTORY_COLUMNS}
+            policy.update(schedule_fit.fit(histories, cfg, refresh_per_cycle=schedule.refresh_budget(top_n, quotas[0], new),
+                                           cycle_s=schedule.cycle_seconds(starts, now), sampled_share=1.0, seed=cycle))
         early = selection.early_rule(np.array([r["status"] for r in rows.values()], dtype=object),
                                      np.array([np.nan if r["next_fetch_at"] is None else r["next_fetch_at"]
                                                for r in rows.values()], dtype=float),

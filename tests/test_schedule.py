@@ -319,7 +319,7 @@ def test_the_refresh_value_is_what_a_fetch_buys():
     interval, value, slope = S.next_interval_and_value(6, 3, 0.0, 1500.0, 1.0, **kw)
     assert 5.0 < interval < 7200.0 and value == pytest.approx(50.0, rel=1e-3) and 0.0 < slope <= 2.0
     grids = S._grids(5.0, 86400.0, 5.0, 7200.0)
-    post, w, _ = S._weighted_posterior(6, 3, 0.0, 1500.0, 1.0, grids[0])
+    post, w, _, _ = S._weighted_posterior(6, 3, 0.0, 1500.0, 1.0, grids[0])
     exact = float((post @ S._refresh_gain(grids[0][:, None], np.array([[2 * interval]])))[0, 0]) * w[0]
     assert value * 2.0 ** slope == pytest.approx(exact, rel=1e-9)  # the slope spans [I, 2I]
     def bought_after(tau, **history):  # what generate ranks by, τ seconds after the last fetch
@@ -328,3 +328,106 @@ def test_the_refresh_value_is_what_a_fetch_buys():
 
     assert bought_after(600.0, changes=0, unchanged_s=86400.0, change_span_s=0.0) < 0.1 * bought_after(
         600.0, changes=1, unchanged_s=0.0, change_span_s=300.0)
+
+
+# --------------------------------------------------------------------------- learning (issue 32)
+
+REPLAY = {"min_interval_s": 5.0, "max_interval_s": 7200.0, "prior_min_change_s": 5.0, "prior_max_change_s": 86400.0}
+
+
+def _dated_histories(mean_change_s, n, rng, polls=4, poll_s=120.0):
+    """(fetch_count, change_count, first, last, unchanged_s, change_span_s, exposure_changes) of n
+    pages changing every ``mean_change_s`` on average, polled ``polls`` times ``poll_s`` apart with
+    every change dated by Last-Modified (schedule.record_exposure)."""
+    out = []
+    for _ in range(n):
+        u, c, k, t, seen = 0.0, 0.0, 0, 0.0, 0
+        age = rng.exponential(mean_change_s)
+        u, c, k = S.record_exposure(u, c, 0, None, None, t, False, t - age, max_age_credit_s=86400.0,
+                                    exposure_changes=0, change_count=0)
+        for i in range(1, polls):
+            prev, t = t, t + poll_s
+            last_change = None
+            g = prev + rng.exponential(mean_change_s)
+            while g <= t:
+                last_change, g = g, g + rng.exponential(mean_change_s)
+            u, c, k = S.record_exposure(u, c, i, 0.0, prev, t, last_change is not None,
+                                        None if last_change is None else math.floor(last_change),
+                                        max_age_credit_s=86400.0, exposure_changes=k, change_count=seen)
+            seen += last_change is not None
+        out.append((polls, seen, 0.0, t, u, c, k))
+    return tuple(np.array(col, dtype=float) for col in zip(*out))
+
+
+def test_the_fitted_rate_prior_is_where_the_crawls_pages_change():
+    """An empirical-Bayes prior (fit_rate_prior): fitted to pages that change every ~100 s, its
+    mass sits there, not spread log-uniformly over 5 s ... 1 day; too few histories: None."""
+    rng = np.random.default_rng(3)
+    fc, cc, first, last, u, c, k = _dated_histories(100.0, 200, rng)
+    prior = np.array(S.fit_rate_prior(fc, cc, first, last, unchanged_s=u, change_span_s=c, exposure_changes=k,
+                                      prior_min_change_s=5.0, prior_max_change_s=86400.0))
+    rates = S._grids(5.0, 86400.0, 5.0, 7200.0)[0]
+    assert prior.sum() == pytest.approx(1.0) and prior.min() >= S.RATE_PRIOR_FLOOR / prior.size * 0.999
+    near = (rates > 1 / 400.0) & (rates < 1 / 25.0)  # within 4x of the pages' rate
+    assert prior[near].sum() > 0.6 > near.mean()
+    assert S.fit_rate_prior(fc[:5], cc[:5], first[:5], last[:5], unchanged_s=u[:5], change_span_s=c[:5],
+                            exposure_changes=k[:5], prior_min_change_s=5.0, prior_max_change_s=86400.0) is None
+    # a page whose two dated changes were 4 s and 6 s old: under the log-uniform prior it looks
+    # like one changing every few seconds; under the crawl's prior like the pages it resembles
+    history = dict(unchanged_s=8.0, change_span_s=2.0, exposure_changes=2)
+    flat, _, _, _ = S._weighted_posterior(2, 1, 0.0, 960.0, 1.0, rates, **history)
+    fitted, _, _, _ = S._weighted_posterior(2, 1, 0.0, 960.0, 1.0, rates, **history, prior=prior)
+    assert float(flat[0] @ rates) > 2 * float(fitted[0] @ rates)  # 2.9x slower in the mean rate
+
+
+def test_what_a_fetch_teaches_is_worth_a_recheck_of_an_uncertain_verdict():
+    """The information value (information_value): nothing to learn about a page whose rate is
+    known; something about one judged on two short Last-Modified ages, which the myopic rule
+    parks at max_interval_s ("too fast to be worth a fetch") and the look-ahead re-checks."""
+    rates, intervals, _ = S._grids(5.0, 86400.0, 5.0, 7200.0)
+    known = np.zeros((1, rates.size))
+    known[0, 40] = 1.0
+    assert np.all(S.information_value(known, np.ones(1), 2.0, rates, intervals) < 1e-12)
+    history = dict(unchanged_s=8.0, change_span_s=2.0, exposure_changes=2)
+    post, w, _, _ = S._weighted_posterior(2, 1, 0.0, 960.0, 1.0, rates, **history)
+    value = S.information_value(post, w, 2.0, rates, intervals)
+    assert value.min() >= 0.0 and value.max() > 0.0
+    kw = dict(fetch_value_s=20.0, **REPLAY, **history)
+    myopic = S.next_interval_and_value(2, 1, 0.0, 960.0, 1.0, **kw)
+    looking = S.next_interval_and_value(2, 1, 0.0, 960.0, 1.0, information_horizon_s=1000.0, **kw)
+    assert myopic[0] == 7200.0 and looking[0] < 7200.0 and looking[1] > myopic[1]
+    # only for URLs whose rate rests on at most information_max_changes dated changes
+    capped = S.next_interval_and_value(2, 1, 0.0, 960.0, 1.0, information_horizon_s=1000.0,
+                                       information_max_changes=1, **kw)
+    assert capped == myopic
+    # with arrays, row by row as with scalars
+    both = S.next_interval_and_value(np.array([2, 2]), np.array([1, 1]), 0.0, 960.0, 1.0, fetch_value_s=20.0,
+                                     **REPLAY, unchanged_s=np.array([8.0, 8.0]), change_span_s=np.array([2.0, 2.0]),
+                                     exposure_changes=np.array([2, 5]), information_horizon_s=1000.0,
+                                     information_max_changes=3)
+    assert both[0][0] == pytest.approx(looking[0]) and both[0][1] == 7200.0
+
+
+def test_update_fits_the_prior_the_horizon_and_a_fetch_value_that_counts_what_fetches_teach():
+    """crawl.crawldb.schedule_fit.fit, as update calls it: the horizon is information_horizon_cycles
+    × the cycle; the fetch value fitted with the information value is at least the one without
+    (a fetch is worth more, so the budget is used at a higher μ); nothing without histories."""
+    from crawl.crawldb import schedule_fit
+    from tests.conftest import make_config
+    rng = np.random.default_rng(9)
+    fc, cc, first, last, u, c, k = _dated_histories(300.0, 300, rng)
+    histories = {"observed_count": fc, "change_count": cc, "first_observed_at": first, "last_observed_at": last,
+                 "score": np.full(fc.size, 0.01), "depth": np.full(fc.size, 2.0), "unchanged_s": u,
+                 "change_span_s": c, "exposure_changes": k}
+    limits = {f"schedule.{key}": int(v) if key.endswith("interval_s") else v for key, v in REPLAY.items()}
+    cfg = make_config(**limits)
+    budget = {"refresh_per_cycle": 30, "cycle_s": 20.0, "sampled_share": 1.0, "seed": 1}
+    fitted = schedule_fit.fit(histories, cfg, **budget)
+    assert fitted["fitted.information_horizon_s"] == 20.0 * float(cfg["schedule.information_horizon_cycles"]) > 0
+    assert len(fitted["fitted.rate_prior"]) == S.RATE_GRID_POINTS
+    myopic = schedule_fit.fit(histories, make_config(**limits, **{"schedule.information_horizon_cycles": 0}),
+                              **budget)
+    assert myopic["fitted.information_horizon_s"] == 0.0
+    assert fitted["schedule.fetch_value_s"] > myopic["schedule.fetch_value_s"] > 0
+    empty = {key: np.empty(0) for key in histories}
+    assert schedule_fit.fit(empty, cfg, **budget) == schedule_fit.EMPTY

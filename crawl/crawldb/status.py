@@ -119,8 +119,9 @@ def is_due(state: Mapping[str, Any], now: float) -> bool:
 
 
 def schedule_policy(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The schedule.* options apply_fetch needs, from a config mapping (picklable)."""
-    return {k: cfg[k] for k in cfg if k.startswith("schedule.")}
+    """The schedule.* options apply_fetch needs, and the fitted.* values update fitted to the crawl
+    (crawl.crawldb.schedule_fit), from a config mapping (picklable)."""
+    return {k: cfg[k] for k in cfg if k.startswith(("schedule.", "fitted."))}
 
 
 def _changed(state: Mapping[str, Any], outcome: Mapping[str, Any]) -> bool:
@@ -182,7 +183,10 @@ def _observe(new: dict[str, Any], state: Mapping[str, Any], at: float, changed: 
         min_interval_s=float(policy["schedule.min_interval_s"]), max_interval_s=float(policy["schedule.max_interval_s"]),
         prior_min_change_s=float(policy["schedule.prior_min_change_s"]),
         prior_max_change_s=float(policy["schedule.prior_max_change_s"]),
-        unchanged_s=unchanged_s, change_span_s=change_span_s, exposure_changes=exposure_changes)
+        unchanged_s=unchanged_s, change_span_s=change_span_s, exposure_changes=exposure_changes,
+        rate_prior=policy.get("fitted.rate_prior"),
+        information_horizon_s=float(policy.get("fitted.information_horizon_s") or 0.0),
+        information_max_changes=float(policy["schedule.information_max_changes"]))
     new.update(observed_count=int(count), change_count=int(changes), first_observed_at=first,
                last_observed_at=last, last_changed_at=last_changed, next_fetch_at=at + float(interval),
                fetch_interval_s=int(round(float(interval))), unchanged_s=unchanged_s, change_span_s=change_span_s,

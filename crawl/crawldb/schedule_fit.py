@@ -1,0 +1,80 @@
+"""update's fit of the schedule to the crawl at every run: the three things the pure rules of
+crawl/crawldb/schedule.py take from the crawl as a whole rather than from one URL.
+
+- ``schedule.fetch_value_s`` (μ): fitted to the fetch budget (schedule.fit_fetch_value) when
+  ``schedule.fit_fetch_value`` is on;
+- ``fitted.rate_prior``: an empirical-Bayes prior over change rates, from the same histories
+  (schedule.fit_rate_prior) when ``schedule.fit_rate_prior`` is on;
+- ``fitted.information_horizon_s``: how long a better decision about a URL pays,
+  ``schedule.information_horizon_cycles`` × the measured cycle length (0: the value of what a fetch
+  teaches is left out).
+
+``fit`` returns them as config values (``fitted.*`` are not options: crawl.config.with_values
+accepts them from the program); crawl.crawldb.status.schedule_policy hands them to apply_fetch in
+both of update's paths. jobs/update.py reads the histories (a sample of the known URLs) and the
+cycle length; tests/test_refresh_allocation.py's replay calls the same function.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from crawl.crawldb import schedule
+
+# The columns fit reads, one array each (update's sample of the known URLs' rows).
+HISTORY_COLUMNS = ("observed_count", "change_count", "first_observed_at", "last_observed_at", "score", "depth",
+                   "unchanged_s", "change_span_s", "exposure_changes")
+# The fit with the information value reads at most this many histories (a random subset of the
+# sample): it costs ~0.2 ms per history (BENCHMARKS.md "Live freshness with learning").
+INFORMATION_FIT_ROWS = 4000
+EMPTY = {"fitted.rate_prior": None, "fitted.information_horizon_s": 0.0}
+
+
+def _histories(histories: Mapping[str, np.ndarray], pick=slice(None)) -> dict[str, Any]:
+    return {"fetch_count": histories["observed_count"][pick], "change_count": histories["change_count"][pick],
+            "first_fetched_at": histories["first_observed_at"][pick],
+            "last_fetched_at": histories["last_observed_at"][pick], "unchanged_s": histories["unchanged_s"][pick],
+            "change_span_s": histories["change_span_s"][pick], "exposure_changes": histories["exposure_changes"][pick]}
+
+
+def fit(histories: Mapping[str, np.ndarray], cfg: Mapping[str, Any], *, refresh_per_cycle: float, cycle_s: float,
+        sampled_share: float, seed: int | None = None) -> dict[str, Any]:
+    """The fitted values (module docstring) from ``histories`` ({column: array}, HISTORY_COLUMNS,
+    NaN for nulls), a ``sampled_share`` of the known URLs; ``refresh_per_cycle`` fetches for
+    refreshing them every ``cycle_s`` seconds. Without any history: ``EMPTY`` (μ as configured)."""
+    n = int(np.size(histories["observed_count"]))
+    if n == 0:
+        return dict(EMPTY)
+    grid = {"min_interval_s": float(cfg["schedule.min_interval_s"]), "max_interval_s": float(cfg["schedule.max_interval_s"]),
+            "prior_min_change_s": float(cfg["schedule.prior_min_change_s"]),
+            "prior_max_change_s": float(cfg["schedule.prior_max_change_s"])}
+    prior = None
+    if cfg["schedule.fit_rate_prior"]:
+        prior = schedule.fit_rate_prior(**_histories(histories), prior_min_change_s=grid["prior_min_change_s"],
+                                        prior_max_change_s=grid["prior_max_change_s"])
+    horizon = float(cfg["schedule.information_horizon_cycles"]) * max(float(cycle_s), 0.0)
+    out = {"fitted.rate_prior": prior, "fitted.information_horizon_s": horizon}
+    if not cfg["schedule.fit_fetch_value"]:
+        return out
+    weight = schedule.importance(histories["score"], histories["depth"],
+                                 score_exponent=float(cfg["schedule.score_exponent"]),
+                                 depth_decay=float(cfg["schedule.depth_decay"]),
+                                 score_floor=float(cfg["schedule.score_floor"]))
+    budget = {"refresh_per_cycle": refresh_per_cycle, "cycle_s": cycle_s,
+              "headroom": float(cfg["schedule.fit_headroom"]), **grid}
+    mu = schedule.fit_fetch_value(**_histories(histories), importance=weight, sampled_share=sampled_share,
+                                  rate_prior=prior, **budget)
+    if horizon > 0 and 0 < mu < math.inf:
+        # the intervals update will set also count what a fetch teaches, valued at this μ
+        pick = np.arange(n)
+        if n > INFORMATION_FIT_ROWS:
+            pick = np.sort(np.random.default_rng(seed).choice(n, size=INFORMATION_FIT_ROWS, replace=False))
+        mu = schedule.fit_fetch_value(**_histories(histories, pick), importance=np.asarray(weight)[pick],
+                                      sampled_share=sampled_share * pick.size / n, rate_prior=prior,
+                                      information_horizon_s=horizon, information_fetch_value_s=mu,
+                                      information_max_changes=float(cfg["schedule.information_max_changes"]),
+                                      **budget)
+    out["schedule.fetch_value_s"] = mu
+    return out
