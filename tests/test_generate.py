@@ -132,9 +132,11 @@ def test_priority_column_equals_crawl_schedule_priority(spark):
     assert got == pytest.approx(want, rel=1e-12, abs=0.0)
     assert got_valued == want_valued == [False] * 10 + [True, True, False, False]
     assert want[5] == 0.0 and want[0] == 1.0 and want[9] == 0.0
-    assert want[8] == pytest.approx(2.0 * 0.75)  # importance 4^0.5, three quarters of its interval
+    # importance 4^score_exponent, three quarters of its interval
+    assert want[8] == pytest.approx(4.0 ** float(cfg["schedule.score_exponent"]) * 0.75)
     assert want[10] == pytest.approx(5000.0 * 2.0 ** 1.5) and want[11] == pytest.approx(5000.0 / 4.0)
-    assert want[12] == pytest.approx(want[13]) == pytest.approx(0.1 ** 0.5 * 0.9 * 2.0)
+    kw = priority_kw(cfg)
+    assert want[12] == pytest.approx(want[13]) == pytest.approx(0.1 ** kw["score_exponent"] * kw["depth_decay"] * 2.0)
 
 
 def test_budget_split_rounds_the_discovery_share_up():
