@@ -527,29 +527,46 @@ def information_value(post: np.ndarray, w: np.ndarray, fetch_value_s: float, rat
     mu = float(fetch_value_s)
     if n == 0 or not math.isfinite(mu) or mu <= 0:
         return np.zeros((n, intervals.size))
-    fresh = _freshness(rates, intervals)
+    fresh, at, outcome, log_iv = _information_grids(rates, intervals)
     cost = mu / intervals
 
     def best_rate(p: np.ndarray, weight: np.ndarray) -> np.ndarray:
         return np.maximum((weight[..., None] * (p @ fresh) - cost).max(-1), 0.0)
 
     today = best_rate(post, w)
-    at = np.unique(np.linspace(0, intervals.size - 1, INFORMATION_INTERVALS).round().astype(int))
-    spans = intervals[at]
-    # age-bin edges per interval (A × E+1): 0, then log-spaced from 1 s (or one bin when I ≤ 1 s)
-    steps = np.linspace(0.0, 1.0, INFORMATION_AGE_BINS)[None, :]
-    edges = np.where(spans[:, None] > 1.0, np.exp(steps * np.log(np.maximum(spans[:, None], 1.0))),
-                     spans[:, None] * np.maximum(steps, 1.0))
-    edges = np.concatenate([np.zeros((spans.size, 1)), edges], axis=1)
-    survive = np.exp(-rates[None, None, :] * edges[:, :, None])                    # A × E+1 × K
-    outcome = np.concatenate([survive[:, -1:], survive[:, :-1] - survive[:, 1:]], axis=1)  # unchanged, each bin
     joint = post[:, None, None, :] * outcome[None]                                 # N × A × E × K
     p_outcome = joint.sum(-1)
     after = joint / np.maximum(p_outcome[..., None], 1e-300)
-    learned = (p_outcome * best_rate(after, np.broadcast_to(w[:, None, None], p_outcome.shape))).sum(-1)
+    learned = (p_outcome * best_rate(after, w[:, None, None])).sum(-1)
     gain = np.maximum(learned - today[:, None], 0.0)                               # N × A
-    log_iv = np.log(intervals)
+    if n == 1:
+        return np.interp(log_iv, log_iv[at], gain[0])[None, :]
     return np.stack([np.interp(log_iv, log_iv[at], row) for row in gain])
+
+
+_INFORMATION_CACHE: dict[tuple, tuple] = {}
+
+
+def _information_grids(rates: np.ndarray, intervals: np.ndarray) -> tuple:
+    """What information_value reads of the grids alone, computed once per grid: F(λ, 1/I) K × J,
+    the grid indices it is computed at (A), each outcome's probability given the rate A × E × K
+    (unchanged, then each Last-Modified age bin: 0, then log-spaced from 1 s to I), log I."""
+    key = (rates[0], rates[-1], rates.size, intervals[0], intervals[-1], intervals.size)
+    cached = _INFORMATION_CACHE.get(key)
+    if cached is None:
+        at = np.unique(np.linspace(0, intervals.size - 1, INFORMATION_INTERVALS).round().astype(int))
+        spans = intervals[at]
+        steps = np.linspace(0.0, 1.0, INFORMATION_AGE_BINS)[None, :]
+        edges = np.where(spans[:, None] > 1.0, np.exp(steps * np.log(np.maximum(spans[:, None], 1.0))),
+                         spans[:, None] * np.maximum(steps, 1.0))
+        edges = np.concatenate([np.zeros((spans.size, 1)), edges], axis=1)
+        survive = np.exp(-rates[None, None, :] * edges[:, :, None])                   # A × E+1 × K
+        outcome = np.concatenate([survive[:, -1:], survive[:, :-1] - survive[:, 1:]], axis=1)
+        cached = (_freshness(rates, intervals), at, outcome, np.log(intervals))
+        for a in cached:
+            a.flags.writeable = False
+        _INFORMATION_CACHE[key] = cached
+    return cached
 
 
 def calibrate_fetch_value(fetch_count, change_count, first_fetched_at, last_fetched_at, importance,
