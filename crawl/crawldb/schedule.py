@@ -535,9 +535,11 @@ def information_value(post: np.ndarray, w: np.ndarray, fetch_value_s: float, rat
 
     today = best_rate(post, w)
     joint = post[:, None, None, :] * outcome[None]                                 # N × A × E × K
+    # P(outcome) × the best rate after it: max(0, max_J w·(joint @ F) − P(outcome)·μ/J), the
+    # posterior after the outcome being joint / P(outcome)
     p_outcome = joint.sum(-1)
-    after = joint / np.maximum(p_outcome[..., None], 1e-300)
-    learned = (p_outcome * best_rate(after, w[:, None, None])).sum(-1)
+    best = (w[:, None, None, None] * (joint @ fresh) - p_outcome[..., None] * cost).max(-1)
+    learned = np.maximum(best, 0.0).sum(-1)
     gain = np.maximum(learned - today[:, None], 0.0)                               # N × A
     if n == 1:
         return np.interp(log_iv, log_iv[at], gain[0])[None, :]
