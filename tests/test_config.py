@@ -106,3 +106,19 @@ def test_the_quick_jit_compiler_for_one_step_and_the_users_options_after_it():
     assert on_cluster["spark.executor.extraJavaOptions"] == " ".join([*QUICK_JIT, "-XX:+UseParallelGC"])
     with pytest.raises(ConfigError, match="'spark.jit' must be one of auto, full, quick, got 'fast'"):
         build_config(overrides={"spark.jit": "fast"})
+
+
+def test_values_the_program_computes_replace_options_and_fitted_ones_ride_along():
+    """crawl.config.with_values: update's fitted schedule (crawl/crawldb/schedule_fit.py) replaces
+    schedule.fetch_value_s and adds fitted.* values, which schedule_policy hands to apply_fetch; any
+    other unknown key is refused, as a typo would be."""
+    from crawl.config import with_values
+    from crawl.crawldb.status import schedule_policy
+    cfg = build_config()
+    fitted = with_values(cfg, {"schedule.fetch_value_s": 12.5, "fitted.rate_prior": (0.5, 0.5),
+                               "fitted.information_horizon_s": 600.0})
+    policy = schedule_policy(fitted)
+    assert policy["schedule.fetch_value_s"] == 12.5 and policy["fitted.rate_prior"] == (0.5, 0.5)
+    assert policy["fitted.information_horizon_s"] == 600.0 and "fitted.rate_prior" not in cfg
+    with pytest.raises(ConfigError, match="unknown config key 'schedule.fetch_valu_s'"):
+        with_values(cfg, {"schedule.fetch_valu_s": 1.0})
