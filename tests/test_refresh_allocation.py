@@ -194,8 +194,9 @@ def test_the_refresh_budget_goes_where_it_buys_freshness(seed, share):
     rate = np.where(np.isinf(web.mean), 0.0, 1.0 / web.mean)
     opt = replay_credits(web, optimal_frequencies(rate, sum(refetches[warm:]) / (t_hi - t_lo)), first, refetches)
     ours, best, rr = (freshness(web, e, t_lo, t_hi) for e in (events, opt, uniform(web, first, refetches)))
-    # 0.975 and 0.962 with changes dated by Last-Modified (0.975 and 0.946 before)
-    assert ours.mean() >= 0.955 * best.mean(), (ours.mean(), best.mean(), rr.mean())
+    # 0.983 and 0.978 with the fitted rate prior, the information value and the flatter importance;
+    # 0.977 and 0.962 without them (changes dated by Last-Modified alone); 0.975 and 0.946 before that
+    assert ours.mean() >= 0.97 * best.mean(), (ours.mean() / best.mean(), rr.mean() / best.mean())
     assert ours.mean() > rr.mean()
 
     def refetches_per_page(evs):

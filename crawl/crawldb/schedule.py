@@ -353,7 +353,7 @@ def _posterior(x, unchanged, cbar, known, rates, prior=None):
     log_lik = np.where(np.isnan(log_lik), -np.inf, log_lik)
     log_lik -= np.max(log_lik, axis=1, keepdims=True)
     p = np.exp(log_lik)
-    if prior is not None:
+    if prior is not None and len(prior) == rates.size:  # a prior fitted on another grid: none
         p = p * np.asarray(prior, dtype=float)[None, :]
     return p / np.sum(p, axis=1, keepdims=True)
 
