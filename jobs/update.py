@@ -438,9 +438,6 @@ def sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segmen
     return local_sources(spark, cfg, root, segment_id, now) or spark_sources(spark, cfg, root, segment_id, now)
 
 
-_HISTORY = schedule_fit.HISTORY_COLUMNS
-
-
 def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot) -> tuple[dict, int, float]:
     """({column: numpy array} of the histories of (a random sample of at most
     schedule.fit_sample_urls of) the URLs update schedules from their history (fetched or not
@@ -452,7 +449,7 @@ def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoo
     times = ["first_observed_at", "last_observed_at"]
     table = read_url_state(spark, root)
     if fits_driver(spark, cfg, root.crawldb):
-        whole = to_epoch(table.select(*_HISTORY, "status"), times).toArrow()
+        whole = to_epoch(table.select(*schedule_fit.HISTORY_COLUMNS, "status"), times).toArrow()
         is_known = pc.fill_null(pc.and_kleene(pc.is_in(whole["status"], value_set=pa.array([FETCHED, NOTMODIFIED])),
                                               pc.greater(whole["observed_count"], 0)), False)
         is_new = pc.fill_null(pc.equal(whole["status"], UNFETCHED), False)
@@ -464,11 +461,11 @@ def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoo
     else:
         counts = table.agg(F.sum(known.cast("long")).alias("known"), F.sum(pending.cast("long")).alias("new")).first()
         n_known, n_new = int(counts["known"] or 0), int(counts["new"] or 0)
-        chosen = table.filter(known).select(*_HISTORY)
+        chosen = table.filter(known).select(*schedule_fit.HISTORY_COLUMNS)
         if n_known > limit:
             chosen = chosen.sample(fraction=min(1.0, 1.2 * limit / n_known)).limit(limit)
         rows = to_epoch(chosen, times).toArrow()
-    arrays = {c: rows[c].to_numpy(zero_copy_only=False).astype(float) for c in _HISTORY}
+    arrays = {c: rows[c].to_numpy(zero_copy_only=False).astype(float) for c in schedule_fit.HISTORY_COLUMNS}
     return arrays, int(n_new), (rows.num_rows / n_known if n_known else 1.0)
 
 

@@ -324,15 +324,20 @@ def clamp_interval(interval, min_interval_s: float, max_interval_s: float):
 
 # --------------------------------------------------------------------------- unknown rate: posterior
 
+def _rate_grid(prior_min_change_s: float, prior_max_change_s: float) -> np.ndarray:
+    """The posterior's RATE_GRID_POINTS rates, log-spaced over the prior range (changes per second)."""
+    if not 0 < prior_min_change_s < prior_max_change_s:
+        raise ValueError("need 0 < prior_min_change_s < prior_max_change_s")
+    return np.exp(np.linspace(-math.log(prior_max_change_s), -math.log(prior_min_change_s), RATE_GRID_POINTS))
+
+
 @functools.lru_cache(maxsize=32)
 def _grids(prior_min_change_s: float, prior_max_change_s: float, min_interval_s: float,
            max_interval_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rates K, intervals J, gain K×J = ∂F/∂f at each rate and interval); read-only, cached."""
-    if not 0 < prior_min_change_s < prior_max_change_s:
-        raise ValueError("need 0 < prior_min_change_s < prior_max_change_s")
+    rates = _rate_grid(prior_min_change_s, prior_max_change_s)
     if not 0 < min_interval_s < max_interval_s:
         raise ValueError("need 0 < min_interval_s < max_interval_s")
-    rates = np.exp(np.linspace(-math.log(prior_max_change_s), -math.log(prior_min_change_s), RATE_GRID_POINTS))
     intervals = np.exp(np.linspace(math.log(min_interval_s), math.log(max_interval_s), INTERVAL_GRID_POINTS))
     intervals[0], intervals[-1] = min_interval_s, max_interval_s  # the clamps exactly, not exp(log(·))
     gain = _refresh_gain(rates[:, None], intervals[None, :])
@@ -441,15 +446,8 @@ def next_interval_and_value(fetch_count, change_count, first_fetched_at, last_fe
     post, w, shape, changes = _weighted_posterior(fetch_count, change_count, first_fetched_at, last_fetched_at,
                                                   importance, rates, unchanged_s, change_span_s, exposure_changes,
                                                   rate_prior)
-    table = (post @ gain) * w[:, None]
-    extra = None
-    if information_horizon_s > 0:
-        learns = changes <= float(information_max_changes)
-        if learns.any():
-            extra = np.zeros_like(table)
-            extra[learns] = float(information_horizon_s) * information_value(post[learns], w[learns],
-                                                                             float(fetch_value_s), rates, intervals)
-            table = np.maximum.accumulate(table + extra, axis=1)
+    table, extra = _value_table_with_information(post, w, changes, grids, information_horizon_s, fetch_value_s,
+                                                 information_max_changes)
     interval = _interval_from_table(table, fetch_value_s, intervals)
 
     def value_at(at: np.ndarray) -> np.ndarray:
@@ -467,6 +465,22 @@ def next_interval_and_value(fetch_count, change_count, first_fetched_at, last_fe
 
 
 # --------------------------------------------------------------------------- learning
+
+def _value_table_with_information(post, w, changes, grids, horizon_s: float, fetch_value_s: float,
+                                  max_changes: float) -> tuple[np.ndarray, np.ndarray | None]:
+    """(E_posterior[w ∂F/∂f] at each grid interval, N × J, plus ``horizon_s`` × information_value
+    at ``fetch_value_s`` for the rows with at most ``max_changes`` dated changes, made
+    non-decreasing along J; the part added, None when nothing was)."""
+    rates, intervals, gain = grids
+    table = (post @ gain) * w[:, None]
+    learns = changes <= float(max_changes)
+    if not (horizon_s > 0 and math.isfinite(float(fetch_value_s)) and learns.any()):
+        return table, None
+    extra = np.zeros_like(table)
+    extra[learns] = float(horizon_s) * information_value(post[learns], w[learns], float(fetch_value_s), rates,
+                                                         intervals)
+    return np.maximum.accumulate(table + extra, axis=1), extra
+
 
 # fit_rate_prior: EM steps from the log-uniform prior, the share of it kept, the histories needed.
 RATE_PRIOR_STEPS = 3
@@ -489,7 +503,7 @@ def fit_rate_prior(fetch_count, change_count, first_fetched_at, last_fetched_at,
     minute parked as "too fast to be worth a fetch"). A per-grid-point mean over rows (mergeable
     across partitions). None with fewer than RATE_PRIOR_MIN_HISTORIES histories that saw
     anything."""
-    rates = _grids(float(prior_min_change_s), float(prior_max_change_s), 1.0, 2.0)[0]
+    rates = _rate_grid(float(prior_min_change_s), float(prior_max_change_s))
     x, unchanged, cbar, known = exposure(fetch_count, change_count, first_fetched_at, last_fetched_at,
                                           unchanged_s, change_span_s, exposure_changes)
     x, unchanged, cbar, known = (np.atleast_1d(v).ravel() for v in np.broadcast_arrays(x, unchanged, cbar, known))
@@ -585,16 +599,12 @@ def calibrate_fetch_value(fetch_count, change_count, first_fetched_at, last_fetc
     (a first fit's μ: it is what a fetch costs there)."""
     grids = _grids(float(prior_min_change_s), float(prior_max_change_s), float(min_interval_s),
                    float(max_interval_s))
-    rates, intervals, gain = grids
+    rates, intervals, _ = grids
     post, w, _, changes = _weighted_posterior(fetch_count, change_count, first_fetched_at, last_fetched_at,
                                               importance, rates, unchanged_s, change_span_s, exposure_changes,
                                               rate_prior)
-    table = (post @ gain) * w[:, None]
-    learns = changes <= float(information_max_changes)
-    if information_horizon_s > 0 and math.isfinite(information_fetch_value_s) and learns.any():
-        table[learns] += float(information_horizon_s) * information_value(
-            post[learns], w[learns], float(information_fetch_value_s), rates, intervals)
-        table = np.maximum.accumulate(table, axis=1)
+    table, _ = _value_table_with_information(post, w, changes, grids, information_horizon_s,
+                                             information_fetch_value_s, information_max_changes)
     budget = float(fetches_per_s)
     count = table.shape[0]
     if count / float(min_interval_s) <= budget:
