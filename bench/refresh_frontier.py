@@ -20,8 +20,14 @@ What:     per seed, budget share and cycle length, the crawler's fetches (its fi
           left at schedule.max_interval_s after at most PARKED_CHANGES dated changes (two
           short Last-Modified ages make a page changing every minute look like one changing every
           few seconds, too fast to be worth a fetch, and it is not looked at again).
+          And two references for the third target, "no change class or kind staler than under uniform
+          refresh": uniform refresh itself (equal frequencies), and W^0.75 with the weights of
+          bench/uniform_floor.py that leave no class or kind staler than uniform refresh (true rates,
+          steady state), raised further (3 % a round, at most FLOOR_ROUNDS) for any group still
+          staler than uniform refresh in this replay's own score: can even an oracle that knows the
+          rates, the classes and the change times' outcome meet all three targets in a run?
 Prints:   per run, ours, ours with true rates and each W^a as plain / weighted shares of their
-          optima; per policy, the lowest of each over all runs (the targets are met together
+          optima, and the groups ours and the floored oracle leave staler than uniform refresh; per policy, the lowest of each over all runs (the targets are met together
           where both are above them); the parked pages and the plain freshness they lost against
           the plain optimum; and fetches per page by kind and change class for ours, W^0.5, W^1.
 Scores:   ``realized`` (the default, as the live benchmark): the share of the window each page's
@@ -48,6 +54,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import finish, machine_facts  # noqa: E402
+import uniform_floor  # noqa: E402  (bench/uniform_floor.py)
 from crawl.crawldb import schedule  # noqa: E402
 from tests import test_refresh_allocation as replay  # noqa: E402
 from tests.conftest import make_config  # noqa: E402
@@ -57,6 +64,11 @@ EXPONENTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 KINDS = ("home", "important", "normal", "deep")
 CLASSES = ("fast", "medium", "slow", "never")
 TRUE_RATES = "ours, true rates"
+# The oracle of issue 32's third target: C&G-M with the true rates for W^FLOOR_EXPONENT, its groups'
+# weights raised until no change class or kind is staler than under uniform refresh (analytically).
+FLOOR_EXPONENT = 0.75
+FLOORED = f"W^{FLOOR_EXPONENT}, floor"
+FLOOR_ROUNDS = 150
 # A pinned history: this many seconds known unchanged, with λ·PIN_S changes each dated to the second.
 PIN_S = 1e7
 PARKED_CHANGES = 3
@@ -148,7 +160,23 @@ def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str], scor
     policies = {"ours": events, TRUE_RATES: oracle_events}
     for a in EXPONENTS:
         policies[f"W^{a}"] = replay.replay_credits(web, optimal_frequencies(rate, w ** a, budget), first, refetches)
+    n = len(web.kind)
     score_of = expected_freshness if score == "expected" else replay.freshness
+    groups = uniform_floor.change_groups(web.mean, web.kind)
+    policies["uniform"] = replay.replay_credits(web, np.full(n, budget / n), first, refetches)
+    uniform = score_of(web, policies["uniform"], t_lo, t_hi)
+    # the floor's weights as bench/uniform_floor.py fits them (steady state), then raised 3 % a round
+    # for every group still staler than uniform refresh in this replay's own score
+    floored, _ = uniform_floor.floored_weights(rate, w ** FLOOR_EXPONENT, budget, groups,
+                                               uniform_floor.freshness(rate, np.full(n, n / budget)))
+    for _ in range(FLOOR_ROUNDS):
+        policies[FLOORED] = replay.replay_credits(web, optimal_frequencies(rate, floored, budget), first, refetches)
+        got = score_of(web, policies[FLOORED], t_lo, t_hi)
+        below = [g for g, members in groups.items() if got[members].mean() < uniform[members].mean()]
+        for g in below:
+            floored[groups[g]] *= uniform_floor.STEP
+        if not below:
+            break
     fresh = {name: score_of(web, ev, t_lo, t_hi) for name, ev in policies.items()}
     plain_opt, weighted_opt = fresh["W^0.0"].mean(), fresh["W^1.0"] @ w
     classes = change_class(web.mean)
@@ -162,6 +190,8 @@ def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str], scor
     parked = np.array([is_parked(page) for page in range(len(web.kind))])
     lost = fresh["W^0.0"] - fresh["ours"]
     out = {"seed": seed, "share": share, "cycle_s": cycle_s, "shares": {}, "fetches_per_page": {},
+           "below_uniform": {name: [g for g, members in groups.items() if f[members].mean() < fresh["uniform"][members].mean()]
+                             for name, f in fresh.items() if name != "uniform"},
            "parked": {"pages": int(parked.sum()), "mean_change_s": [round(float(m)) for m in web.mean[parked]],
                       "plain_lost": round(float(lost[parked].sum()), 3), "plain_lost_all": round(float(lost.sum()), 3)}}
     for name, ev in policies.items():
@@ -201,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         for n, (p, q) in res["lowest"].items():
             print(f"  {n:16s} plain {p:.4f}  weighted {q:.4f}" + ("  both met" if p >= 0.97 and q >= 0.98 else "")
                   + "   (mean {:.4f} / {:.4f})".format(*res["mean"][n]))
+        print(f"groups (change class, kind) staler than under uniform refresh, ours | {FLOORED}:")
+        for r in res["runs"]:
+            b = r["below_uniform"]
+            print(f"  seed {r['seed']} share {r['share']} cycle {r['cycle_s']:g}: {b['ours'] or '-'} | {b[FLOORED] or '-'}")
         print("pages ours parked at max_interval_s that change every 1 min ... 2 h (their mean change times),")
         print("and the plain freshness (in pages) they lost against the plain optimum, of all ours lost:")
         for r in res["runs"]:

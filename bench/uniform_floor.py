@@ -8,10 +8,14 @@ tests/test_refresh_allocation.py (4 hosts x 40 pages: kinds home / important / n
 Run:      PYTHONPATH=. .venv/bin/python bench/uniform_floor.py [--seeds 1,2,3] [--shares 0.125,0.25]
           [--cycle-s 32] [--out-json FILE]
 What:     per seed and budget (share x pages per cycle of --cycle-s seconds), Cho & Garcia-Molina's optimal
-          allocation for the weights W^0 (plain) and W^0.5, then the same with the constraint that every
+          allocation for the weights W^0 (plain), W^0.5 and W^0.75, then the same with the constraint that every
           class and every kind is at least as fresh as under uniform refresh of the same budget: the
           constraint's Lagrange multipliers are weights on the groups' pages, found by raising the
-          weight of every group below its floor by 3 % until none is.
+          weight of every group below its floor by 3 % until none is. Then three floors a crawler
+          could hold without knowing where the benchmark puts its class boundaries (60 s, 600 s),
+          each scored on those classes: the same floor on bands of the change rate (1 or 2 per
+          decade of mean time between changes) and the kinds, and a floor on every page that
+          changes (none waits longer than the uniform period).
 Prints:   per run, each allocation's plain freshness ÷ the plain optimum and weighted ÷ the weighted
           optimum, and whether every group is at least as fresh as under uniform refresh.
 """
@@ -42,42 +46,85 @@ def freshness(rate: np.ndarray, interval: np.ndarray) -> np.ndarray:
     return np.where(rate == 0, 1.0, np.where(np.isinf(interval), 0.0, f))
 
 
-def allocate(rate: np.ndarray, weight: np.ndarray, budget_per_s: float) -> np.ndarray:
-    """C&G-M's optimal intervals for these weights at the budget (bisection on the multiplier)."""
+def allocate(rate: np.ndarray, weight: np.ndarray, budget_per_s: float, cap: float = math.inf) -> np.ndarray:
+    """C&G-M's optimal intervals for these weights at the budget (bisection on the multiplier); with
+    ``cap``, no page that changes waits longer than ``cap`` seconds."""
+    def intervals(mu: float) -> np.ndarray:
+        interval = np.asarray(schedule.optimal_interval(rate, weight, mu))
+        return np.where(rate > 0, np.minimum(interval, cap), interval)
     lo, hi = 1e-8, 1e8
     for _ in range(200):
         mu = math.sqrt(lo * hi)
-        interval = np.asarray(schedule.optimal_interval(rate, weight, mu))
-        lo, hi = (mu, hi) if np.sum(np.where(np.isinf(interval), 0.0, 1.0 / interval)) > budget_per_s else (lo, mu)
-    return np.asarray(schedule.optimal_interval(rate, weight, hi))
+        lo, hi = (mu, hi) if np.sum(np.where(np.isinf(iv := intervals(mu)), 0.0, 1.0 / iv)) > budget_per_s else (lo, mu)
+    return intervals(hi)
+
+
+def floored_weights(rate: np.ndarray, weight: np.ndarray, budget_per_s: float, groups: dict[str, np.ndarray],
+                    floor: np.ndarray, rounds: int = ROUNDS) -> tuple[np.ndarray, list[str]]:
+    """``weight`` with every group's pages raised by STEP per round while the group's mean F at the
+    C&G-M optimum is below its mean ``floor`` (the constraint's Lagrange multipliers as weights):
+    the weights, and the groups still below after ``rounds``."""
+    weight = weight.copy()
+    below: list[str] = []
+    for _ in range(rounds):
+        fresh = freshness(rate, allocate(rate, weight, budget_per_s))
+        below = [g for g, members in groups.items() if fresh[members].mean() < floor[members].mean() - 1e-4]
+        if not below:
+            break
+        for g in below:
+            weight[groups[g]] *= STEP
+    return weight, below
+
+
+def change_groups(mean: np.ndarray, kind: np.ndarray) -> dict[str, np.ndarray]:
+    """The benchmark's change classes (fast < 60 s, medium < 600 s, slow) and page kinds, as masks."""
+    classes = np.where(np.isinf(mean), "never", np.where(mean < 60, "fast", np.where(mean < 600, "medium", "slow")))
+    return {**{c: classes == c for c in ("fast", "medium", "slow")}, **{k: kind == k for k in WEIGHTS}}
+
+
+def rate_bands(mean: np.ndarray, per_decade: int) -> dict[str, np.ndarray]:
+    """Groups a crawler could floor without knowing the benchmark's classes: the changing pages in
+    bands of mean time between changes, ``per_decade`` bands per factor of 10."""
+    band = np.floor(np.log10(np.where(np.isinf(mean), 1.0, mean)) * per_decade)
+    return {f"1e{b / per_decade:g} s": (band == b) & ~np.isinf(mean) for b in np.unique(band[~np.isinf(mean)])}
 
 
 def one_run(seed: int, share: float, cycle_s: float) -> dict:
     web = replay.Web(seed)
     n = len(web.kind)
     rate = np.where(np.isinf(web.mean), 0.0, 1.0 / web.mean)
-    classes = np.where(np.isinf(web.mean), "never", np.where(web.mean < 60, "fast",
-                                                              np.where(web.mean < 600, "medium", "slow")))
     w = np.array([WEIGHTS[k] for k in web.kind])
     budget = share * n / cycle_s
     uniform = freshness(rate, np.full(n, n / budget))
-    groups = {**{c: classes == c for c in ("fast", "medium", "slow")}, **{k: web.kind == k for k in WEIGHTS}}
+    groups = change_groups(web.mean, web.kind)
     plain_opt = freshness(rate, allocate(rate, np.ones(n), budget)).mean()
     weighted_opt = freshness(rate, allocate(rate, w, budget)) @ w
     out = {"seed": seed, "share": share, "cycle_s": cycle_s, "allocations": {}}
-    for name, base in (("W^0", np.ones(n)), ("W^0.5", np.sqrt(w))):
+    for name, base in (("W^0", np.ones(n)), ("W^0.5", np.sqrt(w)), ("W^0.75", w ** 0.75)):
         for constrained in (False, True):
-            weight = base.copy()
-            for _ in range(ROUNDS if constrained else 1):
-                fresh = freshness(rate, allocate(rate, weight, budget))
+            weight, below = floored_weights(rate, base, budget, groups, uniform, ROUNDS if constrained else 0)
+            fresh = freshness(rate, allocate(rate, weight, budget))
+            if not constrained:
                 below = [g for g, members in groups.items() if fresh[members].mean() < uniform[members].mean() - 1e-4]
-                if not constrained or not below:
-                    break
-                for g in below:
-                    weight[groups[g]] *= STEP
             key = name + (", no group below uniform" if constrained else "")
             out["allocations"][key] = {"plain": float(fresh.mean() / plain_opt), "weighted": float(fresh @ w / weighted_opt),
                                        "groups_below_uniform": below}
+    # floors that do not know the benchmark's classes: on bands of change rates (and the kinds), or on
+    # every page that changes (none waits longer than the uniform period); scored on the classes
+    base = np.sqrt(w)
+    generic = {f"W^0.5, floor on {k} rate bands per decade and kinds": {**rate_bands(web.mean, k),
+                                                                        **{g: groups[g] for g in WEIGHTS}}
+               for k in (1, 2)}
+    for key, floored in generic.items():
+        weight, _ = floored_weights(rate, base, budget, floored, uniform)
+        fresh = freshness(rate, allocate(rate, weight, budget))
+        out["allocations"][key] = {"plain": float(fresh.mean() / plain_opt), "weighted": float(fresh @ w / weighted_opt),
+                                   "groups_below_uniform": [g for g, m in groups.items()
+                                                            if fresh[m].mean() < uniform[m].mean() - 1e-4]}
+    fresh = freshness(rate, allocate(rate, base, budget, cap=n / budget))
+    out["allocations"]["W^0.5, every changing page at least as often as uniform"] = {
+        "plain": float(fresh.mean() / plain_opt), "weighted": float(fresh @ w / weighted_opt),
+        "groups_below_uniform": [g for g, m in groups.items() if fresh[m].mean() < uniform[m].mean() - 1e-4]}
     return out
 
 
