@@ -7,7 +7,7 @@ pages of kinds home / important / normal / deep, weights 4 / 2 / 1 / 0.5).
 
 Run:      PYTHONPATH=. .venv/bin/python bench/refresh_frontier.py [--seeds 1,2,3] [--shares 0.25,0.125]
           [--cycle-s 16,32] [--conf schedule.score_exponent=0.35 ...] [--score realized|expected]
-          [--out-json FILE]
+          [--floor-rounds 150] [--out-json FILE]
 What:     per seed, budget share and cycle length, the crawler's fetches (its first fetches and its
           refetch count per cycle are then given to every other allocation, as the live benchmark
           does), and Cho & Garcia-Molina's optimal allocation with the TRUE change rates for the
@@ -23,7 +23,7 @@ What:     per seed, budget share and cycle length, the crawler's fetches (its fi
           And two references for the third target, "no change class or kind staler than under uniform
           refresh": uniform refresh itself (equal frequencies), and W^0.75 with the weights of
           bench/uniform_floor.py that leave no class or kind staler than uniform refresh (true rates,
-          steady state), raised further (3 % a round, at most FLOOR_ROUNDS) for any group still
+          steady state), raised further (3 % a round, at most --floor-rounds) for any group still
           staler than uniform refresh in this replay's own score: can even an oracle that knows the
           rates, the classes and the change times' outcome meet all three targets in a run?
 Prints:   per run, ours, ours with true rates and each W^a as plain / weighted shares of their
@@ -137,7 +137,8 @@ def change_class(mean: np.ndarray) -> np.ndarray:
     return np.where(np.isinf(mean), "never", np.where(mean < 60, "fast", np.where(mean < 600, "medium", "slow")))
 
 
-def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str], score: str = "realized") -> dict:
+def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str], score: str = "realized",
+            floor_rounds: int = FLOOR_ROUNDS) -> dict:
     replay.CYCLE_S = cycle_s
     web = replay.Web(seed)
     top_n = int(share * len(web.kind))
@@ -169,14 +170,14 @@ def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str], scor
     # for every group still staler than uniform refresh in this replay's own score
     floored, _ = uniform_floor.floored_weights(rate, w ** FLOOR_EXPONENT, budget, groups,
                                                uniform_floor.freshness(rate, np.full(n, n / budget)))
-    for _ in range(FLOOR_ROUNDS):
+    for round_ in range(max(floor_rounds, 0) + 1):
         policies[FLOORED] = replay.replay_credits(web, optimal_frequencies(rate, floored, budget), first, refetches)
         got = score_of(web, policies[FLOORED], t_lo, t_hi)
         below = [g for g, members in groups.items() if got[members].mean() < uniform[members].mean()]
+        if not below or round_ == floor_rounds:
+            break
         for g in below:
             floored[groups[g]] *= uniform_floor.STEP
-        if not below:
-            break
     fresh = {name: score_of(web, ev, t_lo, t_hi) for name, ev in policies.items()}
     plain_opt, weighted_opt = fresh["W^0.0"].mean(), fresh["W^1.0"] @ w
     classes = change_class(web.mean)
@@ -212,10 +213,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="a crawler setting for the replay, e.g. schedule.score_exponent=0.35")
     parser.add_argument("--score", choices=("realized", "expected"), default="realized",
                         help="realized freshness (as the live benchmark) or its expectation given the fetch times")
+    parser.add_argument("--floor-rounds", type=int, default=FLOOR_ROUNDS,
+                        help=f"rounds of the floored oracle's tuning on the replay's own score ({FLOOR_ROUNDS}; 0: as fitted in steady state)")
     parser.add_argument("--out-json")
     args = parser.parse_args(argv)
     confs = dict(c.split("=", 1) for c in args.conf)
-    runs = [one_run(int(s), float(b), float(c), confs, args.score) for s in args.seeds.split(",")
+    runs = [one_run(int(s), float(b), float(c), confs, args.score, args.floor_rounds) for s in args.seeds.split(",")
             for b in args.shares.split(",") for c in args.cycle_s.split(",")]
     names = list(runs[0]["shares"])
     lowest = {n: [min(r["shares"][n][i] for r in runs) for i in (0, 1)] for n in names}
