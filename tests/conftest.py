@@ -32,7 +32,14 @@ FAST = {
     # own collector (G1) too, not the documented throughput one: the suite's figures were taken so.
     "spark.jit": "quick",
     "spark.jvm_options": "",
+    # No MLflow run: a crawl's MLflow bookkeeping (a new SQLite store, its schema migrations, metrics
+    # per step, the charts) cost ~8 CPU s per crawl of the tests (docs/development.md). The tests of
+    # tracking itself (tests/test_tracking.py, the Airflow DAG run) crawl with TRACKED; the cycles
+    # table is written either way.
+    "mlflow.tracking_uri": "off",
 }
+# FAST with MLflow as shipped (a SQLite store in the crawl root)
+TRACKED = {**FAST, "mlflow.tracking_uri": ""}
 
 
 def make_config(**overrides):

@@ -32,7 +32,7 @@ import pytest
 
 from jobs import inject
 from jobs.engine.crawl_root import CrawlRoot
-from tests.conftest import FAST, make_config, write_seeds
+from tests.conftest import FAST, TRACKED, make_config, write_seeds
 from tests.expected import reachable
 from tests.politeness import assert_polite
 
@@ -490,7 +490,7 @@ def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
         # the JIT compiler as shipped (spark.jit "auto": each task runs one step, so the quick
         # compiler alone), which every task's JVM reports in its log (-XX:+PrintFlagsFinal, below)
         state = tmp_path / "state"
-        conf = {**{k: v for k, v in FAST.items() if k != "spark.jit"}, "generate.top_n": (len(urls) + 1) // 2,
+        conf = {**{k: v for k, v in TRACKED.items() if k != "spark.jit"}, "generate.top_n": (len(urls) + 1) // 2,
                 "spark.jvm_options": f"{FAST['spark.jvm_options']} -XX:+PrintFlagsFinal".strip()}
         params = {"crawl_root": root, "spark_master": FAST["spark.master"], "deltacrawl_bin": DELTACRAWL,
                   "conf": [f"{k}={v}" for k, v in conf.items() if k != "spark.master"]}

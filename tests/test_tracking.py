@@ -12,9 +12,9 @@ import pytest
 from crawl.crawldb.status import FetchStatus
 from crawl.tracking import (MAX_PARAM_CHARS, StepFigures, config_params, cycle_metrics, cycle_row,
                             latency_percentiles, politeness_efficiency, store_name, tracking_store)
-from tests.conftest import FAST, write_seeds
+from tests.conftest import TRACKED, write_seeds
 
-CONF = [arg for k, v in FAST.items() for arg in ("--conf", f"{k}={v}")]
+CONF = [arg for k, v in TRACKED.items() for arg in ("--conf", f"{k}={v}")]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -235,7 +235,7 @@ def test_tracking_prints_nothing(tracked):
 def test_run_params_are_the_effective_config(tracked):
     from crawl.config import build_config
     params = tracked.runs[0].data.params
-    cfg = build_config(overrides=FAST)
+    cfg = build_config(overrides=TRACKED)
     assert set(params) == set(cfg)
     assert params["fetch.delay_s"] == "0.2" and params["spark.master"] == "local[2]"
     assert params["mlflow.experiment"] == "deltacrawl"
@@ -401,7 +401,7 @@ def test_steps_given_a_crawl_id_make_one_mlflow_run(by_hand, spark, tmp_path, ca
     assert cli.main(["dedup", by_hand.segment, "--cycle", "1", *run_opts]) == 0
     run = the_run()
     assert run.info.status == "RUNNING" and run.info.run_name == "dag/run:1"
-    assert run.data.params["fetch.delay_s"] == str(FAST["fetch.delay_s"])
+    assert run.data.params["fetch.delay_s"] == str(TRACKED["fetch.delay_s"])
     assert [m.step for m in client.get_metric_history(run.info.run_id, "dedup/pages")] == [1]
     assert "seconds/cycle" not in run.data.metrics  # logged by update, from all of the cycle's rows
     assert cli.main(["stats", "--crawl-id", "dag/run:1", "--crawl-root", by_hand.root, "--mlflow-uri", uri,
