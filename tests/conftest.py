@@ -33,7 +33,8 @@ FAST = {
     "spark.jit": "quick",
     "spark.jvm_options": "",
     # No MLflow run: a crawl's MLflow bookkeeping (a new SQLite store, its schema migrations, metrics
-    # per step, the charts) cost ~8 CPU s per crawl of the tests (docs/development.md). The tests of
+    # per step, the charts) made test_e2e.py and test_sql.py cost 312 CPU s instead of 279
+    # (docs/development.md). The tests of
     # tracking itself (tests/test_tracking.py, the Airflow DAG run) crawl with TRACKED; the cycles
     # table is written either way.
     "mlflow.tracking_uri": "off",
