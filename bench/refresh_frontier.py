@@ -59,7 +59,7 @@ from crawl.crawldb import schedule  # noqa: E402
 from tests import test_refresh_allocation as replay  # noqa: E402
 from tests.conftest import make_config  # noqa: E402
 
-WEIGHTS = {"home": 4.0, "important": 2.0, "normal": 1.0, "deep": 0.5}
+WEIGHTS = uniform_floor.WEIGHTS
 EXPONENTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 KINDS = ("home", "important", "normal", "deep")
 CLASSES = ("fast", "medium", "slow", "never")
@@ -133,10 +133,6 @@ def expected_freshness(web: "replay.Web", events, t_lo: float, t_hi: float) -> n
     return fresh / (t_hi - t_lo)
 
 
-def change_class(mean: np.ndarray) -> np.ndarray:
-    return np.where(np.isinf(mean), "never", np.where(mean < 60, "fast", np.where(mean < 600, "medium", "slow")))
-
-
 def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str], score: str = "realized",
             floor_rounds: int = FLOOR_ROUNDS) -> dict:
     replay.CYCLE_S = cycle_s
@@ -173,14 +169,14 @@ def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str], scor
     for round_ in range(max(floor_rounds, 0) + 1):
         policies[FLOORED] = replay.replay_credits(web, optimal_frequencies(rate, floored, budget), first, refetches)
         got = score_of(web, policies[FLOORED], t_lo, t_hi)
-        below = [g for g, members in groups.items() if got[members].mean() < uniform[members].mean()]
+        below = uniform_floor.groups_below(got, uniform, groups, tolerance=0.0)
         if not below or round_ == floor_rounds:
             break
         for g in below:
             floored[groups[g]] *= uniform_floor.STEP
     fresh = {name: score_of(web, ev, t_lo, t_hi) for name, ev in policies.items()}
     plain_opt, weighted_opt = fresh["W^0.0"].mean(), fresh["W^1.0"] @ w
-    classes = change_class(web.mean)
+    classes = uniform_floor.change_class(web.mean)
     max_interval = float(cfg["schedule.max_interval_s"])
 
     def is_parked(page: int) -> bool:
@@ -191,7 +187,7 @@ def one_run(seed: int, share: float, cycle_s: float, confs: dict[str, str], scor
     parked = np.array([is_parked(page) for page in range(len(web.kind))])
     lost = fresh["W^0.0"] - fresh["ours"]
     out = {"seed": seed, "share": share, "cycle_s": cycle_s, "shares": {}, "fetches_per_page": {},
-           "below_uniform": {name: [g for g, members in groups.items() if f[members].mean() < fresh["uniform"][members].mean()]
+           "below_uniform": {name: uniform_floor.groups_below(f, fresh["uniform"], groups, tolerance=0.0)
                              for name, f in fresh.items() if name != "uniform"},
            "parked": {"pages": int(parked.sum()), "mean_change_s": [round(float(m)) for m in web.mean[parked]],
                       "plain_lost": round(float(lost[parked].sum()), 3), "plain_lost_all": round(float(lost.sum()), 3)}}

@@ -59,6 +59,12 @@ def allocate(rate: np.ndarray, weight: np.ndarray, budget_per_s: float, cap: flo
     return intervals(hi)
 
 
+def groups_below(fresh: np.ndarray, floor: np.ndarray, groups: dict[str, np.ndarray],
+                 tolerance: float = 1e-4) -> list[str]:
+    """The groups whose mean ``fresh`` is below their mean ``floor`` (by more than ``tolerance``)."""
+    return [g for g, members in groups.items() if fresh[members].mean() < floor[members].mean() - tolerance]
+
+
 def floored_weights(rate: np.ndarray, weight: np.ndarray, budget_per_s: float, groups: dict[str, np.ndarray],
                     floor: np.ndarray, rounds: int = ROUNDS) -> tuple[np.ndarray, list[str]]:
     """``weight`` with every group's pages raised by STEP per round while the group's mean F at the
@@ -68,7 +74,7 @@ def floored_weights(rate: np.ndarray, weight: np.ndarray, budget_per_s: float, g
     below: list[str] = []
     for _ in range(rounds):
         fresh = freshness(rate, allocate(rate, weight, budget_per_s))
-        below = [g for g, members in groups.items() if fresh[members].mean() < floor[members].mean() - 1e-4]
+        below = groups_below(fresh, floor, groups)
         if not below:
             break
         for g in below:
@@ -76,9 +82,14 @@ def floored_weights(rate: np.ndarray, weight: np.ndarray, budget_per_s: float, g
     return weight, below
 
 
+def change_class(mean: np.ndarray) -> np.ndarray:
+    """Each page's change class by its mean time between changes: fast < 60 s, medium < 600 s, slow, never."""
+    return np.where(np.isinf(mean), "never", np.where(mean < 60, "fast", np.where(mean < 600, "medium", "slow")))
+
+
 def change_groups(mean: np.ndarray, kind: np.ndarray) -> dict[str, np.ndarray]:
     """The benchmark's change classes (fast < 60 s, medium < 600 s, slow) and page kinds, as masks."""
-    classes = np.where(np.isinf(mean), "never", np.where(mean < 60, "fast", np.where(mean < 600, "medium", "slow")))
+    classes = change_class(mean)
     return {**{c: classes == c for c in ("fast", "medium", "slow")}, **{k: kind == k for k in WEIGHTS}}
 
 
@@ -100,31 +111,23 @@ def one_run(seed: int, share: float, cycle_s: float) -> dict:
     plain_opt = freshness(rate, allocate(rate, np.ones(n), budget)).mean()
     weighted_opt = freshness(rate, allocate(rate, w, budget)) @ w
     out = {"seed": seed, "share": share, "cycle_s": cycle_s, "allocations": {}}
+
+    def record(key: str, interval: np.ndarray) -> None:
+        fresh = freshness(rate, interval)
+        out["allocations"][key] = {"plain": float(fresh.mean() / plain_opt), "weighted": float(fresh @ w / weighted_opt),
+                                   "groups_below_uniform": groups_below(fresh, uniform, groups)}
     for name, base in (("W^0", np.ones(n)), ("W^0.5", np.sqrt(w)), ("W^0.75", w ** 0.75)):
-        for constrained in (False, True):
-            weight, below = floored_weights(rate, base, budget, groups, uniform, ROUNDS if constrained else 0)
-            fresh = freshness(rate, allocate(rate, weight, budget))
-            if not constrained:
-                below = [g for g, members in groups.items() if fresh[members].mean() < uniform[members].mean() - 1e-4]
-            key = name + (", no group below uniform" if constrained else "")
-            out["allocations"][key] = {"plain": float(fresh.mean() / plain_opt), "weighted": float(fresh @ w / weighted_opt),
-                                       "groups_below_uniform": below}
+        record(name, allocate(rate, base, budget))
+        weight, _ = floored_weights(rate, base, budget, groups, uniform)
+        record(name + ", no group below uniform", allocate(rate, weight, budget))
     # floors that do not know the benchmark's classes: on bands of change rates (and the kinds), or on
     # every page that changes (none waits longer than the uniform period); scored on the classes
     base = np.sqrt(w)
-    generic = {f"W^0.5, floor on {k} rate bands per decade and kinds": {**rate_bands(web.mean, k),
-                                                                        **{g: groups[g] for g in WEIGHTS}}
-               for k in (1, 2)}
-    for key, floored in generic.items():
-        weight, _ = floored_weights(rate, base, budget, floored, uniform)
-        fresh = freshness(rate, allocate(rate, weight, budget))
-        out["allocations"][key] = {"plain": float(fresh.mean() / plain_opt), "weighted": float(fresh @ w / weighted_opt),
-                                   "groups_below_uniform": [g for g, m in groups.items()
-                                                            if fresh[m].mean() < uniform[m].mean() - 1e-4]}
-    fresh = freshness(rate, allocate(rate, base, budget, cap=n / budget))
-    out["allocations"]["W^0.5, every changing page at least as often as uniform"] = {
-        "plain": float(fresh.mean() / plain_opt), "weighted": float(fresh @ w / weighted_opt),
-        "groups_below_uniform": [g for g, m in groups.items() if fresh[m].mean() < uniform[m].mean() - 1e-4]}
+    for k in (1, 2):
+        weight, _ = floored_weights(rate, base, budget, {**rate_bands(web.mean, k), **{g: groups[g] for g in WEIGHTS}},
+                                    uniform)
+        record(f"W^0.5, floor on {k} rate bands per decade and kinds", allocate(rate, weight, budget))
+    record("W^0.5, every changing page at least as often as uniform", allocate(rate, base, budget, cap=n / budget))
     return out
 
 
