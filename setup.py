@@ -66,6 +66,16 @@ setup(
         "publicsuffixlist>=1.0",
         # splitting `deltacrawl sql` scripts into statements (crawl/sqltext.py)
         "sqlparse>=0.5",
+        # DNS through the servers fetch.dns_servers names, with each answer's TTL (crawl/fetch/dns.py):
+        # c-ares, the resolver aiohttp's own AsyncResolver uses
+        "aiodns>=3.2",
+        # Content-Encoding br and zstd (crawl/fetch/http.py), decoded under the same limits as gzip
+        "brotli>=1.1",
+        "zstandard>=0.22",
+        # the bundled test web as the internet looks: a local CA and certificates for its names
+        # (crawl/devweb/tls.py) and a DNS server on loopback answering them (crawl/devweb/dns.py)
+        "trustme>=1.1",
+        "dnslib>=0.9.24",
     ],
     extras_require={"test": ["pytest>=8", "hypothesis>=6.100",
                              # make test runs the suite on two workers, a test module each
