@@ -348,3 +348,58 @@ def test_feeds_keep_the_sitemap_safety():
     many = "<rss><channel>" + "".join(f"<item><link>http://a.com/{i}</link></item>" for i in range(50)) + "</channel></rss>"
     capped = parse(many, max_urls=10)
     assert len(capped.urls) == 10 and capped.truncated
+
+
+def test_relative_rss_links_resolve_against_the_feed_url():
+    rss = """<rss version="2.0"><channel><title>news</title><link>/</link>
+  <item><link>/one</link><pubDate>Fri, 04 Dec 2026 10:00:00 GMT</pubDate></item>
+  <item><link>two.html</link></item>
+  <item><link>../three?x=1#top</link></item>
+  <item><link>//a.com/four</link></item>
+  <item><link>//b.com/elsewhere</link></item>
+  <item><link>javascript:void(0)</link></item>
+</channel></rss>"""
+    result = parse(rss, url="http://a.com/news/feed.xml")
+    assert [e.url for e in result.urls] == ["http://a.com/one", "http://a.com/news/two.html",
+                                            "http://a.com/three?x=1", "http://a.com/four"]
+    assert result.urls[0].lastmod == datetime(2026, 12, 4, 10, tzinfo=timezone.utc).timestamp()
+    assert result.rejected == {"other_host": 1, check_url("javascript:void(0)")[1]: 1}
+
+
+def test_relative_atom_links_resolve_against_the_feed_url_and_xml_base():
+    atom = """<feed xmlns="http://www.w3.org/2005/Atom" xml:base="/blog/">
+  <entry><link href="2026/one"/><updated>2026-12-02T08:00:00Z</updated></entry>
+  <entry xml:base="archive/"><link href="two"/></entry>
+  <entry><link xml:base="/other/" href="three"/></entry>
+  <entry xml:base="http://a.com/abs/"><link href="four"/></entry>
+  <entry xml:base="http://b.com/"><link href="five"/></entry>
+  <entry><link rel="edit" href="edit/6"/><link href="/six"/></entry>
+</feed>"""
+    result = parse(atom, url="http://a.com/feeds/atom.xml")
+    assert [e.url for e in result.urls] == ["http://a.com/blog/2026/one", "http://a.com/blog/archive/two",
+                                            "http://a.com/other/three", "http://a.com/abs/four", "http://a.com/six"]
+    assert result.urls[0].lastmod == datetime(2026, 12, 2, 8, tzinfo=timezone.utc).timestamp()
+    assert result.rejected == {"other_host": 1}
+    # without xml:base, the feed's own URL is the base
+    plain = parse(atom.replace(' xml:base="/blog/"', ""), url="http://a.com/feeds/atom.xml")
+    assert plain.urls[0].url == "http://a.com/feeds/2026/one"
+
+
+def test_rss_xml_base_is_honoured_and_a_bad_one_ignored():
+    rss = """<rss version="2.0" xmlns:xml="http://www.w3.org/XML/1998/namespace"><channel xml:base="http://a.com/c/">
+  <item><link>one</link></item>
+  <item xml:base="sub/"><link>two</link></item>
+  <item xml:base="http://[bad"><link>three</link></item>
+</channel></rss>"""
+    result = parse(rss, url="http://a.com/feed.xml")
+    assert [e.url for e in result.urls] == ["http://a.com/c/one", "http://a.com/c/sub/two", "http://a.com/c/three"]
+
+
+def test_sitemap_loc_stays_absolute_only_whatever_xml_base_says():
+    body = ('<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xml:base="http://a.com/">'
+            "<url><loc>/relative</loc></url><url><loc>http://a.com/abs</loc></url></urlset>")
+    result = parse(body)
+    assert [e.url for e in result.urls] == ["http://a.com/abs"]
+    assert result.rejected == {check_url("/relative")[1]: 1}
+    index = '<sitemapindex><sitemap><loc>child.xml</loc></sitemap></sitemapindex>'
+    assert parse(index).sitemaps == [] and parse(index).rejected == {check_url("child.xml")[1]: 1}

@@ -10,7 +10,11 @@ formats of the protocol that are handled:
   * plain text, one URL per line, UTF-8;
   * RSS 2.0 (``<rss><channel><item><link>`` + ``<pubDate>``, RFC 822) and Atom 1.0 feeds
     (``<feed><entry><link href>`` + ``<updated>``, else ``<published>``, RFC 3339), which the
-    protocol also accepts: each item is an entry, its date its lastmod;
+    protocol also accepts: each item is an entry, its date its lastmod. Unlike a sitemap's
+    ``<loc>`` (the protocol asks for full URLs, so a relative one is refused), a feed's link may
+    be relative, as sites write them: it is resolved against its base URI, the feed's own URL or
+    the nearest ``xml:base`` of the link element and its ancestors (XML Base, which RFC 4287
+    section 2 adopts for Atom; honoured in RSS too), itself resolved against the base above it;
   * any of them gzip-compressed (recognised by its magic bytes, RFC 1952, not by file name).
 
 A sitemap is untrusted input, so the work is bounded whatever the file says:
@@ -41,13 +45,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator
 
-from crawl.net.urls import UrlRules, check_url
+from crawl.net.urls import BaseUrl, UrlRules, check_url
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 1 << 20            # decoded bytes handed to the parser at a time
 _MAX_FIELD_CHARS = 16384    # text kept of one <loc>/<lastmod>; check_url rejects longer URLs anyway
 _MAX_LINE_BYTES = 16384     # a longer line of a text sitemap is skipped (no URL is that long)
 _XML_WS = b" \t\r\n"
+_XML_BASE = "{http://www.w3.org/XML/1998/namespace}base"  # xml:base as expat names it (XML Base, W3C)
 
 # W3C Date and Time Formats (https://www.w3.org/TR/NOTE-datetime), as the protocol requires:
 # YYYY, YYYY-MM, YYYY-MM-DD, YYYY-MM-DDThh:mm[:ss[.s+]]TZD with TZD "Z" or +hh:mm / -hh:mm.
@@ -79,8 +84,8 @@ def parse_sitemap(body: bytes, sitemap_url: str, max_urls: int, max_bytes: int,
     """Parse one sitemap file. Never raises.
 
     ``body`` is the response body as received (gzip or not); ``sitemap_url`` is where it was
-    fetched from. Each ``<loc>`` (or line) is normalised with ``check_url(loc, None, rules)``; per
-    the protocol, URLs and child sitemaps must be on the sitemap's own scheme, host and port,
+    fetched from. Each ``<loc>`` (or line) is normalised with ``check_url(loc, None, rules)`` (a
+    feed's link with its base URI in place of None: see the module docstring); per the protocol, URLs and child sitemaps must be on the sitemap's own scheme, host and port,
     others are dropped as ``other_host``. (The protocol also limits URLs to the sitemap's
     directory and lets robots.txt vouch for sitemaps on other hosts; neither is applied here.)
     ``max_urls`` bounds urls + sitemaps together; ``max_bytes`` the decoded size.
@@ -137,16 +142,23 @@ class _Collector:
         self.seen: set[str] = set()
         self.rejected: dict[str, int] = {}
         self.truncated = False
+        self._base: BaseUrl | None = None  # the last base a feed link was resolved against (entries share it)
 
     def reject(self, reason: str) -> None:
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
 
     def add(self, is_sitemap: bool, loc: str | None, lastmod: str | None,
-            parse_date: Callable[[str], float | None] = parse_w3c_datetime) -> None:
+            parse_date: Callable[[str], float | None] = parse_w3c_datetime, base: str | None = None) -> None:
+        """``base``: the URL a relative ``loc`` is resolved against (feeds only; None: absolute only)."""
         if not loc:
             self.reject("no_loc")
             return
-        url, reason = check_url(loc, None, self.rules)
+        if base is None:
+            url, reason = check_url(loc, None, self.rules)
+        else:
+            if self._base is None or self._base.base != base:
+                self._base = BaseUrl(base, self.rules)
+            url, reason = self._base.check(loc)
         if url is None:
             self.reject(reason or "invalid")
             return
@@ -190,6 +202,7 @@ class _Format:
     fields: dict[str, str]
     is_index: bool = False
     parse_date: Callable[[str], float | None] = parse_w3c_datetime
+    relative: bool = False  # links may be relative (feeds); a sitemap's <loc> must be a full URL
 
 
 # By root element. RSS and Atom are sitemaps too (the protocol accepts RSS 2.0 and Atom 1.0 feeds):
@@ -197,8 +210,10 @@ class _Format:
 _FORMATS = {
     "urlset": _Format("url", 2, {"loc": "loc", "lastmod": "date"}),
     "sitemapindex": _Format("sitemap", 2, {"loc": "loc", "lastmod": "date"}, is_index=True),
-    "rss": _Format("item", 3, {"link": "loc", "pubDate": "date"}, parse_date=parse_rfc822_datetime),  # rss/channel/item
-    "feed": _Format("entry", 2, {"link": "href", "updated": "date", "published": "date2"}),  # RFC 4287 dates
+    "rss": _Format("item", 3, {"link": "loc", "pubDate": "date"}, parse_date=parse_rfc822_datetime,
+                   relative=True),  # rss/channel/item
+    "feed": _Format("entry", 2, {"link": "href", "updated": "date", "published": "date2"},
+                    relative=True),  # RFC 4287 dates
 }
 
 
@@ -211,8 +226,11 @@ class _XmlTarget:
     extension, are skipped by depth.
     """
 
-    def __init__(self, collector: _Collector):
+    def __init__(self, collector: _Collector, document_url: str):
         self.collector = collector
+        self.document_url = document_url
+        self.bases: list[str] = []           # a feed's base URI per open element (XML Base)
+        self.field_base: str | None = None   # the base of the field being read
         self.depth = 0
         self.format: _Format | None = None   # from the root element
         self.in_entry = False
@@ -232,8 +250,11 @@ class _XmlTarget:
             self.format = _FORMATS.get(local)
             if self.format is None:
                 raise _Stop(f"not a sitemap: root element <{local[:50]}>")
-            return
         fmt = self.format
+        if fmt.relative:
+            self._push_base(attrib.get(_XML_BASE))
+        if self.depth == 1:
+            return
         if self.depth == fmt.depth and local == fmt.entry:
             self.in_entry, self.values = True, {}
         elif self.depth == fmt.depth + 1 and self.in_entry:
@@ -242,8 +263,19 @@ class _XmlTarget:
                 # an Atom entry's page: its first link whose rel is "alternate" (the default, RFC 4287 4.2.7.2)
                 if (attrib.get("rel") or "alternate").strip() == "alternate" and "loc" not in self.values:
                     self.values["loc"] = (attrib.get("href") or "")[:_MAX_FIELD_CHARS].strip()
+                    self.values["base"] = self.bases[-1] if fmt.relative else None
             elif role is not None:
                 self.field, self.parts, self.size = role, [], 0
+                self.field_base = self.bases[-1] if fmt.relative else None
+
+    def _push_base(self, xml_base: str | None) -> None:
+        """The element's base URI: its xml:base resolved against its parent's, else the parent's
+        (the document's URL at the root). An xml:base that is no usable URL is ignored."""
+        parent = self.bases[-1] if self.bases else self.document_url
+        if xml_base is not None:
+            resolved, _ = check_url(xml_base[:_MAX_FIELD_CHARS].strip(), parent)
+            parent = resolved or parent
+        self.bases.append(parent)
 
     def data(self, text: str) -> None:
         if self.field is not None and self.size <= _MAX_FIELD_CHARS:
@@ -253,12 +285,17 @@ class _XmlTarget:
     def end(self, tag: str) -> None:
         fmt = self.format
         if fmt is not None and self.depth == fmt.depth + 1 and self.field is not None:
-            self.values.setdefault(self.field, "".join(self.parts).strip())  # the first one counts
+            if self.field not in self.values:  # the first one counts
+                self.values[self.field] = "".join(self.parts).strip()
+                if self.field == "loc":
+                    self.values["base"] = self.field_base
             self.field = None
         elif fmt is not None and self.depth == fmt.depth and self.in_entry:
             self.in_entry = False
             date = self.values.get("date") or self.values.get("date2")
-            self.collector.add(fmt.is_index, self.values.get("loc"), date, fmt.parse_date)
+            self.collector.add(fmt.is_index, self.values.get("loc"), date, fmt.parse_date, self.values.get("base"))
+        if fmt is not None and fmt.relative:
+            self.bases.pop()
         self.depth -= 1
 
     def close(self) -> None:
@@ -320,8 +357,8 @@ def _encoding_refusal(head: bytes, exc: Exception) -> str | None:
 
 
 class _XmlSink:
-    def __init__(self, collector: _Collector):
-        self.parser = ET.XMLParser(target=_XmlTarget(collector))
+    def __init__(self, collector: _Collector, document_url: str):
+        self.parser = ET.XMLParser(target=_XmlTarget(collector, document_url))
         self.head: bytes | None = None  # the start of the document, for its XML declaration
 
     def feed(self, chunk: bytes) -> None:
@@ -412,14 +449,14 @@ def _parse_sitemap(body: bytes, sitemap_url: str, max_urls: int, max_bytes: int,
                 # XML or text is decided by the first byte that is not whitespace or a BOM.
                 head += chunk
                 if head[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 BOM: only XML can be that
-                    sink, chunk = _XmlSink(collector), head
+                    sink, chunk = _XmlSink(collector, home), head
                 else:
                     # Leading blank lines would make expat refuse the "<?xml" declaration; the
                     # protocol asks for UTF-8, so a UTF-8 BOM can go too.
                     chunk = (head[3:] if head[:3] == b"\xef\xbb\xbf" else head).lstrip(_XML_WS)
                     if not chunk:
                         continue
-                    sink = _XmlSink(collector) if chunk[:1] == b"<" else _TextSink(collector)
+                    sink = _XmlSink(collector, home) if chunk[:1] == b"<" else _TextSink(collector)
                 head = b""
             sink.feed(chunk)
         if sink is None:
