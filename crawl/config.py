@@ -157,6 +157,10 @@ def _validate(cfg: dict[str, Any]) -> None:
         LinkFilter.from_config(cfg)  # bad regexes or scope: one clear message now, not in a task
     except ValueError as exc:
         raise ConfigError(f"discovery: {exc}") from None
+    agent = cfg["fetch.user_agent"]
+    if not agent.strip() or not agent.isprintable():  # a header line: aiohttp would refuse CR/LF in a task
+        raise ConfigError(f"config key 'fetch.user_agent' must be one line of printable text naming you and a "
+                          f"contact (a URL or e-mail), got {agent!r}")
     positive = ["crawldb.host_buckets", "generate.max_urls_per_host", "generate.top_n", "generate.lease_s",
                 "fetch.max_concurrency", "fetch.max_body_bytes", "fetch.total_timeout_s",
                 "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.time_limit_s", "fetch.max_backoff_s", "fetch.max_consecutive_errors",

@@ -37,6 +37,7 @@ from typing import Any, Mapping
 from pyspark.sql import SparkSession
 
 from crawl.config import with_values
+from crawl.devweb import devweb_user_agent
 from crawl.tracking import INJECT_CYCLE
 from jobs import dedup, fetch, generate, inject, stats, update
 from jobs.engine.commit_info import set_crawl_cycle
@@ -249,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             seeds = args.seeds
             if not seeds:  # --with-devweb (checks() refused a run with neither)
                 seeds, networks = start_devweb(cfg, args.crawl_root, stack)
-                cfg = with_values(cfg, {"fetch.allow_networks": [*cfg["fetch.allow_networks"], *networks]})
+                cfg = with_values(cfg, {"fetch.allow_networks": [*cfg["fetch.allow_networks"], *networks],
+                                        "fetch.user_agent": devweb_user_agent(cfg["fetch.user_agent"])})
             tracker = CrawlTracker.open(cfg, args.crawl_root, args.mlflow_uri, "deltacrawl crawl")
             run(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), seeds, args.cycles, tracker)
         return EXIT_OK

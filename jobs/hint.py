@@ -11,8 +11,10 @@ Outputs:  rows appended to <crawl_root>/hints (Delta, append-only: jobs/hint_inb
           cycle, even when no segment is waiting for update.
 Re-run:   safe: hints of the same URLs again change nothing more (a URL is due once).
           An append never conflicts with a running step.
-Exit:     0 hints appended · 2 file missing/unreadable/not text, no crawldb, or not one valid URL
-          (nothing written; bad lines are counted, the first few named) · 3 failure.
+Exit:     0 hints appended · 2 file missing/unreadable/not text, no crawldb, not one valid URL
+          (nothing written; bad lines are counted, the first few named), or hosts that are not
+          loopback IP literals while fetch.user_agent names no contact (crawl/fetch/identity.py)
+          · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/hint.py changed.txt --crawl-root /data/crawl
 """
 from __future__ import annotations
@@ -26,7 +28,9 @@ from pyspark.sql import SparkSession
 
 from crawl.crawldb.hints import HintParse, parse_hint_lines
 from crawl.crawldb.seeds import check_encoding
+from crawl.fetch.identity import identity_refusal
 from crawl.net.filters import LinkFilter
+from crawl.net.urls import host_of
 from jobs.engine.common import reading_input_file, run_spark_step
 from jobs.engine.crawl_root import CrawlRoot
 from jobs.engine.errors import EXIT_OK, UserError
@@ -47,7 +51,9 @@ class HintResult:
 
 
 def load_hints(path: str, cfg: Mapping[str, Any]) -> HintParse:
-    """The hint file parsed and filtered; a clear UserError for a file that cannot be used."""
+    """The hint file parsed and filtered; a clear UserError for a file that cannot be used, or for
+    hosts that are not loopback IP literals while fetch.user_agent names no contact
+    (crawl/fetch/identity.py)."""
     with reading_input_file("hints", path):
         with open(path, "rb") as raw:
             check_encoding(raw.read(4096))
@@ -56,6 +62,9 @@ def load_hints(path: str, cfg: Mapping[str, Any]) -> HintParse:
     bad = parsed.describe_rejected()
     if not parsed.urls:
         raise UserError(f"no valid URL in hints file {path}" + (f": {bad}" if bad else " (it has no URL lines)"))
+    refusal = identity_refusal(map(host_of, parsed.urls), cfg["fetch.user_agent"])
+    if refusal is not None:
+        raise UserError(refusal)
     if bad:
         step_logger("hint").warning("%s", bad)
     return parsed

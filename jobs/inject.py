@@ -7,8 +7,9 @@ Outputs:  new rows in <crawl_root>/crawldb (status unfetched, depth 0, due now);
           (jobs/engine/tracking.py).
 Re-run:   safe. A URL already in the crawldb is left untouched (MERGE ... WHEN NOT MATCHED);
           url_count is counted again, not added to.
-Exit:     0 done · 2 seeds file missing/unreadable or without a single valid URL (nothing
-          written) · 3 unexpected failure.
+Exit:     0 done · 2 seeds file missing/unreadable or without a single valid URL, or seeds of
+          hosts that are not loopback IP literals while fetch.user_agent names no contact of the
+          operator's (crawl/fetch/identity.py; nothing written) · 3 unexpected failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/inject.py seeds.txt --crawl-root /data/crawl
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from crawl.crawldb.seeds import SeedParse, read_seed_file
 from crawl.crawldb.status import new_url_state
+from crawl.fetch.identity import identity_refusal
 from crawl.net.addresses import AddressPolicy
 from crawl.net.urls import host_bucket, host_of, url_hash
 from jobs.engine.commit_info import writes_commits
@@ -69,7 +71,9 @@ def rows_to_url_state(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFr
 
 
 def load_seeds(path: str, cfg: Mapping[str, Any] | None = None) -> SeedParse:
-    """The seeds file parsed; URLs longer than discovery.max_url_length (as for links) are bad lines."""
+    """The seeds file parsed; URLs longer than discovery.max_url_length (as for links) are bad lines.
+    Seeds of hosts that are not loopback IP literals need fetch.user_agent to name the operator
+    (crawl/fetch/identity.py)."""
     with reading_input_file("seeds", path):
         parsed = read_seed_file(path, int(cfg["discovery.max_url_length"]) if cfg is not None else None)
     for number, text, reason in parsed.rejected[:SHOWN_REJECTS]:
@@ -79,6 +83,9 @@ def load_seeds(path: str, cfg: Mapping[str, Any] | None = None) -> SeedParse:
     if not parsed.urls:
         raise UserError(f"no valid URL in seeds file {path} ({len(parsed.rejected)} bad lines)")
     if cfg is not None:
+        refusal = identity_refusal(map(host_of, parsed.urls), cfg["fetch.user_agent"])
+        if refusal is not None:
+            raise UserError(refusal)
         warn_refused_seeds(parsed.urls, cfg)
     return parsed
 

@@ -25,6 +25,9 @@ FAST = {
     "fetch.read_timeout_s": 3.0,
     "fetch.total_timeout_s": 5.0,
     "fetch.allow_networks": json.dumps(TEST_WEB_NETWORKS),  # JSON: FAST also becomes --conf key=value
+    # An operator and a contact (crawl/fetch/identity.py): many tests inject named hosts (a.example);
+    # "deltacrawl" in it is what tests/politeness.py checks the test web saw.
+    "fetch.user_agent": "deltacrawl-tests/0.1 (+http://127.0.0.1/; tests@localhost)",
     # The JVMs the tests start as subprocesses (the CLI's, a standalone cluster's, Airflow's tasks)
     # live for a step or a short crawl: the quick JIT compiler alone makes each ~13 % cheaper
     # (BENCHMARKS.md "JVM options"), for the short crawls too ("auto" gives it to single steps
