@@ -403,3 +403,15 @@ def test_sitemap_loc_stays_absolute_only_whatever_xml_base_says():
     assert result.rejected == {check_url("/relative")[1]: 1}
     index = '<sitemapindex><sitemap><loc>child.xml</loc></sitemap></sitemapindex>'
     assert parse(index).sitemaps == [] and parse(index).rejected == {check_url("child.xml")[1]: 1}
+
+
+def test_a_body_cut_by_the_reader_drops_its_last_incomplete_entry():
+    text = b"http://a.com/1\nhttp://a.com/2\nhttp://a.com/3-cut-in-the-midd"
+    assert [e.url for e in parse(text).urls][-1] == "http://a.com/3-cut-in-the-midd"
+    cut = parse(text, cut=True)
+    assert [e.url for e in cut.urls] == ["http://a.com/1", "http://a.com/2"] and cut.truncated and cut.error is None
+    xml = urlset(url("http://a.com/1"), url("http://a.com/2")).encode()[:-5]  # inside </urlset>
+    cut = parse(xml, cut=True)
+    assert [e.url for e in cut.urls] == ["http://a.com/1", "http://a.com/2"] and cut.truncated and cut.error is None
+    zipped = parse(gzip.compress(urlset(url("http://a.com/1")).encode())[:-12], cut=True)
+    assert zipped.truncated

@@ -13,6 +13,13 @@ host's row (``sitemap_entries``: url and lastmod) and update inserts the new one
 known ones due when their lastmod is newer than our copy. RSS and Atom feeds are sitemaps too
 (crawl/parse/sitemaps.py): those robots.txt lists, and those the host's pages announce
 (``add_feeds``), read in the cycle that fetched the page.
+
+A file that cannot be read in full — refused (a DOCTYPE, not a sitemap, malformed XML, a damaged
+gzip stream, an HTTP error, a network error) or cut short (the byte limit, which is how a
+decompression bomb ends, or more than ``sitemaps.max_urls_per_file`` entries) — counts once in
+the host's row (``sitemap_errors``, with ``sitemap_last_error`` saying which file and why); what
+was read before the cut is kept. The /sitemap.xml we guess when robots.txt names none is no
+problem when it is absent: a non-2xx or HTML answer there means the host has none.
 """
 from __future__ import annotations
 
@@ -30,6 +37,7 @@ from crawl.net.urls import check_url, host_of
 
 OTHER_HOST = "sitemap_other_host"
 ROBOTS_DENIED = "sitemap_robots_denied"
+MAX_ERROR_CHARS = 300  # of sitemap_last_error: the file's URL and what went wrong, shortened
 
 
 class SitemapReader:
@@ -41,7 +49,9 @@ class SitemapReader:
         self.planned: set[str] = set()
         self.entries: dict[str, float | None] = {}
         self.read_at: float | None = None
-        self.errors: list[str] = []
+        self.guessed: str | None = None   # /sitemap.xml when robots.txt named no sitemap
+        self.problems = 0                 # files refused or cut short (see the module docstring)
+        self.last_problem: str | None = None
 
     def plan(self) -> None:
         """After robots.txt: queue the host's sitemaps if they are due and the host is crawlable."""
@@ -57,7 +67,10 @@ class SitemapReader:
             return  # read by the segment fetched just before, not yet updated (crawl.overlap)
         listed = q.host_row.get("sitemaps") if q.host_row.get("robots_fetched_at") else first.get("sitemaps")
         scheme = first["url"].split("://", 1)[0]
-        candidates = list(listed or []) or [f"{scheme}://{q.host}/sitemap.xml"]
+        candidates = list(listed or [])
+        if not candidates:
+            self.guessed = check_url(f"{scheme}://{q.host}/sitemap.xml")[0]
+            candidates = [f"{scheme}://{q.host}/sitemap.xml"]
         self.read_at = time.time()
         for url in candidates:
             self._add(url)
@@ -99,26 +112,44 @@ class SitemapReader:
         await q.spaced_send("sitemap", url)
         started = time.monotonic()
         body = b""
+        problem: str | None = None  # one per file, the first seen
+        cut = False                 # the body was cut at max_bytes: its end is no end of the file
         try:
             async with q.ctx.session.get(url, allow_redirects=False, headers=dict(q.ctx.request_headers)) as resp:
-                if 200 <= resp.status < 300:
-                    body = (await read_body(resp, max_bytes)).data
+                if url == self.guessed and (not 200 <= resp.status < 300 or
+                                            "html" in (resp.headers.get("Content-Type") or "").lower()):
+                    pass  # no sitemap at the place we guessed: nothing to read, nothing to count
+                elif 200 <= resp.status < 300:
+                    read = await read_body(resp, max_bytes)
+                    body, cut = read.data, read.truncated
+                    if read.encoding_error:
+                        problem = read.encoding_error
+                    elif cut:
+                        problem = f"cut at sitemaps.max_bytes_per_file ({max_bytes} bytes)"
                 else:
-                    self.errors.append(f"{url}: HTTP {resp.status}")
+                    problem = f"HTTP {resp.status}"
         except asyncio.CancelledError:
             raise
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             refusal = refusal_of(exc)
             if refusal is not None:  # the host now resolves to refused addresses: stop it all
                 q.block(refusal)
-            self.errors.append(f"{url}: {refusal.message() if refusal is not None else error_text(exc)}")
+            problem = refusal.message() if refusal is not None else error_text(exc)
         finally:
             q._request_ended(started)
+        if body:
+            max_urls = int(cfg["sitemaps.max_urls_per_file"])
+            sitemap = await self._parse(body, url, max_bytes, cut)
+            if sitemap.error:
+                problem = problem or sitemap.error
+            elif sitemap.truncated:
+                problem = problem or (f"more than sitemaps.max_urls_per_file ({max_urls}) entries"
+                                      if len(sitemap.urls) + len(sitemap.sitemaps) >= max_urls else
+                                      f"over sitemaps.max_bytes_per_file ({max_bytes} bytes) once decoded")
+        if problem is not None:
+            self._problem(url, problem)
         if not body:
             return
-        sitemap = await self._parse(body, url, max_bytes)
-        if sitemap.error:
-            self.errors.append(f"{url}: {sitemap.error}")
         for reason, n in (sitemap.rejected or {}).items():
             q.links.rejects[f"sitemap_{reason}"] += int(n)
         for child in sitemap.sitemaps:
@@ -137,9 +168,14 @@ class SitemapReader:
                 self.entries[entry.url] = entry.lastmod
                 room -= 1
 
-    async def _parse(self, body: bytes, url: str, max_bytes: int) -> Sitemap:
+    def _problem(self, url: str, text: str) -> None:
+        """One file refused or cut short: counted, and the last one's URL and reason kept."""
+        self.problems += 1
+        self.last_problem = f"{url}: {text}"[:MAX_ERROR_CHARS]
+
+    async def _parse(self, body: bytes, url: str, max_bytes: int, cut: bool) -> Sitemap:
         cfg = self.host_queue.ctx.cfg
-        args = (body, url, int(cfg["sitemaps.max_urls_per_file"]), max_bytes, self.host_queue.ctx.links.rules)
+        args = (body, url, int(cfg["sitemaps.max_urls_per_file"]), max_bytes, self.host_queue.ctx.links.rules, cut)
         parser = self.host_queue.ctx.parser
         if parser is None:
             return parse_sitemap(*args)
@@ -150,8 +186,9 @@ class SitemapReader:
 
     def summary(self) -> dict[str, Any]:
         """Fields for the host's row of the segment."""
+        problems = {"sitemap_errors": self.problems, "sitemap_last_error": self.last_problem}
         if self.read_at is None and not self.entries:
-            return {"sitemaps_fetched_at": None, "sitemap_entries": None}
+            return {"sitemaps_fetched_at": None, "sitemap_entries": None, **problems}
         # entries of feeds alone (read_at None) leave the sitemaps' own schedule as it was
         return {"sitemaps_fetched_at": self.read_at,
-                "sitemap_entries": [{"url": u, "lastmod": m} for u, m in self.entries.items()]}
+                "sitemap_entries": [{"url": u, "lastmod": m} for u, m in self.entries.items()], **problems}

@@ -80,7 +80,7 @@ class Sitemap:
 
 
 def parse_sitemap(body: bytes, sitemap_url: str, max_urls: int, max_bytes: int,
-                  rules: UrlRules | None = None) -> Sitemap:
+                  rules: UrlRules | None = None, cut: bool = False) -> Sitemap:
     """Parse one sitemap file. Never raises.
 
     ``body`` is the response body as received (gzip or not); ``sitemap_url`` is where it was
@@ -88,10 +88,12 @@ def parse_sitemap(body: bytes, sitemap_url: str, max_urls: int, max_bytes: int,
     feed's link with its base URI in place of None: see the module docstring); per the protocol, URLs and child sitemaps must be on the sitemap's own scheme, host and port,
     others are dropped as ``other_host``. (The protocol also limits URLs to the sitemap's
     directory and lets robots.txt vouch for sitemaps on other hosts; neither is applied here.)
-    ``max_urls`` bounds urls + sitemaps together; ``max_bytes`` the decoded size.
+    ``max_urls`` bounds urls + sitemaps together; ``max_bytes`` the decoded size. ``cut``: the body
+    is only the start of the file (the reader's byte limit stopped it), so it is ``truncated`` and
+    its last line or element, perhaps incomplete, is not taken.
     """
     try:
-        return _parse_sitemap(body, sitemap_url, max_urls, max_bytes, rules)
+        return _parse_sitemap(body, sitemap_url, max_urls, max_bytes, rules, cut)
     except MemoryError:
         return Sitemap([], [], "memory limit exceeded (MemoryError)", False, {})
     except Exception as exc:  # a bug or a codec surprise: report it, never fail the task
@@ -385,20 +387,22 @@ class _Decoder:
     2.2); bytes after the last member are ignored, as gzip(1) does.
     """
 
-    def __init__(self, body: bytes, max_bytes: int):
+    def __init__(self, body: bytes, max_bytes: int, cut: bool = False):
         self.body = body
         self.max_bytes = max(0, int(max_bytes))
+        self.cut = cut
         self.truncated = False
         self.error: str | None = None
 
     def chunks(self) -> Iterator[bytes]:
         if self.body[:2] == _GZIP_MAGIC:
             yield from self._gunzip()
+            self.truncated = self.truncated or self.cut
             return
         size = len(self.body)
         for start in range(0, min(size, self.max_bytes), _CHUNK):
             yield self.body[start:min(start + _CHUNK, self.max_bytes)]
-        self.truncated = size > self.max_bytes
+        self.truncated = size > self.max_bytes or self.cut
 
     def _gunzip(self) -> Iterator[bytes]:
         room = self.max_bytes
@@ -432,14 +436,14 @@ class _Decoder:
 
 
 def _parse_sitemap(body: bytes, sitemap_url: str, max_urls: int, max_bytes: int,
-                   rules: UrlRules | None) -> Sitemap:
+                   rules: UrlRules | None, cut: bool) -> Sitemap:
     home, reason = check_url(sitemap_url)
     if home is None:
         return Sitemap([], [], f"invalid sitemap url ({reason})", False, {})
     # A canonical URL is scheme://host[:port]/path, so "same scheme, host and port" is this prefix.
     scheme, _, rest = home.partition("://")
     collector = _Collector(f"{scheme}://{rest.split('/', 1)[0]}/", int(max_urls), rules)
-    decoder = _Decoder(bytes(body or b""), max_bytes)
+    decoder = _Decoder(bytes(body or b""), max_bytes, cut)
     sink: _XmlSink | _TextSink | None = None
     head = b""
     error: str | None = None
