@@ -47,13 +47,15 @@ class FetchStatus:
     NOT_FOUND = "not_found"           # 404, 410
     CLIENT_ERROR = "client_error"     # other 4xx except 429 (and 3xx without a usable Location)
     SERVER_ERROR = "server_error"     # 5xx, 429
-    NETWORK_ERROR = "network_error"   # DNS, connect, timeout, reset, malformed response
+    NETWORK_ERROR = "network_error"   # connect, timeout, reset, malformed response
+    DNS_ERROR = "dns_error"           # the host's name does not exist, or has no address
+    TLS_ERROR = "tls_error"           # the TLS handshake failed: certificate or protocol (crawl/fetch/tls.py)
     ROBOTS_DENIED = "robots_denied"   # robots.txt forbids it: no request was sent
     BLOCKED_ADDRESS = "blocked_address"  # the address guard refused host, address or port: nothing sent
     DEFERRED = "deferred"             # the host was deferred (e.g. Crawl-delay too large): no request
     NOT_ATTEMPTED = "not_attempted"   # the task ran out of time, or the host was stopped for this cycle
 
-    ALL = (OK, NOT_MODIFIED, REDIRECT, NOT_FOUND, CLIENT_ERROR, SERVER_ERROR, NETWORK_ERROR,
+    ALL = (OK, NOT_MODIFIED, REDIRECT, NOT_FOUND, CLIENT_ERROR, SERVER_ERROR, NETWORK_ERROR, DNS_ERROR, TLS_ERROR,
            ROBOTS_DENIED, BLOCKED_ADDRESS, DEFERRED, NOT_ATTEMPTED)
 
 
@@ -223,7 +225,8 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
       blocked_address schedule.max_interval_s (a config change or the name's DNS may allow it later);
       404/410, 4xx    gone, re-checked after schedule.gone_interval_s, doubling, until
                       schedule.gone_max_checks answers in a row: then never due again;
-      5xx, network    retry after schedule.retry_interval_s, doubling; after
+      5xx, network,   retry after schedule.retry_interval_s, doubling; after
+      dns, tls
                       schedule.max_retries in a row: gone, as above.
 
     The lease is always released: the segment is done with the URL.
@@ -254,7 +257,7 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
         _fixed(new, at, longest)
         return new
 
-    if fs in (FetchStatus.SERVER_ERROR, FetchStatus.NETWORK_ERROR):
+    if fs in (FetchStatus.SERVER_ERROR, FetchStatus.NETWORK_ERROR, FetchStatus.DNS_ERROR, FetchStatus.TLS_ERROR):
         from crawl.crawldb import schedule
         retries = int(state.get("retries") or 0) + 1
         new["retries"] = retries

@@ -13,8 +13,12 @@ needs no coordination with other tasks. Inside the task, the Mercator design:
   * the address guard (crawl/net/addresses.py, crawl/fetch/guard.py) judges the host before
     anything is sent and every address the connector resolves or connects to; a refused host's
     URLs end ``blocked_address`` with the reason, and nothing is requested from it;
-  * robots.txt is fetched (or taken from the hostdb cache while fresh) before the host's first
-    page, and every URL is checked against it (RFC 9309, crawl/fetch/robots.py);
+  * robots.txt is read per origin (RFC 9309 section 2.3: an https:// URL obeys
+    https://host/robots.txt): before the first URL of each scheme of the host, that origin's
+    robots.txt is fetched (a request like any other, one gap after the last) or taken from the
+    hostdb cache while fresh, and every URL is checked against its own origin's policy
+    (crawl/fetch/robots.py). The host key's gap holds across both schemes, at the largest
+    Crawl-delay of the origins read;
   * the gap after each request is crawl.fetch.politeness.adaptive_gap: at least max(fetch.delay_s,
     Crawl-delay), growing with the server's response time; 429/503 add Retry-After or an
     exponential backoff; a wait longer than ``fetch.max_wait_in_cycle_s`` stops the host for
@@ -51,14 +55,18 @@ from typing import Any, Iterable, Mapping, Protocol
 import aiohttp
 
 from crawl.crawldb.discovery import HostLinks, TaskLinks
-from crawl.fetch.http import ERROR_TEXT_LIMIT, Body, error_text, read_body
+from crawl.fetch.http import ERROR_TEXT_LIMIT, Body, accept_encoding, error_text, read_body
 from crawl.parse.page import ParseOptions, is_parseable, parse_page
 from crawl.fetch.politeness import adaptive_gap, decayed_backoff, host_override, next_backoff, parse_retry_after
 from crawl.fetch.requestlog import EarlierRequests, RequestLog
 from crawl.fetch.sitemap_reader import SitemapReader
-from crawl.fetch.robots import UNREACHABLE_STATUS, RobotsPolicy, effective_delay, policy_from_fetch
+from crawl.fetch.robots import (UNREACHABLE_STATUS, OriginPolicies, RobotsAnswer, RobotsPolicy, answers_of,
+                                host_columns, newest_answers, other_origin_robots, policy_from_fetch,
+                                redirect_reuse, scheme_of)
 from crawl.crawldb.status import FetchStatus, classify_http_status
+from crawl.fetch.dns import NAME_MISSING, TaskResolver, dns_error_of, is_ip_literal
 from crawl.fetch.guard import GuardedResolver, RefusedAddressError, guarded_socket_factory, refusal_of
+from crawl.fetch.tls import ConnectTracker, client_context, tls_failure
 from crawl.net.addresses import AddressPolicy, Refusal
 from crawl.net.urls import InvalidUrl, host_of, host_without_port, normalize_url
 
@@ -70,12 +78,26 @@ SLOW_STOP_REASON = "slow"
 LOST_ANSWER = ("earlier attempts of this fetch task requested it and died before its answer was recorded, "
                "more than once: not requested again under this lease (it may be what killed them)")
 # fetchlist fields about the host, which generate sets on one row of the host (jobs/generate.py)
-HOST_FIELDS = ("robots_status", "robots_txt", "robots_fetched_at", "sitemaps", "sitemaps_fetched_at")
+HOST_FIELDS = ("robots_status", "robots_txt", "robots_fetched_at", "robots_scheme", "robots_other",
+               "sitemaps", "sitemaps_fetched_at", "addresses", "addresses_expire_at")
 
 FETCHLIST_FIELDS = ("url", "url_hash", "host", "host_bucket", "depth", "score", "segment_id",
                     "etag", "last_modified", "robots_status", "robots_txt", "robots_fetched_at",
-                    "backoff_s", "redirect_hops", "sitemaps", "sitemaps_fetched_at")
+                    "robots_scheme", "robots_other", "backoff_s", "redirect_hops", "sitemaps",
+                    "sitemaps_fetched_at", "addresses", "addresses_expire_at")
 MAX_ROBOTS_REDIRECTS = 5
+
+
+class ArchiveError(RuntimeError):
+    """The WARC store failed (a full disk, a read-only mount, an object store that refuses): our
+    failure, not the site's. It fails the fetch task, so Spark retries it (the retry requests again
+    what the dead attempt requested: crawl/fetch/requestlog.py) and, if the store stays broken, the
+    fetch step fails with the cause; no URL uses a retry and no host is held responsible."""
+
+
+class InternalError(RuntimeError):
+    """Our own code failed while handling an answer (parse plumbing, a bug): the URL is reported
+    not_attempted with the cause (it stays due, no retry used) and the host is not charged."""
 
 
 class Archive(Protocol):
@@ -101,8 +123,11 @@ class TaskContext:
 
     def __init__(self, cfg: Mapping[str, Any], session: aiohttp.ClientSession,
                  archive: Archive | None, parser: Parser | None, links: TaskLinks | None = None,
-                 request_log: RequestLog | None = None, addresses: AddressPolicy | None = None):
+                 request_log: RequestLog | None = None, addresses: AddressPolicy | None = None,
+                 resolver: TaskResolver | None = None, connects: ConnectTracker | None = None):
         self.cfg = cfg
+        self.resolver = resolver if resolver is not None else TaskResolver(cfg)
+        self.connects = connects if connects is not None else ConnectTracker()
         self.addresses = addresses if addresses is not None else AddressPolicy.from_config(cfg)
         self.request_log = request_log
         self.earlier = request_log.earlier if request_log is not None else EarlierRequests()
@@ -113,7 +138,7 @@ class TaskContext:
         self.parse_options = ParseOptions.from_config(cfg)
         self.deadline = time.monotonic() + float(cfg["fetch.time_limit_s"])
         self.request_headers = [("User-Agent", cfg["fetch.user_agent"]),
-                                ("Accept-Encoding", "gzip, deflate"),
+                                ("Accept-Encoding", accept_encoding()),
                                 ("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5")]
         self.hosts: list[HostQueue] = []  # every host of the task (HostQueue adds itself)
         self.recent_durations: deque[float] = deque(maxlen=RECENT_REQUESTS)
@@ -194,17 +219,33 @@ class HostQueue:
             since = max(0.0, wall_now - earlier_at)
             self.last_end = self.next_allowed - since
             self.next_allowed += max(0.0, earlier_gap - since)
-        self.policy: RobotsPolicy | None = None
+        # one robots.txt policy per origin (scheme) of the host key, and the answers they come from:
+        # the hostdb's cache (on the carrier row), the segments fetched just before (crawl.overlap),
+        # and what this task reads. ``robots_changed``: the host row carries them all to the hostdb.
+        self.policies: OriginPolicies = OriginPolicies()
+        cached = answers_of(rows[0])
+        recent = ctx.earlier.robots.get(host, {})
+        self.answers: dict[str, RobotsAnswer] = newest_answers(cached, recent)
+        self.robots_changed = self.answers != cached
+        self._reading: set[str] = set()  # origins whose robots.txt a step is reading now
         self.consecutive_errors = 0
         self.results: list[dict[str, Any]] = []
         self.links: HostLinks = ctx.links.for_host(host)
         self.sitemaps = SitemapReader(self)
         self.blocked = False
+        self.halted = False  # stopped before any request: its name did not resolve (_resolve)
+        self.resolved = False
+        self.tls_failures = 0  # failed TLS handshakes this cycle (fetch.max_tls_failures)
         first = rows[0]
         self.host_row: dict[str, Any] = {
             "kind": "host", "host": host, "host_bucket": first["host_bucket"],
             "segment_id": first["segment_id"], "robots_status": None, "robots_txt": None,
-            "robots_fetched_at": None, "robots_error": None, "crawl_delay_s": None, "sitemaps": None,
+            "robots_fetched_at": None, "robots_error": None, "robots_scheme": None, "robots_other": None,
+            "crawl_delay_s": None, "sitemaps": None,
+            # the host name's addresses and when they expire (crawl/fetch/dns.py), the queries this
+            # task sent for it, and why the last DNS or TLS attempt failed (None: it did not)
+            "addresses": None, "addresses_expire_at": None, "dns_queries": 0, "dns_error": None,
+            "tls_error": None,
             "deferred": False, "backoff_until": None, "backoff_s": None, "stop_reason": None,
             "requests": 0, "pages_fetched": 0, "errors": 0, "last_fetch_at": None,
             "mean_response_ms": None, "override_pattern": self.override.get("pattern"),
@@ -219,13 +260,20 @@ class HostQueue:
 
     # -- bookkeeping -------------------------------------------------------------------------
     @property
+    def policy(self) -> OriginPolicies | None:
+        """The policies of the origins read so far (each URL judged by its own), None before any."""
+        return self.policies or None
+
+    @property
     def done(self) -> bool:
-        return not self.pending and (self.policy is not None or self.blocked) and not self.sitemaps.queue
+        return (not self.pending and (bool(self.policies) or self.blocked or self.halted)
+                and not self.sitemaps.queue)
 
     @property
     def can_start_more(self) -> bool:
         """Another request may start before this one ends (only with a max_concurrency override)."""
-        return self.policy is not None and self.active < self.slots and bool(self.pending)
+        return (self.active < self.slots and bool(self.pending)
+                and scheme_of(self.pending[0]["url"]) in self.policies)
 
     def _outcome(self, row: Mapping[str, Any], fetch_status: str, **fields: Any) -> dict[str, Any]:
         out = {"kind": "url", "url": row["url"], "url_hash": row["url_hash"], "host": self.host,
@@ -340,15 +388,85 @@ class HostQueue:
         """Do the next piece of work: robots.txt, or one page (skipping robots-denied URLs).
         The scheduler counts the request as active when it launches this."""
         try:
-            await self._step()
-            self._check_time_share()
+            if self.resolved or await self._resolve():
+                await self._step()
+                self._check_time_share()
         finally:
             self.active -= 1
 
+    async def _resolve(self) -> bool:
+        """Resolve the host's name before its first request (ahead of its turn: fetch_hosts starts
+        every name's lookup at once, within fetch.dns_max_in_flight). False: the host is done for
+        this cycle — its name does not exist (the URLs use a retry: dns_error), the resolver failed
+        (the host backs off; the URLs stay due), or every address it has is refused (the guard:
+        blocked_address, never connected)."""
+        self.resolved = True
+        name = host_without_port(self.host).strip("[]")
+        if is_ip_literal(name):
+            return True
+        resolver = self.ctx.resolver
+        answer = await resolver.lookup(name)
+        self.host_row["dns_queries"] = resolver.queries.get(name.lower(), 0)
+        if answer.error is None:
+            self.host_row.update(addresses=list(answer.addresses), addresses_expire_at=answer.expires_at)
+            refusals = [self.ctx.addresses.address_refusal(a) for a in answer.addresses]
+            if all(r is not None for r in refusals):
+                first = refusals[0]
+                self.block(Refusal(first.reason, f"{name} resolves to {first.detail}"))
+                return False
+            return True
+        message = answer.message(name)
+        self.host_row["dns_error"] = message[:ERROR_TEXT_LIMIT]
+        self.halted = True
+        if answer.error in NAME_MISSING:
+            self.host_row["stop_reason"] = f"dns {answer.error}"
+            self.give_up(FetchStatus.DNS_ERROR, message[:ERROR_TEXT_LIMIT])
+        else:
+            self._back_off(f"dns {answer.error}", message)
+        return False
+
+    def _back_off(self, stop_reason: str, detail: str) -> None:
+        """Stop the host for this cycle and keep generate away from it for a while that doubles with
+        every failure in a row (fetch.robots_retry_s up to fetch.max_backoff_s): its robots.txt, DNS
+        or TLS failed. Its URLs stay due, no retry used."""
+        cfg = self.ctx.cfg
+        previous = float(self.pending[0].get("backoff_s") or 0.0) if self.pending else 0.0
+        backoff = next_backoff(previous, float(cfg["fetch.robots_retry_s"]), float(cfg["fetch.max_backoff_s"]))
+        self.host_row.update(backoff_until=time.time() + backoff, backoff_s=backoff, stop_reason=stop_reason)
+        self.give_up(FetchStatus.NOT_ATTEMPTED, f"{detail}: host not crawled"[:ERROR_TEXT_LIMIT])
+
+    def connection_failure(self, exc: BaseException, url: str, started: float) -> tuple[str | None, str]:
+        """(kind, text) of a failed request: kind "tls" or "dns" when the handshake or the name
+        failed (noted on the host row), None for any other network error; text for the error column."""
+        answer = dns_error_of(exc)
+        if answer is not None:
+            message = answer.message(host_without_port(self.host))
+            self.host_row["dns_error"] = message[:ERROR_TEXT_LIMIT]
+            return "dns", message[:ERROR_TEXT_LIMIT]
+        https = url.startswith("https:")
+        port = int(host_of(url).rpartition(":")[2]) if host_of(url).rpartition(":")[2].isdigit() else (443 if https else 80)
+        name = host_without_port(self.host).strip("[]")
+        addresses = self.host_row.get("addresses") or ([name] if is_ip_literal(name) else [])
+        failure = tls_failure(exc, https, self.ctx.connects.reached_since(addresses, port, started))
+        if failure is not None:
+            text = f"TLS {failure[0]}: {failure[1]}"[:ERROR_TEXT_LIMIT]
+            self.host_row["tls_error"] = text
+            return "tls", text
+        return None, error_text(exc)
+
     async def _step(self) -> None:
-        if self.policy is None:
-            await self._robots()
-            self.sitemaps.plan()
+        if self.pending and scheme_of(self.pending[0]["url"]) not in self.policies:
+            scheme = scheme_of(self.pending[0]["url"])
+            if scheme in self._reading:
+                return  # another connection of this host is reading it (a max_concurrency override)
+            self._reading.add(scheme)
+            try:
+                await self._robots(scheme)
+            finally:
+                self._reading.discard(scheme)
+            policy = self.policies.get(scheme)
+            if policy is not None and not policy.disallow_all and self.sitemaps.read_at is None:
+                self.sitemaps.plan()  # after the first origin that may be crawled
             return
         if self.sitemaps.queue:
             await self.sitemaps.read_next()
@@ -363,37 +481,35 @@ class HostQueue:
                 self.pending.popleft()
                 self.results.append(self._outcome(row, FetchStatus.NOT_ATTEMPTED, error=LOST_ANSWER))
                 continue
-            if self.policy.allowed(row["url"]):
+            policy = self.policies.get(scheme_of(row["url"]))
+            if policy is None:
+                return  # the next step reads that origin's robots.txt first (one gap later)
+            if policy.allowed(row["url"]):
                 break
             self.pending.popleft()
             self.results.append(self._outcome(row, FetchStatus.ROBOTS_DENIED))
         if self.pending:
             await self._fetch_page(self.pending.popleft())
 
-    async def _robots(self) -> None:
+    async def _robots(self, scheme: str) -> None:
+        """The policy of the host's ``scheme`` origin: its cached answer while fresh, else its
+        robots.txt read now (redirects followed hop by hop, each a request one gap after the last).
+        A redirect to the other origin's robots.txt, whose answer this task holds, ends there: that
+        answer stands for both (the ordinary http -> https move of a site), and an answer read
+        through such a redirect is the other origin's too."""
         cfg = self.ctx.cfg
         agent = cfg["fetch.robots_agent"]
         max_bytes = int(cfg["fetch.robots_max_bytes"])
-        first = self.pending[0]
-        cached_at = first.get("robots_fetched_at")
-        cached_status = first.get("robots_status")
-        cached_txt = first.get("robots_txt")
-        recent = self.ctx.earlier.robots.get(self.host)
-        if cached_status is None and recent is not None:
-            # read by the segment fetched just before, whose update has not run yet (crawl.overlap):
-            # kept with this segment's host row, as if read now
-            cached_status, cached_txt, cached_at = recent
-            self.host_row.update(robots_txt=cached_txt, robots_fetched_at=cached_at)
-        # only a definite answer is cached: after a failure (5xx, 429, no answer) ask again
-        if (cached_status is not None and 200 <= cached_status < 500 and cached_status != 429
-                and cached_at is not None and time.time() - cached_at < float(cfg["fetch.robots_ttl_s"])):
-            self.host_row["robots_status"] = cached_status
-            self._apply_policy(policy_from_fetch(cached_status, cached_txt, agent, max_bytes))
+        ttl_s = float(cfg["fetch.robots_ttl_s"])
+        held = self.answers.get(scheme)
+        if held is not None and held.usable(time.time(), ttl_s):
+            if self.robots_changed:  # read by a segment fetched just before, not updated yet
+                self._record_robots()
+            self._apply_policy(scheme, held.policy(agent, max_bytes), held)
             return
-        self.host_row.update(robots_txt=None, robots_fetched_at=None)
-        scheme = first["url"].split("://", 1)[0]
-        url = f"{scheme}://{self.host}/robots.txt"
-        status, body = UNREACHABLE_STATUS, b""
+        origin_url = url = f"{scheme}://{self.host}/robots.txt"
+        status, body, error = UNREACHABLE_STATUS, b"", None
+        reused: RobotsAnswer | None = None
         started = time.monotonic()
         try:
             for hop in range(MAX_ROBOTS_REDIRECTS + 1):
@@ -407,35 +523,64 @@ class HostQueue:
                     location = resp.headers.get("Location")
                     if 300 <= resp.status < 400 and location:
                         url = normalize_url(location, base=url)
+                        reused = redirect_reuse(scheme, self.host, url, self.answers, time.time(), ttl_s)
+                        if reused is not None:
+                            break
                         continue
                     status = resp.status
                     body = (await read_body(resp, max_bytes)).data
                     break
             else:
-                self.host_row["robots_error"] = f"more than {MAX_ROBOTS_REDIRECTS} redirects"
+                error = f"more than {MAX_ROBOTS_REDIRECTS} redirects"
         except (InvalidUrl, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
             refusal = refusal_of(exc)
-            if refusal is not None and url == f"{scheme}://{self.host}/robots.txt":
+            if refusal is not None and url == origin_url:
                 # the host itself resolves only to refused addresses: no page of it is requested
                 self.block(refusal)
                 return
             # a redirect into a refused address is an unreachable robots.txt: complete disallow
-            status, body = UNREACHABLE_STATUS, b""
-            self.host_row["robots_error"] = refusal.message() if refusal is not None else error_text(exc)
+            status, body, reused = UNREACHABLE_STATUS, b"", None
+            error = refusal.message() if refusal is not None else self.connection_failure(exc, url, started)[1]
         finally:
             if self._ended_for != started:
                 self._request_ended(started)
-        policy = policy_from_fetch(status, body, agent, max_bytes)
-        self.host_row.update(robots_status=status, robots_fetched_at=time.time(),
-                             robots_txt=body.decode("utf-8", "replace") if 200 <= status < 300 else None,
-                             sitemaps=list(policy.sitemaps) or None)
-        self._apply_policy(policy)
+        if reused is not None:
+            answer, policy = reused, reused.policy(agent, max_bytes)
+        else:
+            policy = policy_from_fetch(status, body, agent, max_bytes)
+            answer = RobotsAnswer(scheme, status, body.decode("utf-8", "replace") if 200 <= status < 300 else None,
+                                  time.time(), policy.error or error)
+            other = other_origin_robots(url, self.host, scheme)
+            if other is not None and status != UNREACHABLE_STATUS and not (
+                    other in self.answers and self.answers[other].usable(answer.fetched_at, ttl_s)):
+                # the chain ended at the other origin's own robots.txt: its answer too
+                self.answers[other] = RobotsAnswer(other, status, answer.txt, answer.fetched_at, answer.error)
+        self.answers[scheme] = answer
+        self.robots_changed = True
+        self._record_robots()
+        self._apply_policy(scheme, policy, answer)
 
-    def _apply_policy(self, policy: RobotsPolicy) -> None:
+    def _record_robots(self) -> None:
+        """The host row carries every origin's answer this task holds (the hostdb's robots cache
+        of the host: crawl.fetch.robots.host_columns) and the Sitemap lines of them all."""
         cfg = self.ctx.cfg
-        self.policy = policy
-        self.host_row["crawl_delay_s"] = policy.crawl_delay_s
-        self.min_gap = effective_delay(self.base_delay, policy)
+        agent, max_bytes = cfg["fetch.robots_agent"], int(cfg["fetch.robots_max_bytes"])
+        self.host_row.update(host_columns(self.answers))
+        sitemaps: list[str] = []
+        for answer in sorted(self.answers.values(), key=lambda a: (-a.fetched_at, a.scheme)):
+            policy = self.policies.get(answer.scheme) or answer.policy(agent, max_bytes)
+            sitemaps += [u for u in policy.sitemaps if u not in sitemaps]
+        self.host_row["sitemaps"] = sitemaps or None
+
+    def _apply_policy(self, scheme: str, policy: RobotsPolicy, answer: RobotsAnswer) -> None:
+        cfg = self.ctx.cfg
+        self.policies[scheme] = policy
+        if self.host_row["robots_status"] is None:
+            self.host_row["robots_status"] = answer.status  # (a cached answer: the first origin's)
+        # the gap holds for the host key across both schemes: the largest Crawl-delay read
+        delay = self.policies.crawl_delay_s()
+        self.host_row["crawl_delay_s"] = delay
+        self.min_gap = max(self.base_delay, delay) if delay is not None else self.base_delay
         self.host_row["min_delay_s"] = self.min_gap
         self.gap = max(self.gap, self.min_gap)
         if self.last_end is not None:
@@ -443,25 +588,38 @@ class HostQueue:
             # or, when the answer was cached, the last one known; no wait when none is known
             self.next_allowed = max(self.next_allowed, self.last_end + self.min_gap)
         if policy.crawl_delay_s is not None and policy.crawl_delay_s > float(cfg["fetch.max_crawl_delay_s"]):
+            # one origin's Crawl-delay is the gap of the host key: the whole host waits
             self.host_row["deferred"] = True
             self.give_up(FetchStatus.DEFERRED,
                          f"Crawl-delay {policy.crawl_delay_s}s above fetch.max_crawl_delay_s")
         elif policy.disallow_all:
             # robots.txt unreachable (5xx, 429, network error) or unparsable (the parser raised):
-            # RFC 9309 2.3.1.4 says assume complete disallow. No page is requested; the URLs stay
-            # due without using up their retries (not marked robots_denied either: the cause may
-            # be transient), and the host backs off (host_state.backoff_until) so generate leaves
-            # it alone meanwhile.
+            # RFC 9309 2.3.1.4 says assume complete disallow, of that origin. None of its pages is
+            # requested; its URLs stay due without using up their retries (not marked
+            # robots_denied either: the cause may be transient). The other origin's URLs go on;
+            # when no origin of the host could be read, the host backs off
+            # (host_state.backoff_until) so generate leaves it alone meanwhile.
             if policy.error:  # e.g. "robots.txt unparsable: ValueError: ..."
-                self.host_row["robots_error"] = policy.error
                 stop_reason, detail = "robots.txt unparsable", policy.error
             else:
                 stop_reason = "robots.txt unreachable"
-                detail = f"{stop_reason} ({self.host_row.get('robots_error') or f'HTTP {policy.status}'})"
-            backoff = next_backoff(float(self.pending[0].get("backoff_s") or 0.0) if self.pending else 0.0,
-                                   float(cfg["fetch.robots_retry_s"]), float(cfg["fetch.max_backoff_s"]))
-            self.host_row.update(backoff_until=time.time() + backoff, backoff_s=backoff, stop_reason=stop_reason)
-            self.give_up(FetchStatus.NOT_ATTEMPTED, f"{detail}: host not crawled")
+                detail = f"{stop_reason} ({answer.error or f'HTTP {policy.status}'})"
+            self.host_row["robots_error"] = self.host_row["robots_error"] or answer.error or policy.error
+            if all(p.disallow_all for p in self.policies.values()) and all(
+                    scheme_of(r["url"]) == scheme for r in self.pending):
+                self._back_off(stop_reason, detail)
+            else:
+                self._give_up_origin(scheme, f"{detail}: the host's {scheme}:// URLs not crawled")
+
+    def _give_up_origin(self, scheme: str, reason: str) -> None:
+        """Report the queued URLs of one origin as not fetched in this cycle (they stay due)."""
+        keep: deque[Mapping[str, Any]] = deque()
+        for row in self.pending:
+            if scheme_of(row["url"]) == scheme:
+                self.results.append(self._outcome(row, FetchStatus.NOT_ATTEMPTED, error=reason[:ERROR_TEXT_LIMIT]))
+            else:
+                keep.append(row)
+        self.pending = keep
 
     async def _fetch_page(self, row: Mapping[str, Any]) -> None:
         cfg = self.ctx.cfg
@@ -476,25 +634,40 @@ class HostQueue:
         try:
             async with self.ctx.session.get(url, allow_redirects=False, headers=headers) as resp:
                 outcome = await self._handle_response(row, resp, headers, started)
-        except asyncio.CancelledError:
-            raise
+        except (asyncio.CancelledError, ArchiveError):
+            raise  # the WARC store failed: the task fails and Spark retries it (ArchiveError)
         except Exception as exc:
-            # network trouble, or anything unforeseen (parser, archive): the URL still gets its row
             if self._ended_for != started:
                 self._request_ended(started)
+            if isinstance(exc, InternalError) or not isinstance(
+                    exc, (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, UnicodeError)):
+                # our own code failed, not the site: the URL stays due without using a retry, and
+                # nothing counts against the host
+                cause = exc.__cause__ if isinstance(exc, InternalError) and exc.__cause__ is not None else exc
+                self.results.append(self._outcome(row, FetchStatus.NOT_ATTEMPTED,
+                                                  error=f"internal error: {error_text(cause)}"))
+                return
             refusal = refusal_of(exc)
             if refusal is not None:  # the name now resolves to refused addresses (DNS rebinding)
                 self.pending.appendleft(row)
                 self.block(refusal)
                 return
             self.host_row["errors"] += 1
-            if not isinstance(exc, (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, UnicodeError)):
-                self.results.append(self._outcome(row, FetchStatus.NETWORK_ERROR,
-                                                  error=f"internal error: {error_text(exc)}"))
+            kind, text = self.connection_failure(exc, url, started)
+            elapsed_ms = int((time.monotonic() - started) * 1000)
+            if kind == "tls":
+                # a bad certificate or handshake is the host's, not the page's: a few tries a cycle
+                self.tls_failures += 1
+                self.results.append(self._outcome(row, FetchStatus.TLS_ERROR, error=text, elapsed_ms=elapsed_ms))
+                if self.tls_failures >= int(cfg["fetch.max_tls_failures"]):
+                    self._back_off("tls " + text.split(":", 1)[0].split()[-1], text)
+                return
+            if kind == "dns":
+                self.results.append(self._outcome(row, FetchStatus.DNS_ERROR, error=text, elapsed_ms=elapsed_ms))
+                self._back_off("dns", text)
                 return
             self.consecutive_errors += 1
-            self.results.append(self._outcome(row, FetchStatus.NETWORK_ERROR, error=error_text(exc),
-                                              elapsed_ms=int((time.monotonic() - started) * 1000)))
+            self.results.append(self._outcome(row, FetchStatus.NETWORK_ERROR, error=text, elapsed_ms=elapsed_ms))
             if self.consecutive_errors >= int(cfg["fetch.max_consecutive_errors"]):
                 self._stop_for_cycle(f"{self.consecutive_errors} network errors in a row")
             return
@@ -543,8 +716,13 @@ class HostQueue:
             fields["content_hash"] = hashlib.sha1(body.data).hexdigest()
             self.host_row["pages_fetched"] += 1
             if is_parseable(ctype, body.data[:1024]):
-                await self._parse(url, int(row["depth"]), body.data, ctype, fields,
-                                  ", ".join(resp.headers.getall("X-Robots-Tag", [])) or None)
+                try:
+                    await self._parse(url, int(row["depth"]), body.data, ctype, fields,
+                                      ", ".join(resp.headers.getall("X-Robots-Tag", [])) or None)
+                except (asyncio.CancelledError, ArchiveError):
+                    raise
+                except Exception as exc:  # the parser reports bad pages in its result: this is ours
+                    raise InternalError(f"parsing {url}: {error_text(exc)}") from exc
         elif fetch_status == FetchStatus.REDIRECT:
             fields["redirect_to"] = redirect_to
             fields["outlinks"] = self.links.keep([redirect_to], int(row["depth"]))
@@ -582,9 +760,18 @@ class HostQueue:
         archive = self.ctx.archive
         if archive is None:
             return
+        try:
+            self._write_records(archive, row, resp, request_headers, body, fetched_at, fields)
+        except Exception as exc:
+            raise ArchiveError(f"the WARC store failed: {error_text(exc)}") from exc
+
+    def _write_records(self, archive: Archive, row: Mapping[str, Any], resp: aiohttp.ClientResponse,
+                       request_headers: dict[str, str], body: Body | None, fetched_at: float,
+                       fields: dict[str, Any]) -> None:
         req = list(request_headers.items())
         res = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
-        ip = _ip_of(self.host)
+        peer = resp.connection.transport.get_extra_info("peername") if resp.connection and resp.connection.transport else None
+        ip = str(peer[0]) if peer else _ip_of(self.host)
         if body is None:  # 304
             loc = archive.write_revisit(row["url"], req, resp.status, resp.reason or "", res, fetched_at,
                                         None, row.get("last_fetched_at"), row["url"], None)
@@ -645,6 +832,11 @@ async def run_queues(queues: list[HostQueue], ctx: TaskContext) -> None:
         for task in done:
             queue = in_flight.pop(task)
             exc = task.exception()
+            if isinstance(exc, ArchiveError):
+                for other in in_flight:
+                    other.cancel()
+                await asyncio.gather(*in_flight, return_exceptions=True)
+                raise exc
             if exc is not None:
                 # a bug or unforeseen failure in one host must not lose the other hosts' work
                 queue.host_row["robots_error"] = queue.host_row["robots_error"] or error_text(exc)
@@ -674,19 +866,39 @@ async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
                                     sock_read=float(cfg["fetch.read_timeout_s"]))
     per_host = max([1] + [int(o.get("max_concurrency", 1)) for o in cfg["fetch.host_overrides"]])
     addresses = AddressPolicy.from_config(cfg)
-    # the guard is enforced where connections are made: on every resolved and connected address
+    resolver = TaskResolver(cfg)
+    for host_rows in groups.values():
+        for r in host_rows:  # generate puts the host's known addresses on one of its rows
+            if r.get("addresses"):
+                resolver.remember(host_without_port(r["host"]).strip("[]"), r["addresses"], r.get("addresses_expire_at"))
+    connects = ConnectTracker()
+    guarded = guarded_socket_factory(addresses)
+    # the guard is enforced where connections are made: on every resolved and connected address.
+    # DNS answers are kept by TaskResolver (with their TTLs, for host_state), not aiohttp's cache.
+    # An idle connection is kept fetch.keepalive_s, longer than a host's usual gap, so a host's
+    # pages share one connection (one TLS handshake) within its turn.
     connector = aiohttp.TCPConnector(limit=int(cfg["fetch.max_concurrency"]), limit_per_host=per_host,
-                                     ttl_dns_cache=300, enable_cleanup_closed=True,
-                                     resolver=GuardedResolver(addresses),
-                                     socket_factory=guarded_socket_factory(addresses))
+                                     use_dns_cache=False, enable_cleanup_closed=True,
+                                     keepalive_timeout=float(cfg["fetch.keepalive_s"]),
+                                     resolver=GuardedResolver(addresses, resolver),
+                                     ssl=client_context(cfg),
+                                     socket_factory=lambda info: connects.wrap(guarded(info)))
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
                                      headers={"User-Agent": cfg["fetch.user_agent"]},
                                      cookie_jar=aiohttp.DummyCookieJar()) as session:
-        ctx = TaskContext(cfg, session, archive, parser, TaskLinks(cfg, bloom), request_log, addresses)
+        ctx = TaskContext(cfg, session, archive, parser, TaskLinks(cfg, bloom), request_log, addresses,
+                          resolver, connects)
         if recent:
             ctx.earlier.note_recent(recent)
         queues = [HostQueue(host, host_rows, ctx) for host, host_rows in groups.items()]
-        await run_queues(queues, ctx)
+        # names are resolved ahead of their hosts' turns, at most fetch.dns_max_in_flight at once
+        ahead = asyncio.ensure_future(resolver.prefetch(host_without_port(q.host).strip("[]") for q in queues))
+        try:
+            await run_queues(queues, ctx)
+        finally:
+            ahead.cancel()
+            await asyncio.gather(ahead, return_exceptions=True)
+            await resolver.close()
     out: list[dict[str, Any]] = []
     for queue in queues:
         out.extend(queue.results)
