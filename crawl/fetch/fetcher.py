@@ -884,7 +884,7 @@ async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
                                      ssl=client_context(cfg),
                                      socket_factory=lambda info: connects.wrap(guarded(info)))
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
-                                     headers={"User-Agent": cfg["fetch.user_agent"]},
+                                     headers={"User-Agent": cfg["fetch.user_agent"], "Accept-Encoding": accept_encoding()},
                                      cookie_jar=aiohttp.DummyCookieJar()) as session:
         ctx = TaskContext(cfg, session, archive, parser, TaskLinks(cfg, bloom), request_log, addresses,
                           resolver, connects)
