@@ -34,6 +34,8 @@ def rows_for(urls, **extra):
                "depth": 0, "score": 1.0, "segment_id": "seg", "etag": None, "last_modified": None,
                "robots_status": None, "robots_txt": None, "robots_fetched_at": None}
         row.update(extra)
+        if row["robots_status"] is not None:  # a cached answer is the answer of the URL's origin
+            row.setdefault("robots_scheme", u.split("://", 1)[0])
         rows.append(row)
     return rows
 

@@ -19,7 +19,7 @@ from tests.conftest import TEST_WEB_NETWORKS
 DRIP_URLS = 12
 # robots.txt known and empty: every URL allowed, no robots request (the quick hosts' gaps are
 # then fetch.delay_s alone)
-CACHED_ROBOTS = {"robots_status": 404, "robots_txt": "", "robots_fetched_at": time.time()}
+CACHED_ROBOTS = {"robots_status": 404, "robots_txt": "", "robots_fetched_at": time.time(), "robots_scheme": "http"}
 CFG = {"fetch.delay_s": 0.2, "fetch.delay_factor": 0.5, "fetch.max_delay_s": 1.0,
        "fetch.connect_timeout_s": 5.0, "fetch.read_timeout_s": 5.0, "fetch.total_timeout_s": 10.0,
        "parse.isolate": False, "sitemaps.enabled": False, "fetch.allow_networks": TEST_WEB_NETWORKS}

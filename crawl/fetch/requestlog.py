@@ -40,6 +40,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from crawl.fetch.robots import RobotsAnswer, answers_of
+
 # A page requested by this many attempts (or runs) that died is not requested again under the
 # lease: two deaths with the same page under way make it a suspect, and a retry that requested it
 # a third time could use up spark.task_max_failures and fail the whole fetch. One death alone
@@ -63,21 +65,24 @@ class EarlierRequests:
     # hosts the segments fetched just before this one contacted: when their last request ended
     # (known: those segments completed), so the first request here keeps the host's gap after it
     ended_at: dict[str, float] = field(default_factory=dict)
-    # their robots.txt answers (status, body, fetched at) for hosts the fetchlist has none for
-    robots: dict[str, tuple[int, str | None, float]] = field(default_factory=dict)
+    # their robots.txt answers, per origin (scheme), newer than the fetchlist's
+    robots: dict[str, dict[str, RobotsAnswer]] = field(default_factory=dict)
     # when they read the sitemaps of hosts the fetchlist has no such time for
     sitemaps_at: dict[str, float] = field(default_factory=dict)
 
     def note_recent(self, contacts: "Mapping[str, Mapping[str, Any]]") -> None:
-        """Add ``contacts`` ({host: {ended, gap, and robots_status, robots_txt, robots_fetched_at,
-        sitemaps_fetched_at when known}}) of the segments fetched just before (jobs/fetch.py
-        recent_contacts)."""
+        """Add ``contacts`` ({host: {ended, gap, and the robots columns of both origins (robots_status,
+        robots_txt, robots_fetched_at, robots_error, robots_scheme, robots_other: crawl.fetch.robots
+        host_columns) and sitemaps_fetched_at when known}}) of the segments fetched just before
+        (jobs/fetch.py recent_contacts)."""
         for host, c in contacts.items():
             if c.get("ended") is not None:
                 self.ended_at[host] = max(float(c["ended"]), self.ended_at.get(host, float("-inf")))
                 self.gap_s[host] = max(float(c["gap"]), self.gap_s.get(host, 0.0))
-            if c.get("robots_status") is not None and c.get("robots_fetched_at") is not None:
-                self.robots[host] = (int(c["robots_status"]), c.get("robots_txt"), float(c["robots_fetched_at"]))
+            for scheme, answer in answers_of(c).items():
+                known = self.robots.setdefault(host, {})
+                if scheme not in known or answer.fetched_at > known[scheme].fetched_at:
+                    known[scheme] = answer
             if c.get("sitemaps_fetched_at") is not None:
                 self.sitemaps_at[host] = max(float(c["sitemaps_fetched_at"]), self.sitemaps_at.get(host, float("-inf")))
 
