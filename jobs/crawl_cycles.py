@@ -37,6 +37,7 @@ from typing import Any, Mapping
 from pyspark.sql import SparkSession
 
 from crawl.config import with_values
+from crawl.crawldb.segment_owner import this_process
 from crawl.devweb import devweb_user_agent
 from crawl.tracking import INJECT_CYCLE
 from jobs import dedup, fetch, generate, inject, stats, update
@@ -45,6 +46,7 @@ from jobs.engine.common import run_main
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.logs import step_logger
 from jobs.engine.crawl_root import CrawlRoot
+from jobs.engine.segment_owners import OwnedSegments, take_over, unfinished_segments
 from jobs.engine.tables import snapshots_built_meanwhile
 from jobs.engine.tracking import CrawlRecorder, CrawlTracker, OneLineWarnings, new_crawl_id
 
@@ -70,14 +72,16 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
                                              "deltacrawl.cycles_requested": str(cycles)})
         result.mlflow_run_id = tracker.run_id
     status = "FAILED"
+    owned = OwnedSegments(spark, root, this_process(result.crawl_id), float(cfg["crawl.owner_stale_s"])).start()
     try:
         set_crawl_cycle(spark, result.crawl_id, INJECT_CYCLE)  # every Delta commit says its cycle
         recorder.run_step(INJECT_CYCLE, "inject", lambda: inject.run(spark, cfg, root, seeds_path), seeds_path)
+        _finish_dead_segments(spark, cfg, root, recorder, owned)
         recorder.end_cycle()
         if cfg["crawl.overlap"]:
-            _overlapping_cycles(spark, cfg, root, cycles, recorder, result)
+            _overlapping_cycles(spark, cfg, root, cycles, recorder, result, owned)
         else:
-            _cycles_in_turn(spark, cfg, root, cycles, recorder, result)
+            _cycles_in_turn(spark, cfg, root, cycles, recorder, result, owned)
         result.stats = stats.run(spark, cfg, root)
         status = "FINISHED"
     except KeyboardInterrupt:
@@ -87,6 +91,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
         recorder.end_cycle()  # the steps of the failed cycle that did finish (no-op if none)
         raise
     finally:
+        owned.stop()
         recorder.close(cancel=status == "KILLED")  # its figures are complete before the run ends
         set_crawl_cycle(spark, None, None)
         if tracker is not None:
@@ -107,12 +112,29 @@ def _cycle_done(recorder: CrawlRecorder, result: CrawlResult, cycle: int, cycles
                               ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
 
 
+def _finish_dead_segments(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, recorder: CrawlRecorder,
+                          owned: OwnedSegments) -> None:
+    """Before its first cycle, the crawl finishes the segments a crawl driver that died left (no
+    _updated marker, owner gone: jobs/engine/segment_owners.py), oldest first, in turn: fetch what
+    the dead run did not commit (the fetch re-reads its request log), dedup, update. Their steps
+    count in cycle 0, with inject."""
+    for segment in unfinished_segments(spark, root):
+        taken = take_over(spark, root, segment, owned, float(cfg["generate.lease_s"]))
+        if taken is None:
+            continue
+        step_logger("crawl").info("segment %s: %s: finishing it (%s)", segment, taken.why, ", ".join(taken.steps()))
+        for name in taken.steps():
+            module = {"fetch": fetch, "dedup": dedup, "update": update}[name]
+            recorder.run_step(INJECT_CYCLE, name, lambda: module.run(spark, cfg, root, segment), f"segment {segment}")
+        owned.done(segment)
+
+
 def _cycles_in_turn(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, cycles: int,
-                    recorder: CrawlRecorder, result: CrawlResult) -> None:
+                    recorder: CrawlRecorder, result: CrawlResult, owned: OwnedSegments) -> None:
     """generate → fetch → dedup → update, one cycle after the other."""
     for cycle in range(1, cycles + 1):
         set_crawl_cycle(spark, result.crawl_id, cycle)
-        gen = recorder.run_step(cycle, "generate", lambda: generate.run(spark, cfg, root))
+        gen = recorder.run_step(cycle, "generate", lambda: generate.run(spark, cfg, root, owner=owned))
         if gen.segment_id is None:
             recorder.end_cycle()
             step_logger("crawl").info("cycle %d: nothing due, stopping", cycle)
@@ -125,6 +147,7 @@ def _cycles_in_turn(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
             recorder.run_step(cycle, "fetch", lambda: fetch.run(spark, cfg, root, segment), f"segment {segment}")
         for name, module in (("dedup", dedup), ("update", update)):
             recorder.run_step(cycle, name, lambda: module.run(spark, cfg, root, segment), f"segment {segment}")
+        owned.done(segment)
         _cycle_done(recorder, result, cycle, cycles, segment)
 
 
@@ -138,7 +161,7 @@ def overlap_fetch_config(spark: SparkSession, cfg: Mapping[str, Any]) -> Mapping
 
 
 def _overlapping_cycles(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, cycles: int,
-                        recorder: CrawlRecorder, result: CrawlResult) -> None:
+                        recorder: CrawlRecorder, result: CrawlResult, owned: OwnedSegments) -> None:
     """crawl.overlap: fetch N on its own thread while the driver runs dedup and update of N - 1 and
     generate N + 1 (module docstring)."""
     fetch_cfg = overlap_fetch_config(spark, cfg)
@@ -148,11 +171,15 @@ def _overlapping_cycles(spark: SparkSession, cfg: Mapping[str, Any], root: Crawl
         set_crawl_cycle(spark, crawl_id, cycle)
         for name, module in (("dedup", dedup), ("update", update)):
             recorder.run_step(cycle, name, lambda: module.run(spark, cfg, root, segment), f"segment {segment}")
+        owned.done(segment)
         _cycle_done(recorder, result, cycle, cycles, segment)
 
+    def generate_next(cycle: int) -> generate.GenerateResult:
+        set_crawl_cycle(spark, crawl_id, cycle)
+        return recorder.run_step(cycle, "generate", lambda: generate.run(spark, cfg, root, owner=owned))
+
     cycle = 1
-    set_crawl_cycle(spark, crawl_id, cycle)
-    gen = recorder.run_step(cycle, "generate", lambda: generate.run(spark, cfg, root))
+    gen = generate_next(cycle)
     pending: tuple[int, str] | None = None  # fetched, not updated yet
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltacrawl-fetch") as fetcher:
         while True:
@@ -165,8 +192,7 @@ def _overlapping_cycles(spark: SparkSession, cfg: Mapping[str, Any], root: Crawl
                 # known URL may be in it): update it, then generate again, in turn
                 finish(*pending)
                 pending = None
-                set_crawl_cycle(spark, crawl_id, cycle)
-                gen = recorder.run_step(cycle, "generate", lambda: generate.run(spark, cfg, root))
+                gen = generate_next(cycle)
                 continue
             segment = gen.segment_id
             fetching = fetcher.submit(recorder.run_step, cycle, "fetch",
@@ -177,8 +203,7 @@ def _overlapping_cycles(spark: SparkSession, cfg: Mapping[str, Any], root: Crawl
                     pending = None
                 gen = None
                 if cycle < cycles:
-                    set_crawl_cycle(spark, crawl_id, cycle + 1)
-                    gen = recorder.run_step(cycle + 1, "generate", lambda: generate.run(spark, cfg, root))
+                    gen = generate_next(cycle + 1)
             finally:
                 fetching.result()  # a failed fetch raises here, once the driver's steps are done
             pending = (cycle, segment)

@@ -84,6 +84,7 @@ from jobs.engine.schemas import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_T
                                  from_epoch_col, to_epoch)
 from jobs.engine.tables import ensure_tables, table_exists
 from jobs.engine.hint_inbox import consume_hints
+from jobs.engine.segment_owners import OwnedSegments
 from jobs.engine.host_caps import per_host_cap
 from jobs.engine.tracking import record_step
 from jobs.engine.writes import merge_counts, merge_mode, run_concurrently
@@ -445,8 +446,18 @@ def release_leases(spark: SparkSession, root: CrawlRoot, segment_id: str) -> Non
               f"WHERE segment_id = '{segment_id}' AND lease_until IS NOT NULL").collect()
 
 
+def _remove_segment(spark: SparkSession, root: CrawlRoot, segment_id: str, owner: OwnedSegments | None) -> None:
+    if owner is not None:
+        owner.done(segment_id)
+    delete_path(spark, root.segment(segment_id))
+
+
 @writes_commits("generate")
-def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> GenerateResult:
+def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None,
+        owner: OwnedSegments | None = None) -> GenerateResult:
+    """``owner``: the crawl driver's segments (deltacrawl crawl): its record goes into the new segment
+    before the lease commits, so a crawl restarted after its death finds whose it was
+    (jobs/engine/segment_owners.py)."""
     now = time.time() if now is None else now
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
@@ -467,8 +478,10 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
     else:
         n_urls, n_hosts = chosen.counts
     if n_urls == 0:
-        delete_path(spark, root.segment(segment_id))
+        _remove_segment(spark, root, segment_id, owner)
         return GenerateResult(None, 0, 0)
+    if owner is not None:
+        owner.mark(segment_id)  # before the lease: no leased segment of a crawl is without its record
     until = now + float(cfg["generate.lease_s"])
     try:
         if chosen.lease_keys is not None:
@@ -486,12 +499,12 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
                                       "while it chose them: its leases are given back and the segment is removed; "
                                       "run generate again")
     except ConcurrentStepError:
-        delete_path(spark, root.segment(segment_id))
+        _remove_segment(spark, root, segment_id, owner)
         raise
     except Exception as exc:
         # the lease did not commit: fetch must never see this fetchlist (its URLs may be leased to
         # another segment)
-        delete_path(spark, root.segment(segment_id))
+        _remove_segment(spark, root, segment_id, owner)
         if not is_commit_conflict(exc):
             raise
         # another step committed to the crawldb since this one read it (two generates at once)
@@ -499,7 +512,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
                                   "(two generates at once?): nothing was leased and the segment is removed; "
                                   "run generate again") from None
     except BaseException:  # interrupted: whether the lease committed is unknown; no fetch either way
-        delete_path(spark, root.segment(segment_id))
+        _remove_segment(spark, root, segment_id, owner)
         raise
     write_marker(spark, root.leased_marker(segment_id), f"leased until {until}\n")
     result = GenerateResult(segment_id, n_urls, n_hosts)

@@ -80,6 +80,11 @@ class CrawlRoot:
             return self.local_path(f"{self.segment(segment_id)}/requests")
         return os.path.join(tempfile.gettempdir(), "deltacrawl-requests", check_segment_id(segment_id))
 
+    def owner_marker(self, segment_id: str) -> str:
+        """Written by the crawl driver that generated or took over the segment, and rewritten while
+        it has it in hand: who it is (crawl/crawldb/segment_owner.py, jobs/engine/segment_owners.py)."""
+        return f"{self.segment(segment_id)}/_owner"
+
     def update_started_marker(self, segment_id: str) -> str:
         return f"{self.segment(segment_id)}/_update_started"
 
@@ -153,6 +158,20 @@ def read_marker(spark: SparkSession, path: str) -> str | None:
     finally:
         stream.close()
     return None if line is None else str(line).strip()
+
+
+def modified_at(spark: SparkSession, path: str) -> float | None:
+    """When the file at ``path`` was last written (epoch seconds), or None when there is none."""
+    fs, hpath = hadoop_path(spark, path)
+    if not fs.exists(hpath):
+        return None
+    return fs.getFileStatus(hpath).getModificationTime() / 1000.0
+
+
+def segments_with(spark: SparkSession, root: CrawlRoot, name: str) -> set[str]:
+    """The segments holding the file ``name`` (a marker): one listing, not one look-up per segment."""
+    fs, hpath = hadoop_path(spark, f"{root.root}/segments/*/{name}")
+    return {st.getPath().getParent().getName() for st in (fs.globStatus(hpath) or [])}
 
 
 def list_segments(spark: SparkSession, root: CrawlRoot) -> list[str]:
