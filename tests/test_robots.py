@@ -1,6 +1,7 @@
 import pytest
 
-from crawl.fetch.robots import UNREACHABLE_STATUS, effective_delay, policy_from_fetch
+from crawl.fetch.robots import (UNREACHABLE_STATUS, RobotsAnswer, answer_from_json, answers_of, effective_delay,
+                                host_columns, policy_from_fetch, redirect_reuse)
 
 BODY = b"User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n\nUser-agent: deltacrawl\nDisallow: /nodc/\n"
 
@@ -62,3 +63,40 @@ def test_memory_error_in_the_parser_is_not_swallowed(monkeypatch):
     _parser_raises(monkeypatch, MemoryError())
     with pytest.raises(MemoryError):
         policy_from_fetch(200, b"User-agent: *\nDisallow: /\n", "deltacrawl", 500_000)
+
+
+# -- one answer per origin (RFC 9309 2.3) ---------------------------------------------------------
+
+HTTPS = RobotsAnswer("https", 200, "User-agent: *\nDisallow: /x/\n", 1000.0)
+HTTP = RobotsAnswer("http", 404, None, 900.0, None)
+
+
+def test_both_origins_round_trip_through_the_host_columns():
+    columns = host_columns({"http": HTTP, "https": HTTPS})
+    assert columns["robots_scheme"] == "https" and columns["robots_fetched_at"] == 1000.0  # the newest first
+    assert answers_of(columns) == {"http": HTTP, "https": HTTPS}
+    assert host_columns({"http": HTTP})["robots_other"] is None
+    assert answers_of(host_columns({})) == {}
+
+
+def test_a_row_from_before_origins_caches_nothing():
+    assert answers_of({"robots_status": 200, "robots_txt": "", "robots_fetched_at": 1000.0}) == {}
+    for damaged in ("{", "[]", '{"scheme": "http"}', '{"scheme": "http", "status": 200, "fetched_at": "NaN"}'):
+        assert answer_from_json(damaged) is None
+
+
+def test_answers_are_reused_while_definite_and_fresh():
+    assert HTTPS.usable(now=1050.0, ttl_s=100.0) and not HTTPS.usable(now=1100.0, ttl_s=100.0)
+    for status in (500, 429, UNREACHABLE_STATUS):
+        assert not RobotsAnswer("http", status, None, 1000.0).usable(now=1001.0, ttl_s=100.0)
+
+
+def test_a_redirect_to_the_other_origins_robots_txt_reuses_its_answer():
+    held = {"https": HTTPS}
+    reused = redirect_reuse("http", "a.com", "https://a.com/robots.txt", held, now=1050.0, ttl_s=100.0)
+    assert reused == RobotsAnswer("http", 200, HTTPS.txt, 1000.0)
+    # not: another host, another path, an answer gone stale, or none held
+    assert redirect_reuse("http", "a.com", "https://www.a.com/robots.txt", held, 1050.0, 100.0) is None
+    assert redirect_reuse("http", "a.com", "https://a.com/r/robots.txt", held, 1050.0, 100.0) is None
+    assert redirect_reuse("http", "a.com", "https://a.com/robots.txt", held, 1200.0, 100.0) is None
+    assert redirect_reuse("http", "a.com", "https://a.com/robots.txt", {}, 1050.0, 100.0) is None
