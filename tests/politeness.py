@@ -20,16 +20,17 @@ def assert_polite(web, log, delay_s: float, robots_per_host: int = 1):
     than one only where a run died before its answers were stored: the run after it asks again)."""
     assert log, "the server saw no request at all"
     for host, entries in requests_by_host(log).items():
-        index = web.host_names.index(host)
+        # a named web's plain-HTTP origins (they only redirect) are hosts of their own
+        index = web.host_names.index(host) if host in web.host_names else None
         assert entries[0]["path"] == "/robots.txt", f"{host}: first request was {entries[0]['path']}"
         # cached in the hostdb between cycles: fetched once per host for the whole run
         assert sum(e["path"] == "/robots.txt" for e in entries) <= robots_per_host, f"{host}: robots.txt fetched again"
         for e in entries:
-            url = f"http://{host}{e['path']}"
+            url = f"{e.get('scheme', 'http')}://{host}{e['path']}"
             assert not web.is_disallowed(url), f"disallowed {url} was requested"
             assert "deltacrawl" in e["user_agent"]
         expected = delay_s
-        if web.robots_kind(index) == "crawl_delay":
+        if index is not None and web.robots_kind(index) == "crawl_delay":
             expected = max(delay_s, web.crawl_delay_s)
         gaps = [b["ts"] - a["ts"] for a, b in zip(entries, entries[1:])]
         if gaps:

@@ -159,7 +159,7 @@ def test_hostile_off_is_unchanged():
         plain.clear_log()
         get(plain.seed_urls()[0])
         log = plain.requests()
-        assert set(log[0]) == {"ts", "host", "path", "method", "user_agent", "status", "done_ts"}
+        assert set(log[0]) == {"ts", "host", "scheme", "peer_port", "path", "method", "user_agent", "status", "done_ts"}
         assert log[0]["done_ts"] >= log[0]["ts"]
     finally:
         plain.stop()

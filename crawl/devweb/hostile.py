@@ -80,7 +80,7 @@ from aiohttp import web
 from crawl.devweb.hostile_bodies import (_BOM, _DRIP_BODY, _HUGE_BYTES, _MALFORMED, _MANY_LINKS, _NUL, _PDF,
                                          _SJIS, _WRONG_CHARSET, _XHTML, _cached, _cached_async, _huge_chunk,
                                          _make_gzip_bomb, _make_huge_robots, _make_many_links, _make_png)
-from crawl.devweb.site import _PAGE_RE, _html_escape
+from crawl.devweb.site import _PAGE_RE, DOMAIN, _html_escape, netloc_of
 
 HOSTILE = (
     "robots_500", "robots_redirect", "robots_redirect_loop", "robots_huge", "robots_429",
@@ -203,10 +203,17 @@ def _drop(request: web.Request) -> None:
         tr.abort()
 
 
+def hostile_dns_name(behaviour: str) -> str:
+    """The name of a hostile (or bad-certificate) host in the named test web."""
+    return f"{behaviour.replace('_', '-')}.{DOMAIN}"
+
+
 class HostileHosts:
     """What the hostile hosts serve; a mixin of DevWeb (see the module docstring)."""
 
     def _hostile_names(self) -> dict[str, str]:
+        if self.named:
+            return {name: netloc_of(hostile_dns_name(name), self.https_port, 443) for name in HOSTILE[:len(self._hostile_addresses)]}
         return {name: f"{a}:{self.port}" for name, a in zip(HOSTILE, self._hostile_addresses)}
 
     def hostile_urls(self, name: str) -> list[str]:
@@ -216,7 +223,7 @@ class HostileHosts:
             raise KeyError(f"DevWeb was created without hostile=True: {name!r}")
         if name not in HOSTILE:
             raise KeyError(f"unknown hostile behaviour {name!r} (one of {', '.join(HOSTILE)})")
-        root = f"http://{self.hostile_hosts[name]}"
+        root = f"{self.scheme}://{self.hostile_hosts[name]}"
         return [root + p for p in _hostile_entry_paths(name, self.seed)]
 
     async def _handle_hostile(self, request: web.Request, name: str, entry: dict[str, Any]) -> web.StreamResponse:
@@ -338,11 +345,11 @@ class HostileHosts:
 
     def _redirect(self, request: web.Request) -> web.Response | None:
         path = request.path
-        root = f"http://{self.hostile_hosts['redirects']}"
+        root = f"{self.scheme}://{self.hostile_hosts['redirects']}"
         if path == "/final.html":
             return _html("Final destination", [("/", "Home")])
         if path == "/offsite":
-            return web.Response(status=302, headers={"Location": f"http://{self.addresses[0]}:{self.port}/p/0.html"})
+            return web.Response(status=302, headers={"Location": f"{self.origin(0)}/p/0.html"})
         if path in ("/loop/a", "/loop/b"):
             return web.Response(status=302, headers={"Location": "/loop/b" if path == "/loop/a" else "/loop/a"})
         m = _REDIRECT_RE.fullmatch(path)

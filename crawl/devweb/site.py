@@ -61,6 +61,13 @@ import re
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 KINDS = ("disallow", "crawl_delay", "missing", "allow_all")
+# the named test web's domain (RFC 6761 reserves .test for testing: it never resolves elsewhere)
+DOMAIN = "devweb.test"
+
+
+def netloc_of(name: str, port: int, default_port: int) -> str:
+    """A URL's host key: ``name:port``, or ``name`` on the scheme's default port."""
+    return name if port == default_port else f"{name}:{port}"
 
 _PAGE_RE = re.compile(r"/(p|private|o)/(\d+)\.html")  # fullmatch, as every route
 
@@ -127,8 +134,20 @@ class GeneratedSite:
         return host_address(i)
 
     def host_name(self, i: int) -> str:
+        """Host i's host key, as its URLs carry it: ``ip:port``, or in the named test web
+        ``site{i}.devweb.test:port`` (the https port; no port when it is 443)."""
         self._need_port()
+        if self.named:
+            return netloc_of(f"site{i}.{DOMAIN}", self.https_port, 443)
         return f"{self.addresses[i]}:{self.port}"
+
+    def origin(self, i: int) -> str:
+        """``scheme://host key`` of host i's pages: https in the named test web, else http."""
+        return f"{self.scheme}://{self.host_name(i)}"
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.named else "http"
 
     def robots_kind(self, host_index: int) -> str:
         return KINDS[host_index % 4]
@@ -139,18 +158,18 @@ class GeneratedSite:
 
     def seed_urls(self) -> list[str]:
         self._need_port()
-        return [f"http://{a}:{self.port}/" for a in self.addresses]
+        return [self.origin(i) + "/" for i in range(self.hosts)]
 
     def sitemap_only_urls(self) -> list[str]:
         """The pages only a sitemap lists (empty unless ``sitemaps=True``)."""
         self._need_port()
-        return [f"http://{a}:{self.port}/o/{k}.html" for a in self.addresses for k in range(self.orphan_pages)]
+        return [f"{self.origin(i)}/o/{k}.html" for i in range(self.hosts) for k in range(self.orphan_pages)]
 
     def _sitemap(self, host: int, path: str) -> tuple[bytes, str] | None:
         """(body, content type) of a sitemap file of a normal host, or None."""
         if not self.sitemaps:
             return None
-        root = f"http://{self.addresses[host]}:{self.port}"
+        root = self.origin(host)
         kind = self.robots_kind(host)
 
         def urlset(paths: list[str], lastmod: bool = False) -> bytes:
@@ -179,7 +198,14 @@ class GeneratedSite:
             raise RuntimeError("DevWeb port unknown: call start() first or pass port != 0")
 
     def _host_index(self, netloc: str) -> int | None:
-        """Host index for an ``ip:port`` netloc of this DevWeb, else None."""
+        """Host index for a netloc of this DevWeb's normal hosts (its host key: ``ip:port``, or
+        ``site{i}.devweb.test[:port]`` when named), else None."""
+        if self.named:
+            name, _, port = netloc.partition(":")
+            m = re.fullmatch(r"site(\d+)\." + re.escape(DOMAIN), name.lower())
+            if not m or int(port or 443) != self.https_port or int(m.group(1)) >= self.hosts:
+                return None
+            return int(m.group(1))
         ip, sep, port = netloc.rpartition(":")
         if not sep or not port.isdigit() or int(port) != self.port:
             return None
@@ -199,7 +225,7 @@ class GeneratedSite:
         ``base_dir`` is the directory of the linking page: "" for "/", "p" or "private".
         """
         path = f"/{target}/{n}.html"
-        forms = [path, f"http://{self.addresses[host]}:{self.port}{path}"]
+        forms = [path, f"{self.origin(host)}{path}"]
         if base_dir == "":
             forms += [f"{target}/{n}.html", f"./{target}/{n}.html"]
         elif base_dir == target:
@@ -257,7 +283,7 @@ class GeneratedSite:
                     other = rng.randrange(self.hosts - 1)
                     other += other >= host
                     t = rng.randrange(n)
-                    url = f"http://{self.addresses[other]}:{self.port}/p/{t}.html"
+                    url = f"{self.origin(other)}/p/{t}.html"
                     links.append((url, f"Elsewhere: host {other} page {t}"))
             if self.has_private(host) and k % 3 == 0:
                 t = rng.randrange(self.private_pages)
@@ -299,7 +325,7 @@ class GeneratedSite:
     def robots_txt(self, host_index: int) -> str | None:
         """The robots.txt body of a host, or None when it has none (served as 404)."""
         kind = self.robots_kind(host_index)
-        root = f"http://{self.addresses[host_index]}:{self.port}"
+        root = self.origin(host_index)
         if kind == "disallow":
             extra = f"Sitemap: {root}/sitemap_index.xml\n" if self.sitemaps else ""
             return "User-agent: *\nDisallow: /private/\n" + extra
@@ -317,7 +343,7 @@ class GeneratedSite:
         """
         self._need_port()
         parts = urlsplit(url)
-        if parts.scheme != "http":
+        if parts.scheme != self.scheme:
             return []
         host = self._host_index(parts.netloc)
         if host is None:

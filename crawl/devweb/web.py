@@ -12,6 +12,16 @@ loopback network:
   port. With ``port=0`` a free port is chosen. Linux routes the whole
   127.0.0.0/8 range to ``lo``, so this needs no setup.
 * Host names are ``"ip:port"`` strings (``DevWeb.host_names``).
+* ``named=True`` makes it look like the internet: every host is served by **name** over
+  **HTTPS** (``https://site3.devweb.test:PORT/``; hostile hosts ``redirects.devweb.test`` and the
+  like) on ``https_port``, with a certificate from a local CA made at start
+  (``crawl.devweb.tls``, its PEM in ``ca_file``), and over plain HTTP on ``port``, where every
+  request is redirected to https (the ordinary case on the web). The names are answered by a real
+  DNS server on loopback (``crawl.devweb.dns``, ``dns.server``), which also serves names that
+  fail (NXDOMAIN, silence, SERVFAIL) or point at refused addresses (``DNS_FAILURES``); five more
+  hosts fail TLS in each way (``crawl.devweb.tls.BAD_CERTIFICATES``). ``crawl_config()`` gives
+  what a crawl of it sets: the DNS server, the CA file, the allowed networks, a user agent.
+  With ports 80 and 443 (root only), http and https URLs share one host key, as on the web.
 
 This module is the server: ``DevWeb`` itself (the sockets, the background
 thread, start/stop, ``serve_forever``) and its request log. What the hosts
@@ -44,12 +54,34 @@ from typing import Any, Mapping
 
 from aiohttp import web
 
-from crawl.devweb.hostile import HOSTILE, HostileHosts, _not_found
-from crawl.devweb.site import KINDS, GeneratedSite, _address_index, host_address
+from crawl.devweb import devweb_user_agent
+from crawl.devweb.dns import SERVFAIL, SILENT, DevDns
+from crawl.devweb.hostile import HOSTILE, HostileHosts, _not_found, hostile_dns_name
+from crawl.devweb.site import DOMAIN, KINDS, GeneratedSite, _address_index, host_address, netloc_of
+from crawl.devweb.tls import BAD_CERTIFICATES, LocalCA
 
-__all__ = ["DevWeb", "host_address", "KINDS", "HOSTILE"]
+__all__ = ["DevWeb", "host_address", "KINDS", "HOSTILE", "BAD_CERTIFICATES", "DNS_FAILURES"]
+
+# names of the named test web's DNS server that fail, by how: a crawl must record each, and never
+# connect to the last two (the address guard refuses what they resolve to)
+DNS_FAILURES = {"nxdomain": f"missing.{DOMAIN}", "timeout": f"silent.{DOMAIN}", "servfail": f"servfail.{DOMAIN}",
+                "private": f"private.{DOMAIN}", "metadata": f"metadata.{DOMAIN}"}
 
 _MAX_PORT_TRIES = 10
+
+
+class _Silent(asyncio.Protocol):
+    """A TLS handshake that never ends: the connection is accepted and nothing is ever sent."""
+
+    def __init__(self, streams: set):
+        self.streams = streams
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.streams.add(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.streams.discard(self.transport)
 
 
 class DevWeb(GeneratedSite, HostileHosts):
@@ -69,6 +101,9 @@ class DevWeb(GeneratedSite, HostileHosts):
         hostile: bool = False,
         sitemaps: bool = False,
         sitemap_lastmod: str = "2026-01-01",
+        named: bool = False,
+        https_port: int = 0,
+        dns_port: int = 0,
     ):
         if hosts < 1:
             raise ValueError("hosts must be >= 1")
@@ -76,8 +111,10 @@ class DevWeb(GeneratedSite, HostileHosts):
             raise ValueError("pages_per_host must be >= 1")
         if links_per_page < 0 or cross_host_links < 0:
             raise ValueError("links_per_page and cross_host_links must be >= 0")
-        if not (0 <= port <= 65535):
+        if not (0 <= port <= 65535) or not (0 <= https_port <= 65535):
             raise ValueError("port must be in 0..65535")
+        if named and port and port == https_port:
+            raise ValueError("the named test web needs two ports: http and https")
         host_address(hosts - 1)  # validates the host count
         if hostile:
             host_address(hosts + len(HOSTILE) - 1)
@@ -85,6 +122,13 @@ class DevWeb(GeneratedSite, HostileHosts):
         self.pages_per_host = pages_per_host
         self.requested_port = port
         self.port = port
+        self.named = named
+        self.requested_https_port = https_port
+        self.https_port = https_port
+        self.dns: DevDns | None = DevDns(port=dns_port) if named else None
+        self.ca_file: str | None = None  # the local CA's PEM (named: written by start())
+        self._tls_dir: Any = None
+        self._https_sockets: list[socket.socket] = []
         self.seed = seed
         self.links_per_page = links_per_page
         self.cross_host_links = cross_host_links
@@ -95,7 +139,11 @@ class DevWeb(GeneratedSite, HostileHosts):
         self.sitemap_lastmod = sitemap_lastmod
         self.orphan_pages = max(1, pages_per_host // 4) if sitemaps else 0
         self.addresses: list[str] = [host_address(i) for i in range(hosts)]
-        self.host_names: list[str] = [f"{a}:{port}" for a in self.addresses] if port else []
+        # the hosts that fail TLS, one per kind (named only)
+        self._tls_addresses: list[str] = (
+            [host_address(hosts + len(HOSTILE) + j) for j in range(len(BAD_CERTIFICATES))] if named else [])
+        self.host_names: list[str] = ([self.host_name(i) for i in range(hosts)]
+                                      if port and (https_port or not named) else [])
         self.hostile = hostile
         self.seeded_hostile: tuple[str, ...] = ()  # behaviours a demo crawl seeds (from_config)
         self._hostile_addresses: list[str] = (
@@ -144,10 +192,36 @@ class DevWeb(GeneratedSite, HostileHosts):
         with self._log_lock:
             self._log.clear()
 
+    def _log_host(self, ip: str, port: int) -> str:
+        """The host key a request log entry names: ``ip:port``, or, in the named test web, the
+        host's key as the crawler sees it for the scheme of the port asked (name[:port])."""
+        name = self.dns_name(ip) if self.named else None
+        if name is None:
+            return f"{ip}:{port}"
+        return netloc_of(name, port, 443 if port == self.https_port else 80)
+
+    def dns_name(self, ip: str) -> str | None:
+        """The name of the host listening on ``ip`` in the named test web."""
+        i = _address_index(ip)
+        if i is None:
+            return None
+        if i < self.hosts:
+            return f"site{i}.{DOMAIN}"
+        j = i - self.hosts
+        if j < len(self._hostile_addresses):
+            return hostile_dns_name(HOSTILE[j])
+        j = i - self.hosts - len(HOSTILE)
+        if self.named and 0 <= j < len(BAD_CERTIFICATES):
+            return hostile_dns_name(BAD_CERTIFICATES[j])
+        return None
+
     def _entry(self, request: web.Request, ts: float, ip: str, port: int) -> dict[str, Any]:
         return {
             "ts": ts,
-            "host": f"{ip}:{port}",
+            "host": self._log_host(ip, port),
+            "scheme": "https" if self.named and port == self.https_port else "http",
+            # the client's port: one per connection, so a log tells how often a crawler connected
+            "peer_port": (request.transport.get_extra_info("peername") or (None, None))[1] if request.transport else None,
             "path": request.path_qs,
             "method": request.method,
             "user_agent": request.headers.get("User-Agent", ""),
@@ -165,6 +239,21 @@ class DevWeb(GeneratedSite, HostileHosts):
         else:  # pragma: no cover - transport already gone
             local_ip, local_port = "", 0
         host = _address_index(local_ip)
+        name = self.dns_name(local_ip) if self.named else None
+        if name is not None and local_port == self.port:
+            # the named web's plain-HTTP origins redirect every request to https, robots.txt too
+            entry = self._entry(request, ts, local_ip, local_port)
+            entry.update(status=301, done_ts=time.time())
+            self._record(entry)
+            target = f"https://{netloc_of(name, self.https_port, 443)}{request.path_qs}"
+            return web.Response(status=301, headers={"Location": target})
+        if host is not None and host >= self.hosts + len(self._hostile_addresses):
+            resp = web.Response(text="<html><title>bad certificate host</title><p>never fetched with "
+                                "verification on</p></html>", content_type="text/html")
+            entry = self._entry(request, ts, local_ip, local_port)
+            entry.update(status=resp.status, done_ts=time.time())
+            self._record(entry)
+            return resp
         if host is not None and host >= self.hosts:
             j = host - self.hosts
             if self.hostile and j < len(HOSTILE):
@@ -183,34 +272,46 @@ class DevWeb(GeneratedSite, HostileHosts):
         else:
             html = self._render(host, path)
             resp = web.Response(text=html, content_type="text/html", charset="utf-8") if html is not None else _not_found()
-        self._record({
-            "ts": ts,
-            "host": f"{local_ip}:{local_port}",
-            "path": request.path_qs,
-            "method": request.method,
-            "user_agent": request.headers.get("User-Agent", ""),
-            "status": resp.status,
-            "done_ts": time.time(),
-        })
+        entry = self._entry(request, ts, local_ip, local_port)
+        entry.update(status=resp.status, done_ts=time.time())
+        self._record(entry)
         return resp
 
     def _bind_all(self) -> list[socket.socket]:
-        """Bind one listening socket per host address on a common port."""
-        tries = _MAX_PORT_TRIES if self.requested_port == 0 else 1
+        """Bind one listening socket per host address on a common port (and, named, a second one
+        per address on the https port)."""
+        every = self.addresses + self._hostile_addresses + self._tls_addresses
+        plain = self._bind_port(self.requested_port, every)
+        self.port = plain[0].getsockname()[1]
+        if not self.named:
+            return plain
+        try:
+            secure = self._bind_port(self.requested_https_port, every, avoid=self.port)
+        except OSError:
+            for s in plain:
+                s.close()
+            raise
+        self.https_port = secure[0].getsockname()[1]
+        self._https_sockets = secure
+        return plain + secure
+
+    def _bind_port(self, requested: int, addresses: list[str], avoid: int = -1) -> list[socket.socket]:
+        tries = _MAX_PORT_TRIES if requested == 0 else 1
         last_err: OSError | None = None
         for _ in range(tries):
             socks: list[socket.socket] = []
-            port = self.requested_port
+            port = requested
             try:
-                for addr in self.addresses + self._hostile_addresses:
+                for addr in addresses:
                     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                     socks.append(s)
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     s.bind((addr, port))
                     if port == 0:
                         port = s.getsockname()[1]
+                        if port == avoid:
+                            raise OSError(errno.EADDRINUSE, "the test web's other port")
                     s.setblocking(False)
-                self.port = port
                 return socks
             except OSError as e:
                 for s in socks:
@@ -235,6 +336,17 @@ class DevWeb(GeneratedSite, HostileHosts):
         web.seeded_hostile = tuple(cfg["devweb.hostile"])
         return web
 
+    def crawl_config(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+        """The options a crawl of this web sets over ``cfg``: its networks allowed through the
+        address guard (which refuses loopback), a user agent naming the test web when ``cfg`` has
+        the shipped one, and, named, its DNS server and its CA."""
+        out: dict[str, Any] = {"fetch.allow_networks": [*cfg["fetch.allow_networks"], *self.networks()],
+                               "fetch.user_agent": devweb_user_agent(cfg["fetch.user_agent"])}
+        if self.named:
+            out["fetch.dns_servers"] = [*cfg["fetch.dns_servers"], self.dns.server]
+            out["fetch.tls_ca_file"] = self.ca_file
+        return out
+
     def demo_seed_urls(self) -> list[str]:
         """The seeds of a demo crawl: every host's home page, and the entry pages of the hostile
         behaviours chosen by devweb.hostile (from_config)."""
@@ -244,7 +356,7 @@ class DevWeb(GeneratedSite, HostileHosts):
         """CIDR strings covering exactly this web's addresses (its hosts and hostile hosts): what a
         crawl of it puts in fetch.allow_networks, since the address guard refuses loopback."""
         from crawl.net.addresses import networks_of
-        return networks_of(self.addresses + self._hostile_addresses)
+        return networks_of(self.addresses + self._hostile_addresses + self._tls_addresses)
 
     def start(self) -> "DevWeb":
         """Serve in a background daemon thread; returns once every socket is listening."""
@@ -253,7 +365,9 @@ class DevWeb(GeneratedSite, HostileHosts):
                 raise RuntimeError("DevWeb already started")
             socks = self._bind_all()
             self._sockets = socks
-            self.host_names = [f"{a}:{self.port}" for a in self.addresses]
+            if self.named:
+                self._start_names()
+            self.host_names = [self.host_name(i) for i in range(self.hosts)]
             self.hostile_hosts = self._hostile_names()
             if self.log_path:
                 self._log_file = open(self.log_path, "a", encoding="utf-8")
@@ -270,6 +384,35 @@ class DevWeb(GeneratedSite, HostileHosts):
                 self._cleanup_resources()
                 raise RuntimeError("DevWeb failed to start") from errors[0]
             return self
+
+    def _start_names(self) -> None:
+        """The named web's local CA (its PEM written to a temporary folder: ``ca_file``), its server
+        contexts, and its DNS server with every name, good and failing."""
+        import tempfile
+        self._tls_dir = tempfile.TemporaryDirectory(prefix="deltacrawl-devweb-ca-")
+        ca = LocalCA()
+        self.ca_file = ca.write_pem(f"{self._tls_dir.name}/devweb-ca.pem")
+        good = [n for n in (self.dns_name(a) for a in self.addresses + self._hostile_addresses) if n]
+        self._good_context = ca.server_context(good)
+        self._bad_contexts = {a: (kind, ca.bad_context(kind, hostile_dns_name(kind)))
+                              for kind, a in zip(BAD_CERTIFICATES, self._tls_addresses)}
+        dns = self.dns
+        for a in self.addresses + self._hostile_addresses + self._tls_addresses:
+            dns.add(self.dns_name(a), [a])
+        dns.add(DNS_FAILURES["private"], ["10.0.0.1"])
+        dns.add(DNS_FAILURES["metadata"], ["169.254.169.254"])
+        dns.fail(DNS_FAILURES["timeout"], SILENT)
+        dns.fail(DNS_FAILURES["servfail"], SERVFAIL)
+        try:
+            dns.start()
+        except OSError:
+            self._tls_dir.cleanup()
+            raise
+
+    def bad_certificate_urls(self) -> dict[str, str]:
+        """{kind: home page URL} of the hosts that fail TLS (named only)."""
+        return {kind: f"https://{netloc_of(hostile_dns_name(kind), self.https_port, 443)}/"
+                for kind in BAD_CERTIFICATES} if self.named else {}
 
     def _thread_main(self, ready: threading.Event, errors: list[BaseException]) -> None:
         loop = asyncio.new_event_loop()
@@ -296,8 +439,18 @@ class DevWeb(GeneratedSite, HostileHosts):
                                handler_cancellation=True)
         try:
             await runner.setup()
+            secure = set(id(s) for s in self._https_sockets)
             for s in self._sockets:
-                await web.SockSite(runner, s, backlog=512).start()
+                if id(s) not in secure:
+                    await web.SockSite(runner, s, backlog=512).start()
+                    continue
+                kind, bad = self._bad_contexts.get(s.getsockname()[0], (None, None))
+                if kind == "tls_handshake_hang":  # accepts, then never says a word
+                    await asyncio.get_running_loop().create_server(lambda: _Silent(self._streams), sock=s)
+                elif kind == "tls_plain_http":  # plain HTTP where TLS is expected
+                    await web.SockSite(runner, s, backlog=512).start()
+                else:
+                    await web.SockSite(runner, s, backlog=512, ssl_context=bad or self._good_context).start()
         except BaseException as e:  # handed to start(), which raises it
             errors.append(e)
             ready.set()
@@ -314,6 +467,11 @@ class DevWeb(GeneratedSite, HostileHosts):
             await runner.cleanup()
 
     def _cleanup_resources(self) -> None:
+        if self.dns is not None:
+            self.dns.stop()
+        if self._tls_dir is not None:
+            self._tls_dir.cleanup()
+            self._tls_dir = None
         for s in self._sockets:
             try:
                 s.close()

@@ -66,15 +66,17 @@ def tls_failure(exc: BaseException | None, https: bool, tcp_connected: bool) -> 
     seen = 0
     timed_out = False
     while exc is not None and seen < 10:
-        cert_error = getattr(exc, "certificate_error", None)  # aiohttp's ClientConnectorCertificateError
-        if isinstance(exc, ssl.SSLCertVerificationError) or isinstance(cert_error, ssl.SSLCertVerificationError):
-            err = exc if isinstance(exc, ssl.SSLCertVerificationError) else cert_error
+        # aiohttp's ClientConnectorCertificateError is itself an ssl.CertificateError, without the
+        # verify code: the one OpenSSL raised is its certificate_error
+        cert_error = getattr(exc, "certificate_error", None)
+        err = cert_error if isinstance(cert_error, ssl.SSLCertVerificationError) else exc
+        if isinstance(err, ssl.SSLCertVerificationError):
             detail = str(getattr(err, "verify_message", "") or err)
             return _VERIFY_KINDS.get(getattr(err, "verify_code", None), CERTIFICATE), detail[:200]
         os_error = getattr(exc, "os_error", None)
         if isinstance(exc, ssl.SSLError) or isinstance(os_error, ssl.SSLError):
-            err = exc if isinstance(exc, ssl.SSLError) else os_error
-            return PROTOCOL_ERROR, (getattr(err, "reason", None) or str(err))[:200]
+            err = exc if isinstance(exc, ssl.SSLError) and not isinstance(os_error, ssl.SSLError) else os_error
+            return PROTOCOL_ERROR, str(getattr(err, "reason", None) or err)[:200]
         if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
             timed_out = True
         if isinstance(exc, ConnectionResetError) and tcp_connected:
