@@ -60,6 +60,9 @@ def format_stats(stats: Mapping[str, Any]) -> str:
                       f"  {'kept (new to the crawl)':<36}{int(links['kept']):>12,}",
                       f"  {'listed in sitemaps (last reading)':<36}{int(links['sitemap_urls']):>12,}"]
             lines += _section("links dropped, by reason", hostdb.get("link_rejects") or [])
+        if hostdb.get("sitemap_errors"):
+            lines.append(f"sitemap and feed files refused or cut short (all cycles): {int(hostdb['sitemap_errors']):,}")
+            lines += [f"  {host}  {what}" for host, what in hostdb.get("sitemap_problem_hosts") or []]
         if hostdb.get("traps"):
             lines.append("hosts that looked like traps (budget lowered)")
             lines += [f"  {host}  {what}" for host, what in hostdb["traps"]]

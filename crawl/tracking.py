@@ -55,6 +55,7 @@ class StepFigures:
     latency_ms: dict[int, int] = field(default_factory=dict)  # log2 bucket of elapsed_ms -> URLs
     blocked: dict[str, int] = field(default_factory=dict)     # URLs the address guard refused, by reason
     robots_errors: int | None = None          # hosts not crawled: robots.txt unreachable or unparsable
+    sitemap_errors: int | None = None         # sitemap and feed files refused or cut short
 
 
 def cycle_row(fig: StepFigures, crawl_id: str | None, mlflow_run_id: str | None, cycle: int | None) -> dict[str, Any]:
@@ -103,6 +104,7 @@ def cycle_metrics(steps: Sequence[StepFigures], cycle_total: bool = True) -> dic
                 out[f"fetch/outcome/{status}"] = outcomes.get(status, 0)
             out["fetch/robots_denied"] = outcomes.get(FetchStatus.ROBOTS_DENIED, 0)
             out["fetch/robots_errors"] = fig.robots_errors or 0
+            out["fetch/sitemap_errors"] = fig.sitemap_errors or 0
             for reason, n in fig.blocked.items():
                 out[f"fetch/blocked/{reason}"] = n
             out["fetch/bytes"] = fig.bytes or 0

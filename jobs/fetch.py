@@ -86,6 +86,8 @@ class FetchResult:
     robots_errors: int = 0
     already_fetched: bool = False  # its results were committed before this run: nothing was requested
     warc_removed: int = 0          # complete WARC files no result names, removed (see the docstring)
+    # sitemap and feed files refused or cut short, over the segment's hosts (host_state.sitemap_errors)
+    sitemap_errors: int = 0
 
     def summary(self) -> str:
         outcomes = ", ".join(f"{k} {v}" for k, v in self.by_fetch_status.items()) or "none"
@@ -97,6 +99,8 @@ class FetchResult:
             text += "; hosts stopped for the cycle: " + ", ".join(f"{k} {v}" for k, v in self.stopped_hosts.items())
         if self.blocked:
             text += "; refused by the address guard: " + ", ".join(f"{k} {v}" for k, v in self.blocked.items())
+        if self.sitemap_errors:
+            text += f"; sitemap files refused or cut short: {self.sitemap_errors}"
         return text
 
 
@@ -380,10 +384,14 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         write_marker(spark, root.fetched_run_marker(segment_id), run.run_id)
     blocked_reason = F.when(F.col("fetch_status") == FetchStatus.BLOCKED_ADDRESS,
                             F.regexp_extract(F.col("error"), REASON_PATTERN, 1))
-    counts = (spark.read.parquet(root.fetched(segment_id))
+    fetched_rows = spark.read.parquet(root.fetched(segment_id))
+    # null in a segment fetched before the fetcher counted them
+    sitemap_errors = F.col("sitemap_errors") if "sitemap_errors" in fetched_rows.columns else F.lit(0)
+    counts = (fetched_rows
               .groupBy("kind", "fetch_status", "stop_reason", F.col("robots_error").isNotNull().alias("robots_failed"),
                        blocked_reason.alias("blocked_reason"))
-              .agg(F.count("*").alias("n"), F.collect_set("warc_file").alias("warc_files")).collect())
+              .agg(F.count("*").alias("n"), F.collect_set("warc_file").alias("warc_files"),
+                   F.sum(sitemap_errors).alias("sitemap_errors")).collect())
     removed = 0
     if store is not None:
         named = {name for r in counts if r["kind"] == "url" for name in r["warc_files"]}
@@ -396,7 +404,8 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     blocked = merge_counts({r["blocked_reason"]: r["n"]} for r in counts if r["kind"] == "url" and r["blocked_reason"])
     result = FetchResult(segment_id, sum(by_status.values()), hosts, dict(sorted(by_status.items())),
                          dict(sorted(stopped.items(), key=lambda kv: (-kv[1], kv[0]))), dict(sorted(blocked.items())),
-                         robots_errors, already_fetched, removed)
+                         robots_errors, already_fetched, removed,
+                         sum(r["sitemap_errors"] or 0 for r in counts if r["kind"] == "host"))
     return result
 
 

@@ -85,10 +85,11 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
 def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:
     """What the hostdb says: deferred and backing-off hosts, hosts whose last robots.txt reading
     failed (robots_error: not crawled, RFC 9309's complete disallow), overrides, and discovery: links found
-    and kept, rejections by reason, hosts whose budget a trap signal lowered."""
+    and kept, rejections by reason, hosts whose budget a trap signal lowered, sitemap and feed files
+    refused or cut short (all cycles) and the hosts with the most of them, with their last one."""
     if not table_exists(spark, root.hostdb):
         return {"deferred": 0, "backing_off": 0, "robots_errors": 0, "overrides": [], "stopped": [], "links": {}, "link_rejects": [],
-                "traps": []}
+                "traps": [], "sitemap_errors": 0, "sitemap_problem_hosts": []}
     hosts = spark.read.format("delta").load(root.hostdb)
     counts = hosts.agg(F.sum((F.col("deferred_until") > now_ts).cast("int")).alias("deferred"),
                        F.sum((F.col("backoff_until") > now_ts).cast("int")).alias("backing_off"),
@@ -98,8 +99,14 @@ def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:
     stopped = [(r["stop_reason"], r["n"]) for r in
                hosts.filter(F.col("stop_reason").isNotNull()).groupBy("stop_reason")
                .agg(F.count("*").alias("n")).orderBy(F.desc("n")).limit(10).collect()]
+    # sitemap_errors: absent from a hostdb no update has written since it was added
+    problems = F.col("sitemap_errors") if "sitemap_errors" in hosts.columns else F.lit(None).cast("long")
     links = hosts.agg(F.sum("links_found").alias("found"), F.sum("links_kept").alias("kept"),
-                      F.sum("sitemap_urls").alias("sitemap_urls")).collect()[0]
+                      F.sum("sitemap_urls").alias("sitemap_urls"), F.sum(problems).alias("sitemap_errors")).collect()[0]
+    sitemap_problems = ([(r["host"], f"{r['sitemap_errors']:,} files, last: {r['sitemap_last_error']}") for r in
+                         hosts.filter(F.col("sitemap_errors") > 0)
+                         .orderBy(F.desc("sitemap_errors"), "host").limit(10).collect()]
+                        if links["sitemap_errors"] else [])
     rejects = [(r["reason"], r["n"]) for r in
                hosts.select(F.explode("link_rejects").alias("reason", "n")).groupBy("reason")
                .agg(F.sum("n").alias("n")).orderBy(F.desc("n"), "reason").collect()]
@@ -109,6 +116,7 @@ def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:
     return {"deferred": counts["deferred"] or 0, "backing_off": counts["backing_off"] or 0,
             "robots_errors": counts["robots_errors"] or 0,
             "overrides": overrides, "stopped": stopped, "traps": traps, "link_rejects": rejects,
+            "sitemap_errors": links["sitemap_errors"] or 0, "sitemap_problem_hosts": sitemap_problems,
             "links": {"found": links["found"] or 0, "kept": links["kept"] or 0,
                       "sitemap_urls": links["sitemap_urls"] or 0}}
 

@@ -200,6 +200,7 @@ def _host_source(hosts: DataFrame, discovered: DataFrame, cfg: Mapping[str, Any]
         F.coalesce("errors", F.lit(0)).alias("errors"),
         F.coalesce("links_found", F.lit(0)).alias("links_found"),
         F.coalesce("links_kept", F.lit(0)).alias("links_kept"),
+        *_sitemap_problems(hosts),
         cap.alias("_cap"),  # the per-cycle budget a trap signal halves (see merge_hostdb)
         F.lit(True).alias("_fetched"))
     return (fetched.join(discovered, ["host_bucket", "host"], "full")
@@ -208,6 +209,14 @@ def _host_source(hosts: DataFrame, discovered: DataFrame, cfg: Mapping[str, Any]
             .withColumn("new_urls", F.coalesce("new_urls", F.lit(0)))
             .withColumn("over_cap", F.coalesce("over_cap", F.lit(0)))
             .withColumn("last_segment_id", F.lit(segment_id)))
+
+
+def _sitemap_problems(hosts: DataFrame) -> list[Column]:
+    """The segment's sitemap problem count and last text of each host (0 and null in a segment
+    fetched before the fetcher reported them)."""
+    if "sitemap_errors" not in hosts.columns:
+        return [F.lit(0).cast("long").alias("sitemap_errors"), F.lit(None).cast("string").alias("sitemap_last_error")]
+    return [F.coalesce("sitemap_errors", F.lit(0)).cast("long").alias("sitemap_errors"), F.col("sitemap_last_error")]
 
 
 _ADD = "(k, x, y) -> coalesce(x, 0L) + coalesce(y, 0L)"
@@ -257,6 +266,8 @@ def merge_hostdb(spark: SparkSession, root: CrawlRoot, source: DataFrame, cfg: M
             "errors": F.expr("t.errors + coalesce(s.errors, 0)"),
             "links_found": F.expr("coalesce(t.links_found, 0) + coalesce(s.links_found, 0)"),
             "links_kept": F.expr("coalesce(t.links_kept, 0) + coalesce(s.links_kept, 0)"),
+            "sitemap_errors": F.expr("coalesce(t.sitemap_errors, 0) + coalesce(s.sitemap_errors, 0)"),
+            "sitemap_last_error": F.expr("coalesce(s.sitemap_last_error, t.sitemap_last_error)"),
             "link_rejects": F.expr(f"map_filter({_map_sum('t.link_rejects', segment_rejects)}, (k, v) -> v > 0)"),
             # counted again from the crawldb when a run of this segment had died midway
             "url_count": F.expr("coalesce(s.url_count_exact, coalesce(t.url_count, 0) + s.new_urls)"),
@@ -265,12 +276,13 @@ def merge_hostdb(spark: SparkSession, root: CrawlRoot, source: DataFrame, cfg: M
      .whenNotMatchedInsert(values={
         **{name: F.col(f"s.{name}") for name in HOST_STATE_SCHEMA.fieldNames()
            if name not in ("requests", "pages_fetched", "errors", "url_budget", "url_count", "link_rejects",
-                           "links_found", "links_kept")},
+                           "links_found", "links_kept", "sitemap_errors")},
         "requests": F.expr("coalesce(s.requests, 0)"),
         "pages_fetched": F.expr("coalesce(s.pages_fetched, 0)"),
         "errors": F.expr("coalesce(s.errors, 0)"),
         "links_found": F.expr("coalesce(s.links_found, 0)"),
         "links_kept": F.expr("coalesce(s.links_kept, 0)"),
+        "sitemap_errors": F.expr("coalesce(s.sitemap_errors, 0)"),
         "url_budget": F.expr(f"CASE WHEN s.trap_signal IS NOT NULL THEN {halved.replace('t.url_budget', 'NULL')} END"),
         "url_count": F.expr("coalesce(s.url_count_exact, s.new_urls)"),
         "link_rejects": F.expr(f"map_filter({segment_rejects}, (k, v) -> v > 0)"),

@@ -99,6 +99,10 @@ HOST_STATE_SCHEMA = StructType([
     StructField("link_rejects", MapType(StringType(), LongType()), True),
     StructField("sitemaps_fetched_at", TimestampType(), True),
     StructField("sitemap_urls", LongType(), True),
+    # sitemap and feed files refused or cut short, over all segments, and the last one's URL and
+    # reason (crawl/fetch/sitemap_reader.py); null in rows older than them (then 0 and none)
+    StructField("sitemap_errors", LongType(), True),
+    StructField("sitemap_last_error", StringType(), True),
 ])
 
 
@@ -194,6 +198,10 @@ FETCHED_SCHEMA = StructType([
     StructField("sitemaps_fetched_at", DoubleType(), True),
     StructField("sitemap_entries", ArrayType(StructType([StructField("url", StringType(), False),
                                                          StructField("lastmod", DoubleType(), True)])), True),
+    # sitemap and feed files this segment refused or cut short, and the last one's URL and reason
+    # (null in segments fetched before they existed)
+    StructField("sitemap_errors", LongType(), True),
+    StructField("sitemap_last_error", StringType(), True),
     # both kinds: which task ("<partition>.<attempt>") and executor ("<machine>/<executor id>", or
     # "<machine>/jvm-<pid>" where Spark does not tell the id) fetched the row; one host is always
     # one task of its segment

@@ -118,6 +118,7 @@ def result_figures(step: str, result: Any, started_at: float, seconds: float) ->
         fig.urls, fig.hosts, fig.by_outcome = result.urls, result.hosts, dict(result.by_fetch_status)
         fig.blocked = dict(result.blocked)
         fig.robots_errors = result.robots_errors
+        fig.sitemap_errors = result.sitemap_errors
     elif step == "dedup":
         fig.urls, fig.duplicates = result.pages, result.exact + result.near
     elif step == "update":
