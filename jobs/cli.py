@@ -48,8 +48,10 @@ def devweb_main(argv: list[str] | None) -> int:
                             f"(try --conf devweb.port=0)") from None
         for url in web.demo_seed_urls():
             print(url, flush=True)
-        # the address guard refuses loopback: a crawl of this web must allow its addresses
-        print("crawl it with: --conf 'fetch.allow_networks=" + json.dumps(web.networks()) + "'",
+        # the address guard refuses loopback: a crawl of this web must allow its addresses (and,
+        # named, ask its DNS server and trust its CA)
+        options = web.crawl_config(cfg)
+        print("crawl it with: " + " ".join(f"--conf '{k}={json.dumps(v)}'" for k, v in options.items()),
               file=sys.stderr, flush=True)
         web.serve_forever()
         return EXIT_OK

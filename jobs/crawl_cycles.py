@@ -38,7 +38,6 @@ from pyspark.sql import SparkSession
 
 from crawl.config import with_values
 from crawl.crawldb.segment_owner import this_process
-from crawl.devweb import devweb_user_agent
 from crawl.tracking import INJECT_CYCLE
 from jobs import dedup, fetch, generate, inject, stats, update
 from jobs.engine.commit_info import set_crawl_cycle
@@ -214,9 +213,10 @@ def _overlapping_cycles(spark: SparkSession, cfg: Mapping[str, Any], root: Crawl
             finish(*pending)
 
 
-def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> tuple[str, list[str]]:
+def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> tuple[str, dict[str, Any]]:
     """Start the bundled test web for this run and write its seeds file; return the file's path and
-    the web's networks (the address guard refuses loopback: the crawl allows exactly these)."""
+    the options a crawl of it sets (DevWeb.crawl_config: its networks, which the address guard would
+    refuse, a user agent naming the test web, and, named, its DNS server and CA file)."""
     from crawl.devweb.web import DevWeb
     try:
         web = DevWeb.from_config(cfg)
@@ -240,7 +240,7 @@ def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> t
     step_logger("crawl").info("test web serving %d hosts on loopback (%s ... %s)%s", len(web.seed_urls()),
                               web.seed_urls()[0], web.seed_urls()[-1],
                               f", and hosts that misbehave: {', '.join(web.seeded_hostile)}" if web.seeded_hostile else "")
-    return path, web.networks()
+    return path, web.crawl_config(cfg)
 
 
 def configure(parser) -> None:
@@ -274,9 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         with ExitStack() as stack:  # the test web (if any) lives as long as the crawl
             seeds = args.seeds
             if not seeds:  # --with-devweb (checks() refused a run with neither)
-                seeds, networks = start_devweb(cfg, args.crawl_root, stack)
-                cfg = with_values(cfg, {"fetch.allow_networks": [*cfg["fetch.allow_networks"], *networks],
-                                        "fetch.user_agent": devweb_user_agent(cfg["fetch.user_agent"])})
+                seeds, options = start_devweb(cfg, args.crawl_root, stack)
+                cfg = with_values(cfg, options)
             tracker = CrawlTracker.open(cfg, args.crawl_root, args.mlflow_uri, "deltacrawl crawl")
             run(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), seeds, args.cycles, tracker)
         return EXIT_OK

@@ -49,7 +49,7 @@ def test_https_pages_by_name_politely(named):
     named.clear_log()
     urls = [u + p for u in named.seed_urls() for p in ("", "p/0.html", "p/1.html", "p/2.html")]
     out, hosts = split(fetch(rows_for(urls), cfg_for(named)))
-    assert all(r["fetch_status"] == FS.OK for r in out.values()), {u: r["error"] for u, r in out.items()}
+    assert all(r["fetch_status"] == FS.OK for r in out.values()), {u: (r["fetch_status"], r["error"]) for u, r in out.items()}
     assert all(u.startswith("https://site") for u in out)
     log = named.requests()
     assert all(e["scheme"] == "https" for e in log)
@@ -168,3 +168,26 @@ def test_an_internal_error_leaves_the_url_due_and_the_host_uncharged(named):
     assert all("internal error" in r["error"] and "a bug in our plumbing" in r["error"] for r in out.values())
     host = hosts[host_of(urls[0])]
     assert host["errors"] == 0 and host["stop_reason"] is None  # six failures, none the host's
+
+
+def test_warc_records_say_how_the_page_came(named, tmp_path):
+    """WARC-IP-Address is the address the name resolved to and was connected; an https response
+    also carries WARC-Protocol and WARC-Cipher-Suite."""
+    import glob
+
+    from warcio.archiveiterator import ArchiveIterator
+
+    from crawl.fetch.warc import WarcWriter
+    url = named.seed_urls()[2]
+    with WarcWriter(str(tmp_path), "TEST-named-00000-0", 1 << 20, {"operator": "tests"}) as archive:
+        out, _ = split(fetch(rows_for([url]), cfg_for(named), archive=archive))
+    assert out[url]["fetch_status"] == FS.OK
+    responses = []
+    for path in glob.glob(str(tmp_path / "*.warc.gz")):
+        with open(path, "rb") as fh:
+            responses += [r.rec_headers for r in ArchiveIterator(fh) if r.rec_type == "response"]
+    assert len(responses) == 1
+    headers = responses[0]
+    assert headers.get_header("WARC-IP-Address") == named.addresses[2]
+    assert headers.get_header("WARC-Protocol", "").startswith("tls/1.")
+    assert headers.get_header("WARC-Cipher-Suite")

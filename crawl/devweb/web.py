@@ -48,6 +48,7 @@ import errno
 import json
 import signal
 import socket
+import sys
 import threading
 import time
 from typing import Any, Mapping
@@ -332,7 +333,8 @@ class DevWeb(GeneratedSite, HostileHosts):
         web = cls(hosts=int(cfg["devweb.hosts"]), pages_per_host=int(cfg["devweb.pages_per_host"]),
                   port=int(cfg["devweb.port"]), seed=int(cfg["devweb.seed"]),
                   crawl_delay_s=float(cfg["devweb.crawl_delay_s"]), log_path=log_path,
-                  hostile=bool(cfg["devweb.hostile"]))
+                  hostile=bool(cfg["devweb.hostile"]), named=bool(cfg["devweb.named"]),
+                  https_port=int(cfg["devweb.https_port"]), dns_port=int(cfg["devweb.dns_port"]))
         web.seeded_hostile = tuple(cfg["devweb.hostile"])
         return web
 
@@ -521,14 +523,16 @@ class DevWeb(GeneratedSite, HostileHosts):
             kinds[self.robots_kind(i)] = kinds.get(self.robots_kind(i), 0) + 1
         print(
             f"devweb: serving {self.hosts} hosts x {self.pages_per_host} pages on "
-            f"{self.addresses[0]}..{self.addresses[-1]} port {self.port} (seed {self.seed}; robots: "
+            f"{self.addresses[0]}..{self.addresses[-1]} port {self.port}"
+            + (f" (https {self.https_port} as {self.host_names[0]} ..., DNS {self.dns.server})" if self.named else "")
+            + f" (seed {self.seed}; robots: "
             + ", ".join(f"{k}={v}" for k, v in kinds.items())
             + "); Ctrl-C to stop",
-            flush=True,
+            file=sys.stderr, flush=True,
         )
         if self.hostile:
             print("devweb: hostile hosts: "
-                  + ", ".join(f"{n}={h}" for n, h in self.hostile_hosts.items()), flush=True)
+                  + ", ".join(f"{n}={h}" for n, h in self.hostile_hosts.items()), file=sys.stderr, flush=True)
         try:
             while not done.wait(0.5):
                 if self._thread is None or not self._thread.is_alive():
@@ -539,4 +543,4 @@ class DevWeb(GeneratedSite, HostileHosts):
             if in_main:
                 signal.signal(signal.SIGTERM, old_term if old_term is not None else signal.SIG_DFL)
             self.stop()
-            print("devweb: stopped", flush=True)
+            print("devweb: stopped", file=sys.stderr, flush=True)

@@ -104,7 +104,8 @@ class Archive(Protocol):
     """Where response bodies go (crawl.fetch.warc.WarcWriter)."""
     def write_exchange(self, url: str, request_headers: list[tuple[str, str]], status: int, reason: str,
                        response_headers: list[tuple[str, str]], body: bytes, fetched_at: float,
-                       ip: str | None = None, truncated: str | None = None) -> Any: ...
+                       ip: str | None = None, truncated: str | None = None,
+                       tls: tuple[str, str] | None = None) -> Any: ...
     def write_revisit(self, url: str, request_headers: list[tuple[str, str]], status: int, reason: str,
                       response_headers: list[tuple[str, str]], fetched_at: float,
                       refers_to_record_id: str | None, refers_to_date: float | None,
@@ -698,6 +699,12 @@ class HostQueue:
             if redirect_to == url:
                 redirect_to = None  # a redirect to itself is a loop: no usable target
         fetch_status = classify_http_status(code, has_location=redirect_to is not None)
+        # the connection it came over, for the WARC records: aiohttp may have released it to its
+        # pool already (a small body read with the headers); its protocol still holds the transport
+        protocol = resp.connection.protocol if resp.connection is not None else getattr(resp, "_protocol", None)
+        transport = getattr(protocol, "transport", None)
+        peer = transport.get_extra_info("peername") if transport is not None else None
+        connection = (str(peer[0]) if peer else _ip_of(self.host), _tls_of(transport))
         ctype = resp.headers.get("Content-Type")
         fields: dict[str, Any] = {"http_status": code, "content_type": ctype,
                                   "etag": resp.headers.get("ETag"),
@@ -729,7 +736,7 @@ class HostQueue:
             fields["outlinks_total"] = self.links.in_scope
         elif 300 <= code < 400 and code != 304:
             fields["error"] = f"redirect without a usable Location: {location!r}"[:ERROR_TEXT_LIMIT]
-        self._archive(row, resp, request_headers, body, fetched_at, fields)
+        self._archive(row, resp, request_headers, body, fetched_at, fields, connection)
         return self._outcome(row, fetch_status, **fields)
 
     async def _parse(self, url: str, depth: int, body: bytes, ctype: str | None, fields: dict[str, Any],
@@ -756,30 +763,42 @@ class HostQueue:
         fields["signature"] = result.signature
 
     def _archive(self, row: Mapping[str, Any], resp: aiohttp.ClientResponse, request_headers: dict[str, str],
-                 body: Body | None, fetched_at: float, fields: dict[str, Any]) -> None:
+                 body: Body | None, fetched_at: float, fields: dict[str, Any],
+                 connection: tuple[str | None, tuple[str, str] | None]) -> None:
+        """Write the exchange to the WARC store; ``connection``: (IP address, TLS) it came over."""
         archive = self.ctx.archive
         if archive is None:
             return
         try:
-            self._write_records(archive, row, resp, request_headers, body, fetched_at, fields)
+            self._write_records(archive, row, resp, request_headers, body, fetched_at, fields, connection)
         except Exception as exc:
             raise ArchiveError(f"the WARC store failed: {error_text(exc)}") from exc
 
     def _write_records(self, archive: Archive, row: Mapping[str, Any], resp: aiohttp.ClientResponse,
                        request_headers: dict[str, str], body: Body | None, fetched_at: float,
-                       fields: dict[str, Any]) -> None:
+                       fields: dict[str, Any], connection: tuple[str | None, tuple[str, str] | None]) -> None:
         req = list(request_headers.items())
         res = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
-        peer = resp.connection.transport.get_extra_info("peername") if resp.connection and resp.connection.transport else None
-        ip = str(peer[0]) if peer else _ip_of(self.host)
+        ip, tls = connection
         if body is None:  # 304
             loc = archive.write_revisit(row["url"], req, resp.status, resp.reason or "", res, fetched_at,
                                         None, row.get("last_fetched_at"), row["url"], None)
         else:
             loc = archive.write_exchange(row["url"], req, resp.status, resp.reason or "", res, body.data,
-                                         fetched_at, ip=ip, truncated="length" if body.truncated else None)
+                                         fetched_at, ip=ip, truncated="length" if body.truncated else None,
+                                         tls=tls)
         fields.update(warc_file=loc.warc_file, warc_offset=loc.offset, warc_length=loc.length,
                       payload_digest=loc.payload_digest)
+
+
+def _tls_of(transport: Any) -> tuple[str, str] | None:
+    """(WARC-Protocol, WARC-Cipher-Suite) of an https connection: ("tls/1.3", "TLS_AES_256_GCM_SHA384")."""
+    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+    if ssl_object is None:
+        return None
+    version = (ssl_object.version() or "").lower().replace("tlsv", "tls/")
+    cipher = ssl_object.cipher()
+    return version, (cipher[0] if cipher else "")
 
 
 def _ip_of(host_key: str) -> str | None:

@@ -737,9 +737,12 @@ class WarcWriter:
 
     def write_exchange(self, url: str, request_headers: list[tuple[str, str]], status: int, reason: str,
                        response_headers: list[tuple[str, str]], body: bytes, fetched_at: float,
-                       ip: str | None = None, truncated: str | None = None) -> WarcLocation:
+                       ip: str | None = None, truncated: str | None = None,
+                       tls: tuple[str, str] | None = None) -> WarcLocation:
         """A request record then a response record (the request's WARC-Concurrent-To names the
-        response); returns the response record's location.
+        response); returns the response record's location. ``tls``: (protocol, cipher suite) of an
+        https connection, written as WARC-Protocol (e.g. ``tls/1.3``) and WARC-Cipher-Suite, the
+        fields the WARC 1.1 annotations proposal (iipc/warc-specifications) adds for them.
 
         Every fetched page comes through here, so the two records are serialised directly:
         what warcio's writer would write for them, without its record objects (~100 instead of
@@ -757,6 +760,12 @@ class WarcWriter:
         http_head = _http_head(f"HTTP/1.1 {_status_line(status, reason)}", resp_headers)
         warc_headers = self._base_headers("response", uri, date, ip)
         resp_id = warc_headers["WARC-Record-ID"]
+        if tls:
+            protocol, cipher = (_ascii_value(v, 64).replace(" ", "") for v in tls)
+            if protocol:
+                warc_headers["WARC-Protocol"] = protocol
+            if cipher:
+                warc_headers["WARC-Cipher-Suite"] = cipher
         trunc = _TOKEN_DROP.sub("", _to_text(truncated))[:64] if truncated else ""
         if trunc:
             warc_headers["WARC-Truncated"] = trunc
