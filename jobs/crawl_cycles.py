@@ -17,10 +17,21 @@ Overlap:  with crawl.overlap (--overlap), cycles overlap so the fetcher is not i
           holds across the overlap: a segment's first request to a host keeps the gap after the
           last request of the segment fetched before (jobs/fetch.py recent_contacts). Crash
           safety is each step's own (markers, leases): a crawl that dies leaves at most two
-          segments not updated, and `deltacrawl fetch`/`update` finish them as after any death.
+          segments not updated, and the next crawl finishes them (Re-run).
 Re-run:   safe: inject is idempotent, each cycle makes a new segment, each run has a new crawl id
           (its cycles rows are appended, earlier ones stay). Stops early (exit 0) when nothing
-          is due any more.
+          is due any more. Picks up where a crawl whose driver died left off: the driver writes
+          its owner record (segments/<id>/_owner: host, boot id, pid and its start time, crawl
+          id) into each segment it generates and rewrites it every crawl.owner_stale_s / 10 s
+          until the segment is updated; before its first cycle a crawl takes over each segment
+          not updated whose owner is gone (on this machine: its process is; elsewhere: no
+          rewrite for crawl.owner_stale_s), or that has no owner (a standalone generate's) and
+          whose lease ended, by renewing its lease (one commit, conditional on the lease read
+          before the owner: two crawls never take one segment, nor one a live crawl's), and
+          fetches what the dead run did not commit (from its request log), dedups and updates
+          it, one log line per segment, its steps in cycle 0 (jobs/engine/segment_owners.py;
+          docs/architecture.md "Crash safety"). `deltacrawl fetch`/`dedup`/`update` of each
+          segment not updated are the recovery by hand, as after any death.
 Exit:     0 done · 2 bad input · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/crawl_cycles.py --seeds seeds.txt --cycles 3 --crawl-root /data/crawl
 """
