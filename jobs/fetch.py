@@ -67,7 +67,7 @@ from jobs.engine.logs import Progress, step_logger
 from jobs.engine.seen_filter import SeenFilter, seen_filter
 from jobs.engine.crawl_root import CrawlRoot, list_segments, path_exists, read_marker, write_marker
 from jobs.engine.reads import read_url_state
-from jobs.engine.schemas import FETCHED_SCHEMA, FETCHLIST_TIMES, to_epoch
+from jobs.engine.schemas import FETCHED_SCHEMA, FETCHLIST_SCHEMA, FETCHLIST_TIMES, to_epoch
 
 _FETCHED_FIELDS = FETCHED_SCHEMA.fieldNames()
 
@@ -185,10 +185,12 @@ def recent_contacts(spark: SparkSession, root: CrawlRoot, segment_id: str, fetch
                     cfg: Mapping[str, Any], now: float) -> dict[str, dict[str, Any]]:
     """What the last ``RECENT_SEGMENTS`` segments fetched before this one (segment ids sort by
     time) know of this segment's hosts: {host: {ended: when its last request ended, gap: the gap
-    it keeps, robots_status, robots_txt, robots_fetched_at: its robots.txt answer, and
+    it keeps, robots_status, robots_txt, robots_fetched_at, robots_error, robots_scheme,
+    robots_other: its robots.txt answers, one per origin (crawl.fetch.robots host_columns), and
     sitemaps_fetched_at: when its sitemaps were read}}. Contacts count when they ended within the
     longest gap a host can ask for (the largest of fetch.delay_s, max_delay_s and
-    max_crawl_delay_s); robots.txt and sitemaps only for hosts the fetchlist carries none for.
+    max_crawl_delay_s); robots.txt answers only where read after the fetchlist's (the fetcher keeps
+    the newer answer of each origin), sitemaps only for hosts the fetchlist carries none for.
     A segment's first request to a host then keeps the host's gap after the last one the segment
     before sent, also when it starts the moment that one ends, and a host the segment before
     met is not asked for robots.txt, nor its sitemaps read, again before that segment's update
@@ -204,15 +206,16 @@ def recent_contacts(spark: SparkSession, root: CrawlRoot, segment_id: str, fetch
     mine = fetchlist.groupBy("host").agg(F.max("robots_fetched_at").alias("_cached"),
                                          F.max("sitemaps_fetched_at").alias("_sitemaps_cached"))
     # each segment read on its own: one read of several partitioned folders finds no common base
-    columns = ("host", "last_fetch_at", "min_delay_s", "crawl_delay_s", "robots_status", "robots_txt",
-               "robots_fetched_at", "sitemaps_fetched_at")
-    frames = [spark.read.parquet(root.fetched(s)).filter(F.col("kind") == "host").select(*columns) for s in earlier]
+    columns = ("host", "last_fetch_at", "min_delay_s", "crawl_delay_s", *_ROBOTS_COLUMNS, "sitemaps_fetched_at")
+    frames = [_host_columns(spark.read.parquet(root.fetched(s)).filter(F.col("kind") == "host"), columns)
+              for s in earlier]
     hosts = functools.reduce(DataFrame.unionByName, frames).join(mine, "host")
     recent = F.col("last_fetch_at") > F.lit(now - window)
-    robots = F.col("_cached").isNull() & F.col("robots_fetched_at").isNotNull()
+    # a segment fetched before per-origin robots.txt (no robots_scheme) caches nothing the fetcher reads
+    robots = ((F.col("_cached").isNull() | (F.col("robots_fetched_at") > F.col("_cached")))
+              & F.col("robots_fetched_at").isNotNull() & F.col("robots_scheme").isNotNull())
     sitemaps = F.col("_sitemaps_cached").isNull() & F.col("sitemaps_fetched_at").isNotNull()
-    latest = F.max_by(F.struct("robots_status", "robots_txt", "robots_fetched_at"),
-                      F.when(robots, F.col("robots_fetched_at")))
+    latest = F.max_by(F.struct(*_ROBOTS_COLUMNS), F.when(robots, F.col("robots_fetched_at")))
     rows = (hosts.filter(recent | robots | sitemaps).groupBy("host")
             .agg(F.max(F.when(recent, F.col("last_fetch_at"))).alias("ended"), F.max(F.when(recent, gap)).alias("gap"),
                  latest.alias("r"), F.max(F.when(sitemaps, F.col("sitemaps_fetched_at"))).alias("sitemaps_fetched_at"))
@@ -221,12 +224,20 @@ def recent_contacts(spark: SparkSession, root: CrawlRoot, segment_id: str, fetch
     for r in rows:
         c: dict[str, Any] = {"ended": r["ended"], "gap": r["gap"]}
         if r["r"] is not None and r["r"]["robots_fetched_at"] is not None:
-            c.update(robots_status=r["r"]["robots_status"], robots_txt=r["r"]["robots_txt"],
-                     robots_fetched_at=r["r"]["robots_fetched_at"])
+            c.update({name: r["r"][name] for name in _ROBOTS_COLUMNS})
         if r["sitemaps_fetched_at"] is not None:
             c["sitemaps_fetched_at"] = r["sitemaps_fetched_at"]
         out[r["host"]] = c
     return out
+
+
+# a host row's robots.txt cache of both origins (crawl.fetch.robots.host_columns)
+_ROBOTS_COLUMNS = ("robots_status", "robots_txt", "robots_fetched_at", "robots_error", "robots_scheme", "robots_other")
+
+
+def _host_columns(hosts: DataFrame, columns: tuple[str, ...]) -> DataFrame:
+    """``columns`` of fetched host rows; null where a segment fetched by an older deltacrawl lacks one."""
+    return hosts.select(*[F.col(c) if c in hosts.columns else F.lit(None).cast("string").alias(c) for c in columns])
 
 
 def new_run_id() -> str:
@@ -285,6 +296,9 @@ def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, A
                   run: FetchRun, seen: SeenFilter | None = None) -> DataFrame:
     tasks = int(cfg["fetch.tasks"]) or spark.sparkContext.defaultParallelism
     plain_cfg = dict(cfg)  # a plain dict pickles into the task closure
+    # a fetchlist generated by an older deltacrawl lacks the newer host fields: null (not cached)
+    fetchlist = fetchlist.withColumns({f.name: F.lit(None).cast(f.dataType) for f in FETCHLIST_SCHEMA.fields
+                                       if f.name not in fetchlist.columns})
     rows = to_epoch(fetchlist, FETCHLIST_TIMES).select(*FETCHLIST_FIELDS)
     pairs = rows.rdd.map(lambda row: (row["host"], row))
     work = expected_work(fetchlist, cfg, limit=MAX_BALANCED_HOSTS + 1)

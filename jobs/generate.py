@@ -34,8 +34,9 @@ Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= n
           same rules (local_fetchlist, crawl/crawldb/selection.py), else by a Spark query
           (spark_fetchlist).
 Outputs:  <crawl_root>/segments/<segment_id>/fetchlist (Parquet, with the host's cached
-          robots.txt when fresher than fetch.robots_ttl_s, its sitemap list, and
-          when its sitemaps were last read if within sitemaps.ttl_s); then one commit writes the
+          robots.txt answers (one per origin, each when fresher than fetch.robots_ttl_s), its
+          sitemap list, when its sitemaps were last read if within sitemaps.ttl_s, and its
+          addresses until they expire); then one commit writes the
           lease (lease_until = now + generate.lease_s, segment_id) onto the selected crawldb rows
           (an UPDATE listing their keys for a fetchlist chosen in memory, else a MERGE), and the
           marker segments/<segment_id>/_leased says it committed (fetch requires it).
@@ -241,9 +242,16 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
 
     fresh = fetched_after("robots_fetched_at", float(cfg["fetch.robots_ttl_s"]))
     sitemaps_fresh = fetched_after("sitemaps_fetched_at", float(cfg["sitemaps.ttl_s"]))
+    # the other origin's answer by its own time (epoch seconds in its JSON: selection.json_fetched_at)
+    other_fresh = selection.fetched_after_rule(F.get_json_object("robots_other", "$.fetched_at").cast("double"),
+                                               F.lit(now - float(cfg["fetch.robots_ttl_s"])), COLUMN_OPS)
+    known = selection.unexpired_rule(F.col("addresses_expire_at"), from_epoch_col(F.lit(now)), COLUMN_OPS)
     robots = host_state.select(
         "host_bucket", "host", "backoff_s", "sitemaps",
-        *[F.when(fresh, F.col(c)).alias(c) for c in ("robots_status", "robots_txt", "robots_fetched_at")],
+        *[F.when(fresh, F.col(c)).alias(c) for c in ("robots_status", "robots_txt", "robots_fetched_at",
+                                                      "robots_scheme")],
+        F.when(other_fresh, F.col("robots_other")).alias("robots_other"),
+        *[F.when(known, F.col(c)).alias(c) for c in ("addresses", "addresses_expire_at")],
         F.when(sitemaps_fresh, F.col("sitemaps_fetched_at")).alias("sitemaps_fetched_at"))
     # the host's robots.txt (up to fetch.robots_max_bytes) and sitemap list ride on its best row
     # only, not on each of its URLs: the fetcher reads them from that row (crawl/fetch/fetcher.py)
@@ -280,7 +288,8 @@ def spark_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
 
 
 _HOST_COLUMNS = ("host_bucket", "host", "url_budget", "backoff_s", "sitemaps", "robots_status", "robots_fetched_at",
-                 "sitemaps_fetched_at", "deferred_until", "backoff_until")
+                 "robots_scheme", "robots_other", "addresses", "addresses_expire_at", "sitemaps_fetched_at",
+                 "deferred_until", "backoff_until")
 
 
 def _host_rows(spark: SparkSession, host_state: DataFrame, names: list[str] | None) -> dict[str, dict]:
@@ -346,7 +355,7 @@ def choose_in_memory(due: list[dict], hosts: Mapping[str, Mapping[str, Any]], cf
                               budget_split(int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"])),
                               int(cfg["generate.top_n"]), cfg, now)
     rows = selection.with_hosts(chosen, hosts, HOST_FIELDS, now - float(cfg["fetch.robots_ttl_s"]),
-                                now - float(cfg["sitemaps.ttl_s"]))
+                                now - float(cfg["sitemaps.ttl_s"]), now)
     for r in rows:
         r["segment_id"] = segment_id
         r["robots_txt"] = hosts[r["host"]]["robots_txt"] if with_bodies and r["_robots"] else None

@@ -59,7 +59,7 @@ from jobs.engine.discover import HOST_TOTAL_CAP
 from jobs.engine.host_caps import per_host_cap
 from jobs.engine.crawl_root import CrawlRoot, list_segments, path_exists, write_marker
 from jobs.engine.reads import CachedFrames, fits_driver, read_host_state, read_url_state, rows_where, url_counts
-from jobs.engine.schemas import (HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch,
+from jobs.engine.schemas import (FETCHED_SCHEMA, HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch,
                                  from_epoch_col, to_epoch)
 from jobs.engine.tables import ensure_tables
 from jobs.engine.writes import (append_once, commit_once, local_merge_sources, merge_counts, merge_mode, run_concurrently,
@@ -184,8 +184,14 @@ def _host_source(hosts: DataFrame, discovered: DataFrame, cfg: Mapping[str, Any]
     only received new URLs, with the new-URL counts of discovery."""
     defer_s = float(cfg["fetch.robots_ttl_s"])
     cap = per_host_cap(cfg)
+    # a segment fetched by an older deltacrawl has no such columns: null (nothing cached, 0 queries)
+    hosts = hosts.withColumns({f.name: F.lit(None).cast(f.dataType) for f in FETCHED_SCHEMA.fields
+                               if f.name in _NEWER_HOST_FIELDS and f.name not in hosts.columns})
     fetched = hosts.select(
         "host", "host_bucket", "robots_status", "robots_txt", "robots_error", "crawl_delay_s", "sitemaps",
+        "robots_scheme", "robots_other", "addresses", "dns_error", "tls_error",
+        from_epoch_col(F.col("addresses_expire_at")).alias("addresses_expire_at"),
+        F.coalesce("dns_queries", F.lit(0)).cast("long").alias("dns_queries"),
         "backoff_s", "stop_reason", "mean_response_ms", "override_pattern", "min_delay_s", "trap_signal",
         "link_rejects",
         from_epoch_col(F.col("robots_fetched_at")).alias("robots_fetched_at"),
@@ -219,6 +225,11 @@ def _sitemap_problems(hosts: DataFrame) -> list[Column]:
     return [F.coalesce("sitemap_errors", F.lit(0)).cast("long").alias("sitemap_errors"), F.col("sitemap_last_error")]
 
 
+# host row fields a segment fetched by an older deltacrawl lacks
+_NEWER_HOST_FIELDS = ("robots_scheme", "robots_other", "addresses", "addresses_expire_at", "dns_queries", "dns_error",
+                      "tls_error")
+
+
 _ADD = "(k, x, y) -> coalesce(x, 0L) + coalesce(y, 0L)"
 
 
@@ -250,7 +261,14 @@ def merge_hostdb(spark: SparkSession, root: CrawlRoot, source: DataFrame, cfg: M
         condition="t.last_segment_id IS NULL OR t.last_segment_id <> s.last_segment_id",
         set={
             # the robots cache changes only when this segment fetched robots.txt anew
-            **{c: robots(c) for c in ("robots_status", "robots_txt", "robots_fetched_at", "robots_error", "sitemaps")},
+            **{c: robots(c) for c in ("robots_status", "robots_txt", "robots_fetched_at", "robots_error", "sitemaps",
+                                      "robots_scheme", "robots_other")},
+            # the addresses the fetch resolved (with their expiry), else the table's; the last
+            # cycle's DNS and TLS failures (null: the host answered)
+            **{c: F.expr(f"CASE WHEN s._fetched AND s.addresses_expire_at IS NOT NULL THEN s.{c} ELSE t.{c} END")
+               for c in ("addresses", "addresses_expire_at")},
+            **{c: fetch(c) for c in ("dns_error", "tls_error")},
+            "dns_queries": F.expr("coalesce(t.dns_queries, 0) + coalesce(s.dns_queries, 0)"),
             **{c: fetch(c) for c in ("crawl_delay_s", "deferred_until", "backoff_until", "backoff_s",
                                      "stop_reason", "override_pattern")},
             "mean_response_ms": fetch("mean_response_ms", "coalesce(s.mean_response_ms, t.mean_response_ms)"),
@@ -276,7 +294,8 @@ def merge_hostdb(spark: SparkSession, root: CrawlRoot, source: DataFrame, cfg: M
      .whenNotMatchedInsert(values={
         **{name: F.col(f"s.{name}") for name in HOST_STATE_SCHEMA.fieldNames()
            if name not in ("requests", "pages_fetched", "errors", "url_budget", "url_count", "link_rejects",
-                           "links_found", "links_kept", "sitemap_errors")},
+                           "links_found", "links_kept", "sitemap_errors", "dns_queries")},
+        "dns_queries": F.expr("coalesce(s.dns_queries, 0)"),
         "requests": F.expr("coalesce(s.requests, 0)"),
         "pages_fetched": F.expr("coalesce(s.pages_fetched, 0)"),
         "errors": F.expr("coalesce(s.errors, 0)"),

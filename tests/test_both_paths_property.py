@@ -115,7 +115,14 @@ def generate_case(draw, case: int, robots_ttl_s: float, sitemaps_ttl_s: float):
             robots_txt=f"User-agent: *\nDisallow: /private-{host}\n",
             robots_fetched_at=draw(st.sampled_from([None, NOW - 10.0, NOW - robots_ttl_s, NOW - robots_ttl_s - 10.0])),
             sitemaps=draw(st.sampled_from([None, [f"http://{host}/sitemap.xml"]])),
-            sitemaps_fetched_at=draw(st.sampled_from([None, NOW - 10.0, NOW - sitemaps_ttl_s - 10.0]))))
+            sitemaps_fetched_at=draw(st.sampled_from([None, NOW - 10.0, NOW - sitemaps_ttl_s - 10.0])),
+            # per-origin robots.txt: the other origin's answer rides by its own time (JSON)
+            robots_scheme=draw(st.sampled_from([None, "http", "https"])),
+            robots_other=draw(st.sampled_from([None, "{", json.dumps(
+                {"scheme": "https", "status": 200, "txt": "", "error": None,
+                 "fetched_at": draw(st.sampled_from([NOW - 10.0, NOW - robots_ttl_s, NOW - robots_ttl_s - 10.0]))})])),
+            addresses=draw(st.sampled_from([None, ["127.0.0.9"]])),
+            addresses_expire_at=draw(st.sampled_from([None, NOW - 1.0, NOW, NOW + 300.0]))))
     return urls, host_rows
 
 

@@ -21,6 +21,7 @@ Times are epoch seconds (floats) here; jobs/generate.py converts them.
 """
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from typing import Any, Callable, Mapping
@@ -97,6 +98,25 @@ def fetched_after_rule(fetched_at, after, ops):
     return ops.not_null(fetched_at) & (fetched_at > after)
 
 
+def unexpired_rule(expire_at, now, ops):
+    """A host's cached addresses (host_state.addresses) may still be used at ``now``: they expire
+    after it (null: none cached). Times as fetched_after_rule has them."""
+    return fetched_after_rule(expire_at, now, ops)
+
+
+def json_fetched_at(text: str | None) -> float:
+    """The ``fetched_at`` of a robots_other value (crawl.fetch.robots RobotsAnswer.to_json), NaN when
+    there is none (it compares false, as a null does): what Spark's
+    get_json_object(robots_other, '$.fetched_at') cast to double gives."""
+    if not text:
+        return math.nan
+    try:
+        value = json.loads(text).get("fetched_at")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except (ValueError, AttributeError):
+        return math.nan
+
+
 def budget_split(top_n: int, discovery_share: float) -> tuple[int, int]:
     """(discovery quota, refresh quota) of a cycle of ``top_n`` URLs: ceil(share × top_n), the rest."""
     # round first: 0.7 × 10 is 7.000000000000001 in binary floating point, and must give 7
@@ -162,12 +182,13 @@ def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_bud
 
 
 def with_hosts(chosen: list[tuple[Mapping[str, Any], int]], hosts: Mapping[str, Mapping[str, Any]],
-               host_fields: tuple[str, ...], robots_fresh_after: float, sitemaps_fresh_after: float
-               ) -> list[dict[str, Any]]:
+               host_fields: tuple[str, ...], robots_fresh_after: float, sitemaps_fresh_after: float,
+               now: float) -> list[dict[str, Any]]:
     """The chosen rows with their host's backoff_s, and on the host's best row (rank) its
-    robots.txt cache (status, fetched_at; ``_robots``: whether the body goes with them) if
-    fetched after ``robots_fresh_after``, its sitemap list and when its sitemaps were last read
-    if after ``sitemaps_fresh_after``."""
+    robots.txt cache (status, fetched_at, scheme; ``_robots``: whether the body goes with them) if
+    fetched after ``robots_fresh_after``, the other origin's answer (robots_other) if it was,
+    its sitemap list and when its sitemaps were last read if after ``sitemaps_fresh_after``, and
+    its addresses while they expire after ``now``."""
     best = {}
     for row, rank in chosen:
         best[row["host"]] = min(rank, best.get(row["host"], rank))
@@ -176,8 +197,16 @@ def with_hosts(chosen: list[tuple[Mapping[str, Any], int]], hosts: Mapping[str, 
         host = hosts.get(row["host"], {})
         robots_at, sitemaps_at = host.get("robots_fetched_at"), host.get("sitemaps_fetched_at")
         fresh = bool(fetched_after_rule(NUMPY_OPS.micros(robots_at), NUMPY_OPS.micros(robots_fresh_after), NUMPY_OPS))
+        other = host.get("robots_other")
+        other_fresh = bool(fetched_after_rule(json_fetched_at(other), float(robots_fresh_after), NUMPY_OPS))
+        expire_at = host.get("addresses_expire_at")
+        known = bool(unexpired_rule(NUMPY_OPS.micros(expire_at), NUMPY_OPS.micros(now), NUMPY_OPS))
         values = {"robots_status": host.get("robots_status") if fresh else None,
                   "robots_fetched_at": robots_at if fresh else None,
+                  "robots_scheme": host.get("robots_scheme") if fresh else None,
+                  "robots_other": other if other_fresh else None,
+                  "addresses": host.get("addresses") if known else None,
+                  "addresses_expire_at": expire_at if known else None,
                   "sitemaps": host.get("sitemaps"),
                   "sitemaps_fetched_at": sitemaps_at if fetched_after_rule(
                       NUMPY_OPS.micros(sitemaps_at), NUMPY_OPS.micros(sitemaps_fresh_after), NUMPY_OPS) else None}

@@ -103,10 +103,22 @@ HOST_STATE_SCHEMA = StructType([
     # reason (crawl/fetch/sitemap_reader.py); null in rows older than them (then 0 and none)
     StructField("sitemap_errors", LongType(), True),
     StructField("sitemap_last_error", StringType(), True),
+    # robots.txt per origin (crawl/fetch/robots.py): the origin the robots_* columns describe, and
+    # the other one's answer as JSON; the host name's addresses while they may be reused, the DNS
+    # queries sent for it over all segments, and why the last cycle's DNS or TLS attempt failed.
+    # Null in rows older than them (robots_scheme null: the robots_* columns are not reused)
+    StructField("robots_scheme", StringType(), True),
+    StructField("robots_other", StringType(), True),
+    StructField("addresses", ArrayType(StringType()), True),
+    StructField("addresses_expire_at", TimestampType(), True),
+    StructField("dns_queries", LongType(), True),
+    StructField("dns_error", StringType(), True),
+    StructField("tls_error", StringType(), True),
 ])
 
 
-HOST_STATE_TIMES = ("robots_fetched_at", "deferred_until", "backoff_until", "last_fetch_at", "sitemaps_fetched_at")
+HOST_STATE_TIMES = ("robots_fetched_at", "deferred_until", "backoff_until", "last_fetch_at", "sitemaps_fetched_at",
+                    "addresses_expire_at")
 
 
 FETCHLIST_SCHEMA = StructType([
@@ -126,10 +138,14 @@ FETCHLIST_SCHEMA = StructType([
     StructField("redirect_hops", IntegerType(), True),
     StructField("sitemaps", ArrayType(StringType()), True),
     StructField("sitemaps_fetched_at", TimestampType(), True),
+    StructField("robots_scheme", StringType(), True),
+    StructField("robots_other", StringType(), True),
+    StructField("addresses", ArrayType(StringType()), True),
+    StructField("addresses_expire_at", TimestampType(), True),
 ])
 
 
-FETCHLIST_TIMES = ("robots_fetched_at", "sitemaps_fetched_at")
+FETCHLIST_TIMES = ("robots_fetched_at", "sitemaps_fetched_at", "addresses_expire_at")
 
 
 # One row per attempted URL (kind = "url") or per host (kind = "host"); the fields of the other
@@ -202,6 +218,15 @@ FETCHED_SCHEMA = StructType([
     # (null in segments fetched before they existed)
     StructField("sitemap_errors", LongType(), True),
     StructField("sitemap_last_error", StringType(), True),
+    # robots.txt per origin, the host name's addresses (epoch seconds) and the segment's DNS
+    # queries and DNS/TLS failures (crawl/fetch/fetcher.py host rows; null in older segments)
+    StructField("robots_scheme", StringType(), True),
+    StructField("robots_other", StringType(), True),
+    StructField("addresses", ArrayType(StringType()), True),
+    StructField("addresses_expire_at", DoubleType(), True),
+    StructField("dns_queries", LongType(), True),
+    StructField("dns_error", StringType(), True),
+    StructField("tls_error", StringType(), True),
     # both kinds: which task ("<partition>.<attempt>") and executor ("<machine>/<executor id>", or
     # "<machine>/jvm-<pid>" where Spark does not tell the id) fetched the row; one host is always
     # one task of its segment
