@@ -459,7 +459,10 @@ class HostQueue:
         if self.pending and scheme_of(self.pending[0]["url"]) not in self.policies:
             scheme = scheme_of(self.pending[0]["url"])
             if scheme in self._reading:
-                return  # another connection of this host is reading it (a max_concurrency override)
+                # another connection of this host is reading it (a max_concurrency override): come
+                # back a gap later, not at once (its end sets next_allowed anew)
+                self.next_allowed = max(self.next_allowed, time.monotonic() + self.min_gap)
+                return
             self._reading.add(scheme)
             try:
                 await self._robots(scheme)
