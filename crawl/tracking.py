@@ -20,10 +20,12 @@ CYCLE_STEPS = ("generate", "fetch", "dedup", "update")
 INJECT_CYCLE = 0
 
 # Outcomes in which a request was sent (fetch pages/s counts these): robots_denied,
-# blocked_address, deferred and not_attempted send nothing.
+# blocked_address, deferred and not_attempted send nothing, and neither does a name that did not
+# resolve (dns_error) or a TLS handshake that failed (tls_error).
 REQUESTED_OUTCOMES = tuple(s for s in FetchStatus.ALL
                            if s not in (FetchStatus.ROBOTS_DENIED, FetchStatus.BLOCKED_ADDRESS,
-                                        FetchStatus.DEFERRED, FetchStatus.NOT_ATTEMPTED))
+                                        FetchStatus.DEFERRED, FetchStatus.NOT_ATTEMPTED,
+                                        FetchStatus.DNS_ERROR, FetchStatus.TLS_ERROR))
 
 # MLflow param values longer than this are cut (the full config is logged as config.json).
 # MLflow 3 accepts 6,000 characters, tracking servers before 1.30 only 500: the smaller limit
