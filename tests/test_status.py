@@ -149,7 +149,8 @@ def test_permanent_errors_are_gone_and_rechecked_less_often_then_never(fs, code)
     assert back["status"] == S.FETCHED and back["gone_checks"] == 0
 
 
-@pytest.mark.parametrize("fs,code", [(FS.SERVER_ERROR, 503), (FS.SERVER_ERROR, 429), (FS.NETWORK_ERROR, None)])
+@pytest.mark.parametrize("fs,code", [(FS.SERVER_ERROR, 503), (FS.SERVER_ERROR, 429), (FS.NETWORK_ERROR, None),
+                                     (FS.DNS_ERROR, None), (FS.TLS_ERROR, None)])
 def test_transient_errors_retry_then_give_up(fs, code):
     s = state()
     s = S.apply_fetch(s, outcome(fs, code, error="boom"), POLICY)
@@ -227,3 +228,10 @@ def test_a_links_score_share_does_not_depend_on_which_siblings_are_known():
     assert {u: s for u, _, s, _ in S.discovered_links(later, 0.5, 10, 5)}["http://a.com/0"] == 0.125
     # a segment fetched before the count existed shares among the links it holds
     assert S.discovered_links(dict(later, outlinks_total=None), 0.5, 10, 5)[0][2] == 0.25
+
+
+def test_an_internal_error_uses_nothing_up():
+    """Our own failure (crawl/fetch/fetcher.py InternalError) is reported not_attempted: the URL stays
+    as it was, due, with no retry used."""
+    s = S.apply_fetch(dict(state(), retries=2), outcome(FS.NOT_ATTEMPTED, error="internal error: boom"), POLICY)
+    assert s["retries"] == 2 and s["status"] == state()["status"] and s["lease_until"] is None
