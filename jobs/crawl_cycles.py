@@ -56,7 +56,7 @@ from jobs.engine.common import run_main
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.logs import step_logger
 from jobs.engine.crawl_root import CrawlRoot
-from jobs.engine.segment_owners import OwnedSegments, take_over, unfinished_segments
+from jobs.engine.segment_owners import OwnedSegments, segment_leases, take_over, unfinished_segments
 from jobs.engine.tables import snapshots_built_meanwhile
 from jobs.engine.tracking import CrawlRecorder, CrawlTracker, OneLineWarnings, new_crawl_id
 
@@ -128,8 +128,10 @@ def _finish_dead_segments(spark: SparkSession, cfg: Mapping[str, Any], root: Cra
     _updated marker, owner gone: jobs/engine/segment_owners.py), oldest first, in turn: fetch what
     the dead run did not commit (the fetch re-reads its request log), dedup, update. Their steps
     count in cycle 0, with inject."""
-    for segment in unfinished_segments(spark, root):
-        taken = take_over(spark, root, segment, owned, float(cfg["generate.lease_s"]))
+    segments = unfinished_segments(spark, root)
+    leases = segment_leases(spark, root, segments)  # before any owner record is read (take_over)
+    for segment in segments:
+        taken = take_over(spark, root, segment, leases.get(segment), owned, float(cfg["generate.lease_s"]))
         if taken is None:
             continue
         step_logger("crawl").info("segment %s: %s: finishing it (%s)", segment, taken.why, ", ".join(taken.steps()))

@@ -4,6 +4,7 @@ generate's only once its lease ended, and a dead driver's at once. (The whole st
 killed in a fetch and run again: tests/test_crawl_overlap.py.)"""
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -12,7 +13,7 @@ from pyspark.sql import functions as F
 from crawl.crawldb.segment_owner import SegmentOwner, owner_is_gone, process_start, this_process
 from jobs import generate, inject
 from jobs.engine.crawl_root import read_marker, write_marker
-from jobs.engine.segment_owners import OwnedSegments, take_over, unfinished_segments
+from jobs.engine.segment_owners import OwnedSegments, segment_leases, take_over, unfinished_segments
 from tests.conftest import write_seeds
 
 HERE = SegmentOwner("crawler-1", "boot-a", 100, "5000", "crawl-x")
@@ -35,11 +36,13 @@ def test_an_owner_before_a_reboot_is_gone_and_one_elsewhere_when_its_heartbeat_i
     assert owner_is_gone(elsewhere, HERE, 601, 600, running=lambda pid: True)
 
 
-def test_owner_records_round_trip_and_this_process_is_alive():
+def test_owner_records_round_trip_and_this_process_is_alive_until_its_crawl_ends():
     me = this_process("crawl-z")
     assert SegmentOwner.parse(me.record()) == me and me.pid == os.getpid()
     assert me.pid_start == process_start(os.getpid()) != ""  # Linux: /proc says
     assert not owner_is_gone(me, this_process("other"), 1e9, 600)
+    ended = dataclasses.replace(me, ended=True)  # a crawl that failed in a process that lives on
+    assert SegmentOwner.parse(ended.record()) == ended and owner_is_gone(ended, this_process("other"), 0, 600)
     assert SegmentOwner.parse(None) is None and SegmentOwner.parse("leased by someone") is None
 
 
@@ -53,8 +56,10 @@ def test_a_live_crawls_segment_is_never_taken_a_dead_ones_at_once_a_standalone_o
     live = generate.run(spark, cfg_one, root, owner=mine).segment_id
     standalone = generate.run(spark, cfg_one, root).segment_id
     assert live and standalone and unfinished_segments(spark, root) == sorted([live, standalone])
-    assert take_over(spark, root, live, other_crawl, 3600) is None  # its driver (this process) is alive
-    assert take_over(spark, root, standalone, other_crawl, 3600) is None  # leased, and no owner to ask
+    leases = segment_leases(spark, root, [live, standalone])
+    assert set(leases) == {live, standalone}
+    assert take_over(spark, root, live, leases[live], other_crawl, 3600) is None  # its driver (this process) is alive
+    assert take_over(spark, root, standalone, leases[standalone], other_crawl, 3600) is None  # no owner to ask
 
     def lease_until(segment):
         return {r["u"] for r in spark.read.format("delta").load(root.crawldb).filter(F.col("segment_id") == segment)
@@ -65,13 +70,17 @@ def test_a_live_crawls_segment_is_never_taken_a_dead_ones_at_once_a_standalone_o
     dead = SegmentOwner(mine.owner.host, mine.owner.boot_id, os.getpid(), "1", "crawl-a")
     write_marker(spark, root.owner_marker(live), dead.record())
     before = lease_until(live)
-    taken = take_over(spark, root, live, other_crawl, 3600)
+    taken = take_over(spark, root, live, leases[live], other_crawl, 3600)
     assert taken is not None and taken.steps() == ["fetch", "dedup", "update"] and "crawl-a" in taken.why
     [after] = lease_until(live)
     assert after > max(before)  # one lease, renewed
     assert SegmentOwner.parse(read_marker(spark, root.owner_marker(live))) == other_crawl.owner
-    assert take_over(spark, root, live, mine, 3600) is None  # now the other crawl's, alive
+    assert take_over(spark, root, live, after / 1e6, mine, 3600) is None  # now the other crawl's, alive
+    # a crawl that read the lease before that take-over and the owner record after it (here: that
+    # owner died too) renews nothing: the lease it read is no row's any more
+    write_marker(spark, root.owner_marker(live), dead.record())
+    assert take_over(spark, root, live, leases[live], mine, 3600) is None and lease_until(live) == {after}
 
     later = time.time() + float(cfg["generate.lease_s"]) + 60
-    taken = take_over(spark, root, standalone, other_crawl, 3600, now=later)
+    taken = take_over(spark, root, standalone, leases[standalone], other_crawl, 3600, now=later)
     assert taken is not None and "no crawl driver" in taken.why

@@ -12,7 +12,9 @@ hand (a heartbeat: the file's modification time). The owner is gone when
 - it ran elsewhere and its record was last rewritten more than ``stale_s`` seconds ago (a
   process on another machine cannot be asked; a live one keeps its heartbeat).
 The first two need no waiting: a crawl restarted on the machine where its driver was killed
-picks the segments up at once.
+picks the segments up at once. A crawl that ends without finishing a segment (it failed, or was
+interrupted, in a process that lives on: a notebook's) rewrites the record as ended, and such an
+owner is gone too.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ class SegmentOwner:
     pid: int
     pid_start: str  # the process's start time in clock ticks since boot (/proc/<pid>/stat), or ""
     crawl_id: str  # the crawl run's id (cycles table, MLflow), for people reading the record
+    ended: bool = False  # the crawl ended without finishing the segment
 
     def record(self) -> str:
         """The one line written to segments/<id>/_owner."""
@@ -44,7 +47,7 @@ class SegmentOwner:
         try:
             fields = json.loads(text)
             return cls(str(fields["host"]), str(fields["boot_id"]), int(fields["pid"]), str(fields["pid_start"]),
-                       str(fields.get("crawl_id", "")))
+                       str(fields.get("crawl_id", "")), bool(fields.get("ended", False)))
         except (ValueError, TypeError, KeyError):
             return None
 
@@ -87,6 +90,8 @@ def owner_is_gone(owner: SegmentOwner, here: SegmentOwner, heartbeat_age_s: floa
                   started: Callable[[int], str] = process_start) -> bool:
     """Whether ``owner`` (a segment's record, last rewritten ``heartbeat_age_s`` ago) is no crawl
     driver any more, as seen from ``here`` (this process's record; module docstring)."""
+    if owner.ended:
+        return True
     if owner.host == here.host and owner.boot_id == here.boot_id:
         if not running(owner.pid):
             return True

@@ -10,7 +10,7 @@ without an owner (a standalone `deltacrawl generate`, e.g. Airflow's) only once 
 ended. Taking over is one crawldb commit that renews the segment's lease, on the condition that
 the lease is still the one read before the owner was checked:
 
-    read the lease L → check the owner → write this driver's record → UPDATE lease_until
+    read the lease L (of every such segment at once) → check the owner → write this driver's record → UPDATE lease_until
     WHERE segment_id = <id> AND lease_until = L
 
 Of two crawls that take over one segment at once, Delta lets one commit (the other's conflicts,
@@ -19,6 +19,7 @@ commit, so it read the first's record too, and a live owner's segment is never t
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass
@@ -76,10 +77,21 @@ class OwnedSegments:
         return self
 
     def stop(self) -> None:
+        """End the heartbeat; the segments still in hand (the crawl failed or was interrupted, and
+        this process may live on) get a record saying their crawl ended: the next crawl takes them."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        with self._lock:
+            segments, self._segments = sorted(self._segments), set()
+        ended = dataclasses.replace(self.owner, ended=True).record() + "\n"
+        for segment_id in segments:
+            try:
+                if path_exists(self.spark, self.root.leased_marker(segment_id)):
+                    write_marker(self.spark, self.root.owner_marker(segment_id), ended)
+            except Exception as exc:  # its lease still ends; a crawl from another process sees the pid
+                step_logger("crawl").warning("cannot mark segment %s as left by this crawl: %s", segment_id, exc)
 
 
 @dataclass
@@ -101,13 +113,15 @@ def unfinished_segments(spark: SparkSession, root: CrawlRoot) -> list[str]:
     return [s for s in list_segments(spark, root) if s in listed and s not in updated]
 
 
-def _lease(spark: SparkSession, root: CrawlRoot, segment_id: str) -> float | None:
-    """The newest lease_until the crawldb gives the segment's rows (epoch seconds; generate gives
-    them all one), or None when it holds no lease."""
-    check_segment_id(segment_id)  # it is written into the statement
-    rows = spark.sql(f"SELECT max(unix_micros(lease_until)) AS until FROM {_crawldb_sql(root)} "
-                     f"WHERE segment_id = '{segment_id}'").collect()
-    return None if not rows or rows[0]["until"] is None else rows[0]["until"] / 1e6
+def segment_leases(spark: SparkSession, root: CrawlRoot, segments: list[str]) -> dict[str, float]:
+    """The newest lease_until the crawldb gives each segment's rows (epoch seconds; generate gives
+    them all one), for the segments holding a lease: one read of the crawldb for them all."""
+    if not segments:
+        return {}
+    listed = ", ".join(f"'{check_segment_id(s)}'" for s in segments)  # written into the statement
+    rows = spark.sql(f"SELECT segment_id, max(unix_micros(lease_until)) AS until FROM {_crawldb_sql(root)} "
+                     f"WHERE segment_id IN ({listed}) AND lease_until IS NOT NULL GROUP BY segment_id").collect()
+    return {r["segment_id"]: r["until"] / 1e6 for r in rows}
 
 
 def _set_lease(spark: SparkSession, root: CrawlRoot, segment_id: str, was: float, until: float | None) -> int:
@@ -132,18 +146,20 @@ def _dead_owner(spark: SparkSession, root: CrawlRoot, segment_id: str, here: Seg
     age = now - written if written is not None else float("inf")
     if not owner_is_gone(owner, here, age, stale_s):
         return None
+    if owner.ended:
+        return f"its crawl ended without finishing it (crawl {owner.crawl_id or '?'}, pid {owner.pid} on {owner.host})"
     return f"its crawl driver is gone (pid {owner.pid} on {owner.host}, crawl {owner.crawl_id or '?'})"
 
 
-def take_over(spark: SparkSession, root: CrawlRoot, segment_id: str, owned: OwnedSegments, lease_s: float,
-              now: float | None = None) -> TakenOver | None:
+def take_over(spark: SparkSession, root: CrawlRoot, segment_id: str, lease: float | None, owned: OwnedSegments,
+              lease_s: float, now: float | None = None) -> TakenOver | None:
     """Make ``segment_id`` this driver's if its owner is gone (module docstring): its lease renewed
-    to now + ``lease_s``, this driver's record in it. None when it is not to be taken: a live
+    to now + ``lease_s``, this driver's record in it. ``lease``: the segment's lease as read
+    before (segment_leases; None: it holds none). None when it is not to be taken: a live
     crawl's, a standalone generate's still leased, another crawl took it first, or nothing of it
     can be finished (a fetchlist not fetched whose URLs are no longer all leased to it)."""
     now = time.time() if now is None else now
     log = step_logger("crawl")
-    lease = _lease(spark, root, segment_id)  # before the owner is read: see the module docstring
     why = _dead_owner(spark, root, segment_id, owned.owner, owned.stale_s, lease, now)
     if why is None:
         return None
