@@ -39,7 +39,7 @@ if REPO not in sys.path:  # the package is installed editable; this only helps a
 
 async def _raw_fetch_async(urls: list[str], concurrency: int, user_agent: str,
                            timeouts: tuple[float, float, float],
-                           max_outlinks: int | None = None) -> dict[str, Any]:
+                           max_outlinks: int | None = None, ca_file: str | None = None) -> dict[str, Any]:
     import aiohttp
     extract = None
     if max_outlinks is not None:
@@ -53,7 +53,12 @@ async def _raw_fetch_async(urls: list[str], concurrency: int, user_agent: str,
     slots = asyncio.Semaphore(concurrency)
     total, connect, sock_read = timeouts
     timeout = aiohttp.ClientTimeout(total=total, connect=connect, sock_read=sock_read)
-    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=1)
+    ssl_ctx = True
+    if ca_file:  # https URLs of a local CA (bench/cost.py --https): trust it too, verify as usual
+        import ssl
+        ssl_ctx = ssl.create_default_context()
+        ssl_ctx.load_verify_locations(cafile=ca_file)
+    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=1, ssl=ssl_ctx)
 
     async def one_host(host_urls: list[str]) -> None:
         nonlocal body_bytes, outlinks
@@ -85,10 +90,11 @@ async def _raw_fetch_async(urls: list[str], concurrency: int, user_agent: str,
 
 
 def raw_fetch(urls: list[str], concurrency: int, user_agent: str,
-              timeouts: tuple[float, float, float], max_outlinks: int | None = None) -> dict[str, Any]:
-    """Fetch ``urls`` with plain aiohttp (and extract links when ``max_outlinks`` is given);
-    top-level so a spawned child process can run it."""
-    return asyncio.run(_raw_fetch_async(urls, concurrency, user_agent, timeouts, max_outlinks))
+              timeouts: tuple[float, float, float], max_outlinks: int | None = None,
+              ca_file: str | None = None) -> dict[str, Any]:
+    """Fetch ``urls`` with plain aiohttp (and extract links when ``max_outlinks`` is given; https
+    URLs trust ``ca_file``'s CAs as well); top-level so a spawned child process can run it."""
+    return asyncio.run(_raw_fetch_async(urls, concurrency, user_agent, timeouts, max_outlinks, ca_file))
 
 
 # --------------------------------------------------------------------------- the test web's networks

@@ -18,6 +18,9 @@ per-page cost look small. This one serves what a broad crawl meets:
 * exactly 3 % of the page URLs answer 404 and 2 % answer 301 (to another page of the same host),
   chosen by the seed; any other path (tag pages, footer pages, sitemaps) answers 404;
 * a robots.txt per host that allows the pages (it disallows /search, which no page links to).
+* with ``--tls-ca PEM`` (``RealisticWebProcess(..., tls_ca=PEM)``) every host over HTTPS instead, each
+  with its own certificate for its IP address from a local CA (crawl/devweb/tls.py ``LocalCA``,
+  trustme) whose PEM it writes there; its pages then link ``https://`` URLs.
 
 Everything is deterministic given (hosts, pages, seed). ``RealisticWeb`` is the pure generator;
 ``main()`` serves it in its own process (bench/cost.py starts it with ``RealisticWebProcess``, so
@@ -25,7 +28,7 @@ the server's CPU is never counted as a crawler's). The process prints ``port <n>
 socket listens and the cache is warm, and answers ``GET /_counters`` (and ``/_reset``) on
 127.0.0.1:<port> only — an address outside the web's allow-list, so no crawler can reach it: the
 counts of page requests by status, robots.txt and other requests, responses sent without gzip,
-and the largest number of requests a host ever had in flight at once (a politeness check:
+the connections that carried a request (over HTTPS: its TLS handshakes), and the largest number of requests a host ever had in flight at once (a politeness check:
 delay 0 still means one request at a time per host). With ``--log FILE`` (``RealisticWebProcess(...,
 request_log=FILE)``) it also appends one JSON line per request: ``host`` (its index), ``path``,
 ``status``, ``ts`` (the handler's start, ``time.time()``), ``write_ts`` (just before the response
@@ -101,11 +104,12 @@ def _zipf_cum_weights(n: int) -> list[float]:
 class RealisticWeb:
     """The generator: which URL answers what, and each page's HTML. No sockets here."""
 
-    def __init__(self, hosts: int, pages: int, seed: int = 1, port: int = 0):
+    def __init__(self, hosts: int, pages: int, seed: int = 1, port: int = 0, scheme: str = "http"):
         if hosts < 1 or pages < 2:
             raise ValueError("hosts >= 1 and pages >= 2")
         host_address(hosts - 1)  # validates the host count against 127.0.0.0/8
         self.hosts, self.pages, self.seed, self.port = hosts, pages, seed, port
+        self.scheme = scheme  # "https": every page URL and link (the bodies' too) names https
         self.addresses = [host_address(i) for i in range(hosts)]
         rng = random.Random(f"realistic-web:{seed}")
         # Every page draws its words from the function words and a topic: TOPIC_WORDS content words
@@ -124,7 +128,7 @@ class RealisticWeb:
     # ------------------------------------------------------------------ what each URL is
 
     def base(self, host: int) -> str:
-        return f"http://{self.addresses[host]}:{self.port}"
+        return f"{self.scheme}://{self.addresses[host]}:{self.port}"
 
     def page_urls(self) -> list[str]:
         """Every page URL, host by host (what bench/cost.py injects)."""
@@ -270,7 +274,10 @@ class Server:
     def reset(self) -> None:
         self.counters: dict[str, Any] = {"page_status": Counter(), "robots": 0, "other": Counter(),
                                          "not_gzip": 0, "max_in_flight_per_host": 0, "page_bytes_sent": 0,
-                                         "page_bytes_uncompressed": 0}
+                                         "page_bytes_uncompressed": 0, "connections": 0}
+        # connections that carried a request (over https: TLS handshakes), by their address pair;
+        # a client port is not reused for the same pair within TIME_WAIT, far longer than a method
+        self.connections: set[tuple] = set()
 
     def warm(self) -> dict[str, Any]:
         """Generate and compress every body once; returns their size figures."""
@@ -322,6 +329,10 @@ class Server:
             return web.Response(status=404, text="not found")
         self.in_flight[host] += 1
         c = self.counters
+        pair = (request.transport.get_extra_info("peername"), ip)
+        if pair not in self.connections:
+            self.connections.add(pair)
+            c["connections"] += 1
         c["max_in_flight_per_host"] = max(c["max_in_flight_per_host"], self.in_flight[host])
         try:
             path = request.path
@@ -371,7 +382,10 @@ def _page_number(path: str, pages: int) -> int | None:
     return k if 0 <= k < pages else None
 
 
-async def _serve(web_: RealisticWeb, server: Server, port: int, ready_line: str) -> None:
+async def _serve(web_: RealisticWeb, server: Server, port: int, ready_line: str,
+                 tls: dict[str, Any] | None = None) -> None:
+    """``tls``: {address: server SSLContext} -- those addresses serve HTTPS (127.0.0.1, the
+    counters, stays plain HTTP)."""
     from aiohttp import web
     app = web.Application()
     app.router.add_route("GET", "/{tail:.*}", server.handle)
@@ -388,7 +402,7 @@ async def _serve(web_: RealisticWeb, server: Server, port: int, ready_line: str)
         port = port or s.getsockname()[1]
         s.setblocking(False)
         socks.append(s)
-        await web.SockSite(runner, s, backlog=1024).start()
+        await web.SockSite(runner, s, backlog=1024, ssl_context=(tls or {}).get(addr)).start()
     web_.port = port
     print(ready_line.format(port=port), flush=True)
     stop = asyncio.Event()
@@ -406,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--log", metavar="FILE", help="append one JSON line per request (module docstring)")
+    p.add_argument("--tls-ca", metavar="PEM", help="serve every host over HTTPS, each with its own certificate "
+                   "for its IP address from a local CA (trustme) whose PEM is written here")
     args = p.parse_args(argv)
     # the web stands for servers on other machines, which our crawler's load does not slow down:
     # ahead of the crawler's processes in the scheduler (where allowed), its request-log stamps lag
@@ -420,12 +436,18 @@ def main(argv: list[str] | None = None) -> int:
     probe.bind(("127.0.0.1", args.port))
     port = probe.getsockname()[1]
     probe.close()
-    web_ = RealisticWeb(args.hosts, args.pages, args.seed, port)
+    web_ = RealisticWeb(args.hosts, args.pages, args.seed, port, "https" if args.tls_ca else "http")
+    tls = None
+    if args.tls_ca:  # one certificate per host, for its IP literal, as each site has its own
+        from crawl.devweb.tls import LocalCA
+        ca = LocalCA()
+        ca.write_pem(args.tls_ca)
+        tls = {addr: ca.server_context([addr]) for addr in web_.addresses}
     server = Server(web_, args.log)
     t = time.process_time()
     sizes = server.warm()
     print("warm " + json.dumps(dict(sizes, cpu_s=round(time.process_time() - t, 1))), flush=True)
-    asyncio.run(_serve(web_, server, port, "port {port}"))
+    asyncio.run(_serve(web_, server, port, "port {port}", tls))
     return 0
 
 
@@ -434,10 +456,13 @@ class RealisticWebProcess:
     ``web`` is a RealisticWeb with the same parameters and port, for URLs and expected counts."""
 
     def __init__(self, hosts: int, pages: int, seed: int, log_path: str, start_timeout_s: float = 1800.0,
-                 request_log: str | None = None):
+                 request_log: str | None = None, tls_ca: str | None = None):
+        """``tls_ca``: serve HTTPS, the local CA's PEM written to this path (what fetch.tls_ca_file names)."""
         self.stderr = open(log_path, "w", encoding="utf-8")
+        self.tls_ca = tls_ca
         self.command = [sys.executable, os.path.abspath(__file__), "--hosts", str(hosts), "--pages", str(pages),
-                        "--seed", str(seed)] + (["--log", request_log] if request_log else [])
+                        "--seed", str(seed)] + (["--log", request_log] if request_log else []) + (
+                        ["--tls-ca", tls_ca] if tls_ca else [])
         self.proc = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
                                      cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
         self.sizes: dict[str, Any] = {}
@@ -456,7 +481,7 @@ class RealisticWebProcess:
             self.stop()
             raise
         self.port = port
-        self.web = RealisticWeb(hosts, pages, seed, port)
+        self.web = RealisticWeb(hosts, pages, seed, port, "https" if tls_ca else "http")
 
     @property
     def pid(self) -> int:

@@ -272,7 +272,8 @@ def floor_child(job_path: str, out_path: str) -> int:
     with open(job_path, encoding="utf-8") as fh:
         job = json.load(fh)
     t = time.process_time()
-    out = raw_fetch(job["urls"], job["concurrency"], job["user_agent"], tuple(job["timeouts"]), job["max_outlinks"])
+    out = raw_fetch(job["urls"], job["concurrency"], job["user_agent"], tuple(job["timeouts"]), job["max_outlinks"],
+                    job.get("ca_file"))
     out["process_cpu_s"] = time.process_time() - t
     with open(out_path, "w", encoding="utf-8") as fh:
         json.dump(out, fh)
@@ -335,6 +336,44 @@ def conf_args(over: dict[str, Any]) -> list[str]:
     return out
 
 
+def recorder(web, methods: dict[str, dict[str, Any]], check: Checker, expected: dict[str, int], hosts: int,
+             tag: str = ""):
+    """``record(name, run)``: the web's counters since the last one (reset) into ``run`` (its pages,
+    CPU per page), ``run`` into ``methods``, a line printed, the checks every method passes; and
+    ``check_pages(name, run, robots)``: the web answered every page URL as expected (and robots.txt
+    once per host)."""
+    def record(name: str, run: dict[str, Any], counted: bool = True) -> dict[str, Any]:
+        seen = web.counters(reset=True)
+        run["web"] = seen
+        pages = sum(seen["page_status"].values())
+        run["pages"] = pages
+        if counted:
+            run["cpu_ms_per_page"] = run["cpu_s"] / pages * 1e3 if pages else None
+        methods[name] = run
+        print(f"cost: {tag}{name:9s} cpu {run['cpu_s']:8.1f} s (sampled {run['sampled_cpu_s']:.1f}) wall "
+              f"{run['wall_s']:7.1f} s  pages {pages:,}  {fmt(run.get('cpu_ms_per_page'), 2)} ms/page  "
+              f"connections {seen.get('connections')}  kinds {run['sampled_by_kind_s']}", flush=True)
+        check(run["returncode"] == 0, f"{tag}{name}: exit code {run['returncode']}"
+              + ("" if run["returncode"] == 0 else f"; stderr: {run['stderr_tail'][-800:]}"))
+        check(run["cpu_s"] + 0.5 >= run["sampled_cpu_s"] * 0.99,
+              f"{tag}{name}: tree CPU {run['cpu_s']:.1f} s (rusage {run['rusage_cpu_s']:.1f} + kernel-reaped "
+              f"{run['autoreaped_cpu_s']:.1f}) >= sampled {run['sampled_cpu_s']:.1f} s (nothing escaped)")
+        check(not run["leftovers_killed"], f"{tag}{name}: no process outlived the method ({run['leftovers_killed']})")
+        check(seen["max_in_flight_per_host"] <= 1,
+              f"{tag}{name}: at most one request in flight per host (saw {seen['max_in_flight_per_host']})")
+        check(seen["not_gzip"] == 0, f"{tag}{name}: every page sent gzip-compressed ({seen['not_gzip']} not)")
+        return run
+
+    def check_pages(name: str, run: dict[str, Any], robots: bool) -> None:
+        seen = run["web"]
+        check(seen["page_status"] == expected,
+              f"{tag}{name}: web answered {seen['page_status']} page requests, expected {expected}")
+        if robots:
+            check(seen["robots"] == hosts, f"{tag}{name}: robots.txt {seen['robots']} times, expected {hosts}")
+
+    return record, check_pages
+
+
 def bench(args, workdir: str, check: Checker) -> dict[str, Any]:
     from _realistic_web import RealisticWebProcess
 
@@ -368,35 +407,7 @@ def bench(args, workdir: str, check: Checker) -> dict[str, Any]:
         concurrency = int(cfg["fetch.max_concurrency"])
         methods: dict[str, dict[str, Any]] = {}
         web.counters(reset=True)
-
-        def record(name: str, run: dict[str, Any], counted: bool = True) -> dict[str, Any]:
-            seen = web.counters(reset=True)
-            run["web"] = seen
-            pages = sum(seen["page_status"].values())
-            run["pages"] = pages
-            if counted:
-                run["cpu_ms_per_page"] = run["cpu_s"] / pages * 1e3 if pages else None
-            methods[name] = run
-            print(f"cost: {name:9s} cpu {run['cpu_s']:8.1f} s (sampled {run['sampled_cpu_s']:.1f}) wall "
-                  f"{run['wall_s']:7.1f} s  pages {pages:,}  {fmt(run.get('cpu_ms_per_page'), 2)} ms/page  "
-                  f"kinds {run['sampled_by_kind_s']}", flush=True)
-            check(run["returncode"] == 0, f"{name}: exit code {run['returncode']}"
-                  + ("" if run["returncode"] == 0 else f"; stderr: {run['stderr_tail'][-800:]}"))
-            check(run["cpu_s"] + 0.5 >= run["sampled_cpu_s"] * 0.99,
-                  f"{name}: tree CPU {run['cpu_s']:.1f} s (rusage {run['rusage_cpu_s']:.1f} + kernel-reaped "
-                  f"{run['autoreaped_cpu_s']:.1f}) >= sampled {run['sampled_cpu_s']:.1f} s (nothing escaped)")
-            check(not run["leftovers_killed"], f"{name}: no process outlived the method ({run['leftovers_killed']})")
-            check(seen["max_in_flight_per_host"] <= 1,
-                  f"{name}: at most one request in flight per host (saw {seen['max_in_flight_per_host']})")
-            check(seen["not_gzip"] == 0, f"{name}: every page sent gzip-compressed ({seen['not_gzip']} not)")
-            return run
-
-        def check_pages(name: str, run: dict[str, Any], robots: bool) -> None:
-            seen = run["web"]
-            check(seen["page_status"] == expected,
-                  f"{name}: web answered {seen['page_status']} page requests, expected {expected}")
-            if robots:
-                check(seen["robots"] == args.hosts, f"{name}: robots.txt {seen['robots']} times, expected {args.hosts}")
+        record, check_pages = recorder(web, methods, check, expected, args.hosts)
 
         want = set(args.methods.split(","))
         # ---- (a) the floor
@@ -438,7 +449,7 @@ def floor_method(args, workdir, urls, cfg, concurrency, keep, env, record, check
         json.dump({"urls": urls, "concurrency": concurrency, "user_agent": cfg["fetch.user_agent"],
                    "timeouts": [float(cfg["fetch.total_timeout_s"]), float(cfg["fetch.connect_timeout_s"]),
                                 float(cfg["fetch.read_timeout_s"])],
-                   "max_outlinks": int(cfg["parse.max_outlinks"])}, fh)
+                   "max_outlinks": int(cfg["parse.max_outlinks"]), "ca_file": cfg["fetch.tls_ca_file"] or None}, fh)
     out = os.path.join(workdir, "floor-out.json")
     run = run_measured([sys.executable, os.path.abspath(__file__), "--floor-child", job, out], keep,
                        args.timeout_s, env)
@@ -774,6 +785,7 @@ LABELS = {"floor": "bare aiohttp + gzip + selectolax links (the floor)", "scrapy
           "fetch": "deltacrawl fetch step", "inject": "deltacrawl inject", "generate": "deltacrawl generate",
           "dedup": "deltacrawl dedup", "update": "deltacrawl update", "cycle": "deltacrawl whole cycle",
           "crawl": "deltacrawl crawl, one process (inject + 1 cycle)",
+          "task": "deltacrawl fetch task body (no Spark)",
           **{f"nutch_{s}": f"Nutch 1.22 {s}" for s in NUTCH_STEPS}, "nutch_cycle": "Nutch 1.22 whole cycle"}
 
 
@@ -829,6 +841,147 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"\nchecks: {'all passed' if not r['checks_failed'] else str(len(r['checks_failed'])) + ' FAILED'}")
 
 
+# =========================================================================== HTTPS against HTTP
+
+def bench_https(args, workdir: str, check: Checker) -> dict[str, Any]:
+    """``--https``: the same realistic web served twice, over HTTP and over HTTPS (a certificate per
+    host for its IP literal from a local CA, trusted with fetch.tls_ca_file), each from its own
+    process; ``--rounds`` rounds of the floor and the crawl method on each, alternating which scheme
+    goes first (ABBA), so drift in the machine's load falls on both. Reports CPU per page of each
+    scheme (pooled over the rounds), HTTPS / HTTP, and the connections the web accepted per page
+    (over HTTPS: TLS handshakes)."""
+    from _realistic_web import RealisticWebProcess
+
+    from crawl.config import build_config
+    res: dict[str, Any] = {"params": {"hosts": args.hosts, "pages": args.pages, "seed": args.seed,
+                                      "rounds": args.rounds, "https": True}}
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    ca = os.path.join(workdir, "local-ca.pem")
+    webs: dict[str, Any] = {}
+    want = [m for m in ("floor", "task", "crawl") if m in args.methods.split(",")]
+    if not want:
+        raise RuntimeError("--https runs the floor, task and/or crawl methods (--methods floor,task,crawl)")
+    try:
+        for scheme in ("http", "https"):
+            print(f"cost: generating and compressing {args.hosts * args.pages:,} pages for the {scheme} web",
+                  flush=True)
+            t = time.perf_counter()
+            webs[scheme] = web = RealisticWebProcess(args.hosts, args.pages, args.seed,
+                                                     os.path.join(workdir, f"web-{scheme}.stderr"),
+                                                     tls_ca=ca if scheme == "https" else None)
+            res.setdefault("web", dict(web.sizes, networks=web.networks()))[f"{scheme}_start_s"] = \
+                time.perf_counter() - t
+        keep = {w.pid for w in webs.values()}
+        runs: list[dict[str, Any]] = []
+        for rnd in range(1, args.rounds + 1):
+            for scheme in (("http", "https") if rnd % 2 else ("https", "http")):
+                web = webs[scheme]
+                sub = os.path.join(workdir, f"{scheme}-{rnd}")
+                os.makedirs(sub)
+                urls = web.web.page_urls()
+                expected = web.web.expected_statuses()
+                n = len(urls)
+                res["urls"], res["expected_statuses"] = n, expected
+                seeds = os.path.join(sub, "seeds.txt")
+                with open(seeds, "w", encoding="utf-8") as fh:
+                    fh.writelines(u + "\n" for u in urls)
+                over = {"fetch.delay_s": 0, "fetch.delay_factor": 0, "generate.max_urls_per_host": args.pages,
+                        "generate.top_n": max(n, 30_000), "fetch.allow_networks": web.networks(),
+                        "spark.master": "local[2]"}
+                if scheme == "https":
+                    over["fetch.tls_ca_file"] = ca
+                for kv in args.conf:
+                    k, v = kv.split("=", 1)
+                    over[k] = v
+                cfg = build_config(overrides=over)
+                res["config"] = {k: cfg[k] for k in ("fetch.max_concurrency", "fetch.tasks", "fetch.keepalive_s",
+                                                     "warc.enabled", "parse.isolate", "spark.master")}
+                methods: dict[str, dict[str, Any]] = {}
+                web.counters(reset=True)
+                record, check_pages = recorder(web, methods, check, expected, args.hosts,
+                                               tag=f"{scheme:5s} round {rnd} ")
+                if "floor" in want:
+                    floor_method(args, sub, urls, cfg, int(cfg["fetch.max_concurrency"]), keep, env, record,
+                                 check_pages, check, expected)
+                if "task" in want:  # the fetch step's task body without Spark: no JVM's fixed cost
+                    task_method(args, sub, urls, cfg, keep, env, record, check_pages)
+                if "crawl" in want:
+                    crawl_method(args, sub, seeds, over, keep, env, record, check_pages, check, expected, n,
+                                 methods, {})
+                for name, run in methods.items():
+                    seen = run["web"]
+                    runs.append({"round": rnd, "scheme": scheme, "method": name, "cpu_s": run["cpu_s"],
+                                 "wall_s": run["wall_s"], "pages": run["pages"],
+                                 "cpu_ms_per_page": run.get("cpu_ms_per_page"),
+                                 "connections": seen.get("connections"), "robots": seen.get("robots"),
+                                 "sampled_by_kind_s": run.get("sampled_by_kind_s"),
+                                 "cycle_wall_s": run.get("cycle_wall_s")})
+        res["runs"] = runs
+        res["summary"] = https_summary(runs, want)
+    finally:
+        for web in webs.values():
+            web.stop()
+    return res
+
+
+def task_method(args, workdir, urls, cfg, keep, env, record, check_pages) -> None:
+    """jobs.fetch.fetch_task (a Spark fetch task's body: robots, fetch, WARC, isolated parse, links,
+    fingerprints as configured) in a process of its own without Spark, not profiled."""
+    job = os.path.join(workdir, "task.json")
+    with open(job, "w", encoding="utf-8") as fh:
+        json.dump({"urls": urls, "cfg": cfg, "top": 0, "profile": False,
+                   "warc_dir": os.path.join(workdir, "warc-task") if cfg["warc.enabled"] else None}, fh, default=str)
+    out = os.path.join(workdir, "task-out.json")
+    run = run_measured([sys.executable, os.path.abspath(__file__), "--profile-child", job, out], keep,
+                       args.timeout_s, env)
+    record("task", run)
+    check_pages("task", run, robots=True)
+
+
+def https_summary(runs: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]:
+    """Per method: each scheme's CPU per page pooled over the rounds (CPU sum / pages sum), the
+    per-round figures, HTTPS / HTTP (pooled, and each round's pair), connections per page."""
+    out: dict[str, Any] = {}
+    for m in methods:
+        by: dict[str, Any] = {}
+        for scheme in ("http", "https"):
+            mine = [r for r in runs if r["method"] == m and r["scheme"] == scheme]
+            pages = sum(r["pages"] for r in mine)
+            by[scheme] = {"cpu_ms_per_page": sum(r["cpu_s"] for r in mine) / pages * 1e3 if pages else None,
+                          "per_round": [r["cpu_ms_per_page"] for r in mine],
+                          "connections_per_page": sum(r["connections"] or 0 for r in mine) / pages if pages else None,
+                          "connections": [r["connections"] for r in mine]}
+        h, s = by["http"]["cpu_ms_per_page"], by["https"]["cpu_ms_per_page"]
+        by["ratio"] = s / h if h and s else None
+        by["ratio_per_round"] = [b / a if a and b else None
+                                 for a, b in zip(by["http"]["per_round"], by["https"]["per_round"])]
+        out[m] = by
+    return out
+
+
+def print_https_report(r: dict[str, Any]) -> None:
+    m = r["machine"]
+    params = r.get("params", {})
+    print(f"\n== HTTPS against HTTP on the realistic web: {params.get('hosts')} hosts x {params.get('pages')} pages, "
+          f"seed {params.get('seed')}, {params.get('rounds')} rounds (ABBA) ==")
+    print(f"date {m['date_utc']} · {m['nproc']} cores · {m['mem_total_gib']} GiB · python {m['python']} · commit "
+          f"{m['git_commit']} · load {m['loadavg_at_start']} -> {m.get('loadavg_at_end')} · config {r.get('config')}")
+    summary = r.get("summary") or {}
+    if summary:
+        print(f"\n{'':44s} {'HTTP ms/page':>13s} {'HTTPS ms/page':>14s} {'HTTPS/HTTP':>11s}  per round (HTTPS/HTTP)"
+              f"   connections/page HTTP, HTTPS (= TLS handshakes/page)")
+    for k, s in summary.items():
+        label = LABELS.get(k, k)
+        print(f"  {label:42s} {fmt(s['http']['cpu_ms_per_page'], 3):>13s} {fmt(s['https']['cpu_ms_per_page'], 3):>14s} "
+              f"{fmt(s['ratio'], 3):>11s}  {[round(x, 3) if x else x for x in s['ratio_per_round']]}   "
+              f"{fmt(s['http']['connections_per_page'], 4)}, {fmt(s['https']['connections_per_page'], 4)} "
+              f"({s['https']['connections']} connections)")
+    for x in r.get("runs", []):
+        print(f"    round {x['round']} {x['scheme']:5s} {x['method']:6s} cpu {x['cpu_s']:7.1f} s wall {x['wall_s']:6.1f} s "
+              f"{fmt(x['cpu_ms_per_page'], 3)} ms/page  connections {x['connections']}  {x['sampled_by_kind_s']}")
+    print(f"\nchecks: {'all passed' if not r['checks_failed'] else str(len(r['checks_failed'])) + ' FAILED'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--floor-child"] and len(argv) == 3:
@@ -858,7 +1011,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out-json", metavar="FILE")
     p.add_argument("--keep", action="store_true", help="keep the work directory (crawl root, WARCs)")
     p.add_argument("--sample-s", type=float, default=SAMPLE_S, help="the /proc sampler's period (default %(default)s)")
+    p.add_argument("--https", action="store_true",
+                   help="HTTPS against HTTP: the web served over both (local CA, fetch.tls_ca_file), --methods "
+                        "among floor,task,crawl (default floor,crawl) on each, --rounds alternating rounds")
+    p.add_argument("--rounds", type=int, default=2, help="with --https: rounds of each scheme (default %(default)s)")
     args = p.parse_args(argv)
+    if args.https and "--methods" not in " ".join(argv):
+        args.methods = "floor,crawl"
     globals()["SAMPLE_S"] = args.sample_s
     if args.hosts < 1 or args.pages < 2 or any("=" not in kv for kv in args.conf):
         p.error("--hosts >= 1, --pages >= 2, --conf KEY=VALUE")
@@ -866,6 +1025,8 @@ def main(argv: list[str] | None = None) -> int:
     check(become_subreaper(), "this process is a child subreaper (descendants' CPU is reaped here)")
     result: dict[str, Any] = {"machine": machine_facts(extra_dists=("selectolax",)),
                               "command": "python bench/cost.py " + " ".join(argv)}
+    if args.https:
+        return run_in_workdir("cost", bench_https, args, check, result, print_https_report)
     return run_in_workdir("cost", bench, args, check, result, print_report)
 
 
