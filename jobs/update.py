@@ -206,7 +206,7 @@ def _host_source(hosts: DataFrame, discovered: DataFrame, cfg: Mapping[str, Any]
         F.coalesce("errors", F.lit(0)).alias("errors"),
         F.coalesce("links_found", F.lit(0)).alias("links_found"),
         F.coalesce("links_kept", F.lit(0)).alias("links_kept"),
-        *_sitemap_problems(hosts),
+        F.coalesce("sitemap_errors", F.lit(0)).cast("long").alias("sitemap_errors"), "sitemap_last_error",
         cap.alias("_cap"),  # the per-cycle budget a trap signal halves (see merge_hostdb)
         F.lit(True).alias("_fetched"))
     return (fetched.join(discovered, ["host_bucket", "host"], "full")
@@ -217,17 +217,9 @@ def _host_source(hosts: DataFrame, discovered: DataFrame, cfg: Mapping[str, Any]
             .withColumn("last_segment_id", F.lit(segment_id)))
 
 
-def _sitemap_problems(hosts: DataFrame) -> list[Column]:
-    """The segment's sitemap problem count and last text of each host (0 and null in a segment
-    fetched before the fetcher reported them)."""
-    if "sitemap_errors" not in hosts.columns:
-        return [F.lit(0).cast("long").alias("sitemap_errors"), F.lit(None).cast("string").alias("sitemap_last_error")]
-    return [F.coalesce("sitemap_errors", F.lit(0)).cast("long").alias("sitemap_errors"), F.col("sitemap_last_error")]
-
-
 # host row fields a segment fetched by an older deltacrawl lacks
 _NEWER_HOST_FIELDS = ("robots_scheme", "robots_other", "addresses", "addresses_expire_at", "dns_queries", "dns_error",
-                      "tls_error")
+                      "tls_error", "sitemap_errors", "sitemap_last_error")
 
 
 _ADD = "(k, x, y) -> coalesce(x, 0L) + coalesce(y, 0L)"

@@ -31,3 +31,17 @@ def test_leases_in_force_say_how_to_run_their_segment_again():
             "if its fetch stopped, 'deltacrawl fetch 20261201120000-abcdef' runs it again (then dedup and update); "
             "to abandon it, remove /c/segments/20261201120000-abcdef: its URLs are due again when the lease ends"
             ) in text
+
+
+def test_sitemap_problems_show_with_their_hosts_only_when_there_are_some():
+    stats = {"crawl_root": "/c", "version": 0, "total_urls": 1, "hosts": 1, "due_now": 0, "leased": 0,
+             "max_depth": 0, "by_status": [], "by_http_status": [], "top_hosts": [],
+             "hostdb": {"deferred": 0, "backing_off": 0, "stopped": [], "overrides": [],
+                        "links": {"found": 3, "kept": 2, "sitemap_urls": 1}, "link_rejects": [],
+                        "sitemap_errors": 3, "sitemap_problem_hosts": [
+                            ("a.com", "3 files, last: http://a.com/s.xml: doctype not allowed")]}}
+    text = format_stats(stats)
+    assert "sitemap and feed files refused or cut short (all cycles): 3" in text
+    assert "  a.com  3 files, last: http://a.com/s.xml: doctype not allowed" in text
+    stats["hostdb"]["sitemap_errors"] = 0
+    assert "refused or cut short" not in format_stats(stats)

@@ -104,6 +104,15 @@ def test_hosts_with_a_robots_error_are_a_fetch_metric():
     assert cycle_metrics([fetch_figures()])["fetch/robots_errors"] == 0.0  # a point in every cycle
 
 
+def test_the_cycles_sitemap_problems_are_a_fetch_metric():
+    from jobs.fetch import FetchResult
+    from jobs.engine.tracking import result_figures
+    result = FetchResult("s", 5, 2, {"ok": 5}, sitemap_errors=2)
+    assert cycle_metrics([result_figures("fetch", result, 0.0, 1.0)])["fetch/sitemap_errors"] == 2.0
+    assert "sitemap files refused or cut short: 2" in result.summary()
+    assert cycle_metrics([fetch_figures()])["fetch/sitemap_errors"] == 0.0  # a point in every cycle
+
+
 def test_politeness_efficiency_only_when_politeness_bound():
     assert politeness_efficiency(fetch_figures(politeness_bound_s=None)) is None
     assert politeness_efficiency(fetch_figures(politeness_bound_s=0.0)) is None
