@@ -212,7 +212,7 @@ def recent_contacts(spark: SparkSession, root: CrawlRoot, segment_id: str, fetch
     hosts = functools.reduce(DataFrame.unionByName, frames).join(mine, "host")
     recent = F.col("last_fetch_at") > F.lit(now - window)
     # a segment fetched before per-origin robots.txt (no robots_scheme) caches nothing the fetcher reads
-    robots = ((F.col("_cached").isNull() | (F.col("robots_fetched_at") > F.col("_cached")))
+    robots = ((F.col("_cached").isNull() | (F.col("robots_fetched_at") > F.unix_micros("_cached") / F.lit(1e6)))
               & F.col("robots_fetched_at").isNotNull() & F.col("robots_scheme").isNotNull())
     sitemaps = F.col("_sitemaps_cached").isNull() & F.col("sitemaps_fetched_at").isNotNull()
     latest = F.max_by(F.struct(*_ROBOTS_COLUMNS), F.when(robots, F.col("robots_fetched_at")))
