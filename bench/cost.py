@@ -929,7 +929,7 @@ def task_method(args, workdir, urls, cfg, keep, env, record, check_pages) -> Non
     fingerprints as configured) in a process of its own without Spark, not profiled."""
     job = os.path.join(workdir, "task.json")
     with open(job, "w", encoding="utf-8") as fh:
-        json.dump({"urls": urls, "cfg": cfg, "top": 0, "profile": False,
+        json.dump({"urls": urls, "cfg": dict(cfg), "top": 0, "profile": False,
                    "warc_dir": os.path.join(workdir, "warc-task") if cfg["warc.enabled"] else None}, fh, default=str)
     out = os.path.join(workdir, "task-out.json")
     run = run_measured([sys.executable, os.path.abspath(__file__), "--profile-child", job, out], keep,
