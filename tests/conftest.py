@@ -89,6 +89,25 @@ def devweb():
     web.stop()
 
 
+@pytest.fixture
+def named_devweb():
+    """The test web as the internet looks: hosts by name over HTTPS (a local CA), their http origins
+    redirecting to https, names from a DNS server on loopback (crawl/devweb/web.py, named)."""
+    from crawl.devweb.web import DevWeb
+    web = DevWeb(hosts=10, pages_per_host=8, port=0, seed=7, crawl_delay_s=0.4, named=True)
+    web.start()
+    yield web
+    web.stop()
+
+
+def web_conf(web):
+    """``--conf key=value`` arguments: FAST, plus what a crawl of ``web`` sets (DevWeb.crawl_config:
+    its networks, and, named, its DNS server and CA file)."""
+    values = {**FAST, **{k: json.dumps(v) if isinstance(v, list) else v
+                         for k, v in web.crawl_config(make_config()).items()}}
+    return [arg for k, v in values.items() for arg in ("--conf", f"{k}={v}")]
+
+
 def write_seeds(path, lines):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(path)

@@ -1,12 +1,14 @@
-"""End to end: `deltacrawl crawl` for 3 cycles over the bundled test web (10 hosts, loopback),
-checked from the crawldb (everything reachable was fetched) and from the server's request log
+"""End to end: `deltacrawl crawl` for 3 cycles over the bundled test web as the internet looks (10
+hosts by name over HTTPS, names from its DNS server on loopback, its CA trusted with
+fetch.tls_ca_file), checked from the crawldb (everything reachable was fetched), the hostdb (the
+hosts' addresses kept, one DNS query per name for the whole crawl) and the server's request log
 (robots.txt first, nothing disallowed, never faster than the configured delay)."""
 from __future__ import annotations
 
 import re
 
 from jobs import cli
-from tests.conftest import FAST, write_seeds
+from tests.conftest import FAST, web_conf, write_seeds
 from tests.expected import assert_breadth_first, assert_hosts_and_index
 from tests.both_paths import both_generate_paths, both_update_paths
 from tests.politeness import assert_polite
@@ -14,10 +16,12 @@ from tests.politeness import assert_polite
 CYCLES = 3
 
 
-def test_three_cycles_over_the_test_web(spark, devweb, tmp_path, capsys):
+def test_three_cycles_over_the_test_web(spark, named_devweb, tmp_path, capsys):
+    devweb = named_devweb
     seeds = write_seeds(tmp_path / "seeds.txt", devweb.seed_urls())
+    assert all(u.startswith("https://site") for u in devweb.seed_urls())
     root = str(tmp_path / "crawl")
-    conf = [arg for k, v in FAST.items() for arg in ("--conf", f"{k}={v}")]
+    conf = web_conf(devweb)
     rc = cli.main(["crawl", "--seeds", seeds, "--cycles", str(CYCLES), "--crawl-root", root, *conf])
     out, err = capsys.readouterr()
     assert rc == 0, err
@@ -40,6 +44,13 @@ def test_three_cycles_over_the_test_web(spark, devweb, tmp_path, capsys):
     assert len(pages) == len(fetched)  # every page requested exactly once
     hosts = {r["host"]: r for r in spark.read.format("delta").load(f"{root}/hostdb").collect()}
     assert_hosts_and_index(rows, hosts, spark.read.format("delta").load(f"{root}/warc_index").collect(), log)
+    for i, name in enumerate(devweb.host_names):
+        h = hosts[name]
+        assert list(h["addresses"]) == [devweb.addresses[i]] and h["addresses_expire_at"] is not None
+        assert h["dns_error"] is None and h["tls_error"] is None and h["robots_scheme"] == "https"
+        # the addresses are kept in host_state: one A and one AAAA query for the whole crawl
+        dns_name = name.split(":")[0]
+        assert devweb.dns.queries_for(dns_name) == 2 and h["dns_queries"] == 2, dns_name
 
 
 def test_one_cycle_over_the_hostile_web(spark, tmp_path, capsys):

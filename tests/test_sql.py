@@ -33,7 +33,8 @@ def crawled(spark, tmp_path_factory):
     from jobs import crawl_cycles
     from jobs.engine.crawl_root import CrawlRoot
     base = tmp_path_factory.mktemp("sql")
-    web = DevWeb(hosts=10, pages_per_host=8, port=0, seed=7, crawl_delay_s=0.4, hostile=True)
+    from crawl.config import with_values
+    web = DevWeb(hosts=10, pages_per_host=8, port=0, seed=7, crawl_delay_s=0.4, hostile=True, named=True)
     web.seeded_hostile = tuple(make_config()["devweb.hostile"])
     web.start()
     built_ahead = lambda: max(spark.sparkContext.statusTracker().getJobIdsForGroup("deltacrawl-snapshots"),  # noqa: E731
@@ -42,7 +43,8 @@ def crawled(spark, tmp_path_factory):
     try:
         seeds = write_seeds(base / "seeds.txt", web.demo_seed_urls())
         root = CrawlRoot(str(base / "crawl-data"))
-        result = crawl_cycles.run(spark, make_config(), root, seeds, 2)
+        cfg = make_config()
+        result = crawl_cycles.run(spark, with_values(cfg, web.crawl_config(cfg)), root, seeds, 2)
     finally:
         web.stop()
     assert result.cycles_run == 2
