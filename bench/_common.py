@@ -156,7 +156,10 @@ class DevWebProcess:
         exe = os.path.join(os.path.dirname(sys.executable), "deltacrawl")
         cmd = [exe if os.path.exists(exe) else "deltacrawl", "devweb", "--log", log_path,
                "--conf", f"devweb.hosts={hosts}", "--conf", f"devweb.pages_per_host={pages_per_host}",
-               "--conf", "devweb.port=0", "--conf", f"devweb.crawl_delay_s={crawl_delay_s}"]
+               "--conf", "devweb.port=0", "--conf", f"devweb.crawl_delay_s={crawl_delay_s}",
+               # plain HTTP on IP literals: the benchmarks compare with figures taken so (bench/cost.py
+               # --https measures what TLS and names cost)
+               "--conf", "devweb.named=false"]
         self.command = " ".join(cmd)
         self._stderr = open(log_path + ".stderr", "w", encoding="utf-8")
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=self._stderr,
