@@ -15,7 +15,10 @@ the lease is still the one read before the owner was checked:
 
 Of two crawls that take over one segment at once, Delta lets one commit (the other's conflicts,
 or matches no row as L has changed): the one whose commit comes second read L after the first's
-commit, so it read the first's record too, and a live owner's segment is never taken.
+commit, so it read the first's record too, and a live owner's segment is never taken. (A segment
+whose update died after its crawldb commit holds no lease left to renew: two crawls starting at
+once may both run its update; its writes are made once per table, and the one that loses a commit
+race ends with one line, exit 3, and the next crawl finds the segment updated.)
 """
 from __future__ import annotations
 
