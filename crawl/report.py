@@ -48,7 +48,9 @@ def format_stats(stats: Mapping[str, Any]) -> str:
         lines += ["hosts held back",
                   f"  {'deferred (Crawl-delay too large)':<36}{int(hostdb['deferred']):>8,}",
                   f"  {'backing off (429/503, robots.txt)':<36}{int(hostdb['backing_off']):>8,}",
-                  f"  {'robots.txt failed (robots_error)':<36}{int(hostdb.get('robots_errors') or 0):>8,}"]
+                  f"  {'robots.txt failed (robots_error)':<36}{int(hostdb.get('robots_errors') or 0):>8,}",
+                  f"  {'name did not resolve (dns_error)':<36}{int(hostdb.get('dns_errors') or 0):>8,}",
+                  f"  {'TLS handshake failed (tls_error)':<36}{int(hostdb.get('tls_errors') or 0):>8,}"]
         lines += _section("hosts stopped in their last cycle, by reason", hostdb["stopped"])
         if hostdb["overrides"]:
             lines.append("hosts with politeness overrides")
@@ -63,6 +65,11 @@ def format_stats(stats: Mapping[str, Any]) -> str:
         if hostdb.get("sitemap_errors"):
             lines.append(f"sitemap and feed files refused or cut short (all cycles): {int(hostdb['sitemap_errors']):,}")
             lines += [f"  {host}  {what}" for host, what in hostdb.get("sitemap_problem_hosts") or []]
+        dns = hostdb.get("dns") or {}
+        if dns.get("queries"):
+            lines.append(f"DNS queries (all cycles): {dns['queries']:,} for {dns['hosts']:,} hosts, "
+                         f"{dns['queries'] / max(1, dns['hosts']):.1f} per host; the most:")
+            lines += [f"  {host}  {what}" for host, what in dns.get("most") or []]
         if hostdb.get("traps"):
             lines.append("hosts that looked like traps (budget lowered)")
             lines += [f"  {host}  {what}" for host, what in hostdb["traps"]]

@@ -58,6 +58,9 @@ class StepFigures:
     blocked: dict[str, int] = field(default_factory=dict)     # URLs the address guard refused, by reason
     robots_errors: int | None = None          # hosts not crawled: robots.txt unreachable or unparsable
     sitemap_errors: int | None = None         # sitemap and feed files refused or cut short
+    dns_errors: int | None = None             # hosts whose name did not resolve
+    tls_errors: int | None = None             # hosts whose TLS handshake failed
+    dns_queries: int | None = None            # DNS queries the fetch tasks sent
 
 
 def cycle_row(fig: StepFigures, crawl_id: str | None, mlflow_run_id: str | None, cycle: int | None) -> dict[str, Any]:
@@ -107,6 +110,9 @@ def cycle_metrics(steps: Sequence[StepFigures], cycle_total: bool = True) -> dic
             out["fetch/robots_denied"] = outcomes.get(FetchStatus.ROBOTS_DENIED, 0)
             out["fetch/robots_errors"] = fig.robots_errors or 0
             out["fetch/sitemap_errors"] = fig.sitemap_errors or 0
+            out["fetch/dns_errors"] = fig.dns_errors or 0
+            out["fetch/tls_errors"] = fig.tls_errors or 0
+            out["fetch/dns_queries"] = fig.dns_queries or 0
             for reason, n in fig.blocked.items():
                 out[f"fetch/blocked/{reason}"] = n
             out["fetch/bytes"] = fig.bytes or 0

@@ -88,6 +88,11 @@ class FetchResult:
     warc_removed: int = 0          # complete WARC files no result names, removed (see the docstring)
     # sitemap and feed files refused or cut short, over the segment's hosts (host_state.sitemap_errors)
     sitemap_errors: int = 0
+    # hosts whose name did not resolve (host_state.dns_error), whose TLS handshake failed
+    # (host_state.tls_error), and the DNS queries the segment's tasks sent
+    dns_errors: int = 0
+    tls_errors: int = 0
+    dns_queries: int = 0
 
     def summary(self) -> str:
         outcomes = ", ".join(f"{k} {v}" for k, v in self.by_fetch_status.items()) or "none"
@@ -101,6 +106,10 @@ class FetchResult:
             text += "; refused by the address guard: " + ", ".join(f"{k} {v}" for k, v in self.blocked.items())
         if self.sitemap_errors:
             text += f"; sitemap files refused or cut short: {self.sitemap_errors}"
+        if self.dns_errors or self.tls_errors:
+            text += f"; hosts failing DNS {self.dns_errors}, TLS {self.tls_errors}"
+        if self.dns_queries:
+            text += f"; DNS queries {self.dns_queries}"
         return text
 
 
@@ -401,11 +410,15 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     fetched_rows = spark.read.parquet(root.fetched(segment_id))
     # null in a segment fetched before the fetcher counted them
     sitemap_errors = F.col("sitemap_errors") if "sitemap_errors" in fetched_rows.columns else F.lit(0)
+    # likewise the DNS and TLS columns in a segment fetched before they existed
+    newer = {c: F.col(c) if c in fetched_rows.columns else F.lit(None) for c in ("dns_error", "tls_error", "dns_queries")}
     counts = (fetched_rows
               .groupBy("kind", "fetch_status", "stop_reason", F.col("robots_error").isNotNull().alias("robots_failed"),
-                       blocked_reason.alias("blocked_reason"))
+                       blocked_reason.alias("blocked_reason"), newer["dns_error"].isNotNull().alias("dns_failed"),
+                       newer["tls_error"].isNotNull().alias("tls_failed"))
               .agg(F.count("*").alias("n"), F.collect_set("warc_file").alias("warc_files"),
-                   F.sum(sitemap_errors).alias("sitemap_errors")).collect())
+                   F.sum(sitemap_errors).alias("sitemap_errors"), F.sum(newer["dns_queries"]).alias("dns_queries"))
+              .collect())
     removed = 0
     if store is not None:
         named = {name for r in counts if r["kind"] == "url" for name in r["warc_files"]}
@@ -419,7 +432,10 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     result = FetchResult(segment_id, sum(by_status.values()), hosts, dict(sorted(by_status.items())),
                          dict(sorted(stopped.items(), key=lambda kv: (-kv[1], kv[0]))), dict(sorted(blocked.items())),
                          robots_errors, already_fetched, removed,
-                         sum(r["sitemap_errors"] or 0 for r in counts if r["kind"] == "host"))
+                         sum(r["sitemap_errors"] or 0 for r in counts if r["kind"] == "host"),
+                         sum(r["n"] for r in counts if r["kind"] == "host" and r["dns_failed"]),
+                         sum(r["n"] for r in counts if r["kind"] == "host" and r["tls_failed"]),
+                         int(sum(r["dns_queries"] or 0 for r in counts if r["kind"] == "host")))
     return result
 
 

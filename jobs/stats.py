@@ -88,12 +88,21 @@ def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:
     and kept, rejections by reason, hosts whose budget a trap signal lowered, sitemap and feed files
     refused or cut short (all cycles) and the hosts with the most of them, with their last one."""
     if not table_exists(spark, root.hostdb):
-        return {"deferred": 0, "backing_off": 0, "robots_errors": 0, "overrides": [], "stopped": [], "links": {}, "link_rejects": [],
-                "traps": [], "sitemap_errors": 0, "sitemap_problem_hosts": []}
+        return {"deferred": 0, "backing_off": 0, "robots_errors": 0, "dns_errors": 0, "tls_errors": 0,
+                "overrides": [], "stopped": [], "links": {}, "link_rejects": [],
+                "traps": [], "sitemap_errors": 0, "sitemap_problem_hosts": [], "dns": {}}
     hosts = spark.read.format("delta").load(root.hostdb)
+    # the DNS and TLS columns: absent from a hostdb no update has written since they were added
+    newer = {c: F.col(c) if c in hosts.columns else F.lit(None) for c in ("dns_error", "tls_error", "dns_queries")}
     counts = hosts.agg(F.sum((F.col("deferred_until") > now_ts).cast("int")).alias("deferred"),
                        F.sum((F.col("backoff_until") > now_ts).cast("int")).alias("backing_off"),
-                       F.count("robots_error").alias("robots_errors")).collect()[0]
+                       F.count("robots_error").alias("robots_errors"), F.count(newer["dns_error"]).alias("dns_errors"),
+                       F.count(newer["tls_error"]).alias("tls_errors"), F.sum(newer["dns_queries"]).alias("dns_queries"),
+                       F.count(newer["dns_queries"]).alias("resolved")).collect()[0]
+    dns = {"queries": int(counts["dns_queries"] or 0), "hosts": int(counts["resolved"] or 0),
+           "most": [(r["host"], f"{r['dns_queries']:,} queries") for r in
+                    hosts.filter(newer["dns_queries"] > 0).orderBy(F.desc("dns_queries"), "host").limit(5).collect()]
+           if counts["dns_queries"] else []}
     overrides = [(r["host"], f"{r['override_pattern']} (gap {r['min_delay_s']}s)") for r in
                  hosts.filter(F.col("override_pattern").isNotNull()).orderBy("host").limit(20).collect()]
     stopped = [(r["stop_reason"], r["n"]) for r in
@@ -114,7 +123,8 @@ def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:
                          f"{r['url_count'] or 0} URLs") for r in
              hosts.filter(F.col("url_budget").isNotNull()).orderBy("url_budget", "host").limit(20).collect()]
     return {"deferred": counts["deferred"] or 0, "backing_off": counts["backing_off"] or 0,
-            "robots_errors": counts["robots_errors"] or 0,
+            "robots_errors": counts["robots_errors"] or 0, "dns_errors": counts["dns_errors"] or 0,
+            "tls_errors": counts["tls_errors"] or 0, "dns": dns,
             "overrides": overrides, "stopped": stopped, "traps": traps, "link_rejects": rejects,
             "sitemap_errors": links["sitemap_errors"] or 0, "sitemap_problem_hosts": sitemap_problems,
             "links": {"found": links["found"] or 0, "kept": links["kept"] or 0,

@@ -45,3 +45,15 @@ def test_sitemap_problems_show_with_their_hosts_only_when_there_are_some():
     assert "  a.com  3 files, last: http://a.com/s.xml: doctype not allowed" in text
     stats["hostdb"]["sitemap_errors"] = 0
     assert "refused or cut short" not in format_stats(stats)
+
+
+def test_dns_and_tls_failures_and_queries_show_in_stats():
+    stats = {"crawl_root": "/c", "version": 0, "total_urls": 1, "hosts": 3, "due_now": 0, "leased": 0,
+             "max_depth": 0, "by_status": [], "by_http_status": [], "top_hosts": [],
+             "hostdb": {"deferred": 0, "backing_off": 2, "robots_errors": 0, "dns_errors": 1, "tls_errors": 2,
+                        "stopped": [("tls expired", 1)], "overrides": [],
+                        "dns": {"queries": 12, "hosts": 3, "most": [("a.test", "8 queries")]}}}
+    text = format_stats(stats)
+    assert re.search(r"name did not resolve \(dns_error\) +1\n", text)
+    assert re.search(r"TLS handshake failed \(tls_error\) +2\n", text)
+    assert "DNS queries (all cycles): 12 for 3 hosts, 4.0 per host" in text and "a.test  8 queries" in text

@@ -491,3 +491,13 @@ def test_a_store_failing_mid_crawl_is_one_line_and_no_exception(tmp_path, capsys
     assert not tracker.active
     run = client.get_run(run_id)  # marked, best effort, as no longer tracked
     assert run.info.status == "FAILED" and "disk full" in run.data.tags["deltacrawl.tracking_error"]
+
+
+def test_dns_and_tls_failures_and_queries_are_fetch_metrics():
+    from jobs.fetch import FetchResult
+    from jobs.engine.tracking import result_figures
+    result = FetchResult("s", 5, 3, {"ok": 2, "dns_error": 1, "tls_error": 2}, dns_errors=1, tls_errors=1, dns_queries=6)
+    assert "hosts failing DNS 1, TLS 1; DNS queries 6" in result.summary()
+    m = cycle_metrics([result_figures("fetch", result, 0.0, 1.0)])
+    assert (m["fetch/dns_errors"], m["fetch/tls_errors"], m["fetch/dns_queries"]) == (1.0, 1.0, 6.0)
+    assert m["fetch/pages_per_s"] == 2.0  # neither a failed name nor a failed handshake sent a request

@@ -119,6 +119,7 @@ def result_figures(step: str, result: Any, started_at: float, seconds: float) ->
         fig.blocked = dict(result.blocked)
         fig.robots_errors = result.robots_errors
         fig.sitemap_errors = result.sitemap_errors
+        fig.dns_errors, fig.tls_errors, fig.dns_queries = result.dns_errors, result.tls_errors, result.dns_queries
     elif step == "dedup":
         fig.urls, fig.duplicates = result.pages, result.exact + result.near
     elif step == "update":
