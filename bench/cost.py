@@ -336,6 +336,27 @@ def conf_args(over: dict[str, Any]) -> list[str]:
     return out
 
 
+def crawl_inputs(args: Any, web: Any, folder: str, res: dict[str, Any],
+                 extra: dict[str, Any] | None = None) -> tuple[list[str], Any, int, str, dict[str, Any]]:
+    """The web's page URLs and expected statuses (noted in ``res``), its seeds file in ``folder``, and
+    the crawler's overrides: no politeness gap on this private web, every page in one cycle, the web's
+    networks allowed, ``extra``, then --conf."""
+    urls = web.web.page_urls()
+    expected = web.web.expected_statuses()
+    n = len(urls)
+    res["urls"], res["expected_statuses"] = n, expected
+    seeds = os.path.join(folder, "seeds.txt")
+    with open(seeds, "w", encoding="utf-8") as fh:
+        fh.writelines(u + "\n" for u in urls)
+    over = {"fetch.delay_s": 0, "fetch.delay_factor": 0, "generate.max_urls_per_host": args.pages,
+            "generate.top_n": max(n, 30_000), "fetch.allow_networks": web.networks(),
+            "spark.master": "local[2]", **(extra or {})}
+    for kv in args.conf:
+        k, v = kv.split("=", 1)
+        over[k] = v
+    return urls, expected, n, seeds, over
+
+
 def recorder(web, methods: dict[str, dict[str, Any]], check: Checker, expected: dict[str, int], hosts: int,
              tag: str = ""):
     """``record(name, run)``: the web's counters since the last one (reset) into ``run`` (its pages,
@@ -387,19 +408,7 @@ def bench(args, workdir: str, check: Checker) -> dict[str, Any]:
                   "networks": web.networks()}
     keep = {web.pid}
     try:
-        urls = web.web.page_urls()
-        expected = web.web.expected_statuses()
-        n = len(urls)
-        res["urls"], res["expected_statuses"] = n, expected
-        seeds = os.path.join(workdir, "seeds.txt")
-        with open(seeds, "w", encoding="utf-8") as fh:
-            fh.writelines(u + "\n" for u in urls)
-        over = {"fetch.delay_s": 0, "fetch.delay_factor": 0, "generate.max_urls_per_host": args.pages,
-                "generate.top_n": max(n, 30_000), "fetch.allow_networks": web.networks(),
-                "spark.master": "local[2]"}
-        for kv in args.conf:
-            k, v = kv.split("=", 1)
-            over[k] = v
+        urls, expected, n, seeds, over = crawl_inputs(args, web, workdir, res)
         cfg = build_config(overrides=over)
         res["config"] = {k: cfg[k] for k in ("fetch.max_concurrency", "fetch.tasks", "warc.enabled", "warc.gzip_level",
                                              "parse.isolate", "parse.workers", "sitemaps.enabled", "spark.master",
@@ -878,21 +887,8 @@ def bench_https(args, workdir: str, check: Checker) -> dict[str, Any]:
                 web = webs[scheme]
                 sub = os.path.join(workdir, f"{scheme}-{rnd}")
                 os.makedirs(sub)
-                urls = web.web.page_urls()
-                expected = web.web.expected_statuses()
-                n = len(urls)
-                res["urls"], res["expected_statuses"] = n, expected
-                seeds = os.path.join(sub, "seeds.txt")
-                with open(seeds, "w", encoding="utf-8") as fh:
-                    fh.writelines(u + "\n" for u in urls)
-                over = {"fetch.delay_s": 0, "fetch.delay_factor": 0, "generate.max_urls_per_host": args.pages,
-                        "generate.top_n": max(n, 30_000), "fetch.allow_networks": web.networks(),
-                        "spark.master": "local[2]"}
-                if scheme == "https":
-                    over["fetch.tls_ca_file"] = ca
-                for kv in args.conf:
-                    k, v = kv.split("=", 1)
-                    over[k] = v
+                urls, expected, n, seeds, over = crawl_inputs(args, web, sub, res,
+                                                              {"fetch.tls_ca_file": ca} if scheme == "https" else {})
                 cfg = build_config(overrides=over)
                 res["config"] = {k: cfg[k] for k in ("fetch.max_concurrency", "fetch.tasks", "fetch.keepalive_s",
                                                      "warc.enabled", "parse.isolate", "spark.master")}

@@ -34,6 +34,8 @@ from typing import Any, Iterable, Mapping
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from crawl.fetch.http import causes
+
 NXDOMAIN, NO_ADDRESS, TIMEOUT, SERVFAIL, ERROR = "nxdomain", "no_address", "timeout", "servfail", "error"
 # kinds after which the name is taken not to exist (the URLs move towards gone); every other kind
 # is trouble on the way to an answer (the host backs off, the URLs stay due)
@@ -61,16 +63,7 @@ class DnsError(OSError):
 
 def dns_error_of(exc: BaseException | None) -> Answer | None:
     """The DNS failure behind an exception a request raised (aiohttp wraps it), or None."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, DnsError):
-            return exc.answer
-        os_error = getattr(exc, "os_error", None)
-        if isinstance(os_error, DnsError):
-            return os_error.answer
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return None
+    return next((e.answer for e in causes(exc) if isinstance(e, DnsError)), None)
 
 
 def parse_servers(servers: Iterable[str]) -> list[str]:

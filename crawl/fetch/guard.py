@@ -25,6 +25,7 @@ from typing import Any
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
+from crawl.fetch.http import causes
 from crawl.net.addresses import MESSAGE_PREFIX, AddressPolicy, Refusal, parse_address, reason_of_message
 
 
@@ -38,14 +39,10 @@ class RefusedAddressError(OSError):
 
 def refusal_of(exc: BaseException | None) -> Refusal | None:
     """The guard's refusal behind an exception raised by a request, or None."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, RefusedAddressError):
-            return exc.refusal
-        os_error = getattr(exc, "os_error", None)  # aiohttp's ClientConnectorError keeps it
-        if isinstance(os_error, RefusedAddressError):
-            return os_error.refusal
-        text = str(exc)
+    for cause in causes(exc):
+        if isinstance(cause, RefusedAddressError):
+            return cause.refusal
+        text = str(cause)
         if MESSAGE_PREFIX in text:
             # aiohappyeyeballs joins the errors of several addresses into one plain OSError
             # ("Multiple exceptions: refused address: loopback: ..., ..."): the text still says it
@@ -53,8 +50,6 @@ def refusal_of(exc: BaseException | None) -> Refusal | None:
             reason = reason_of_message(message)
             if reason is not None:
                 return Refusal(reason, message[len(MESSAGE_PREFIX):].split(":", 1)[-1].strip())
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
     return None
 
 

@@ -39,6 +39,19 @@ _ZSTD_MIN_SLICE = 8
 _ZSTD_MAX_WINDOW = 8 << 20
 
 
+def causes(exc: BaseException | None, depth: int = 10):
+    """``exc``, what it wraps (aiohttp's connector errors keep the OSError as ``os_error``), and its
+    cause or context, and so on, at most ``depth`` deep: where a request's failure says why."""
+    seen = 0
+    while exc is not None and seen < depth:
+        yield exc
+        os_error = getattr(exc, "os_error", None)
+        if isinstance(os_error, BaseException) and os_error is not exc:
+            yield os_error
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+
+
 def error_text(exc: BaseException) -> str:
     """``Type: message`` of an exception, short enough for a table column."""
     text = f"{type(exc).__name__}: {exc}".strip()

@@ -27,6 +27,8 @@ import ssl
 import time
 from typing import Any, Mapping
 
+from crawl.fetch.http import causes
+
 EXPIRED, NAME_MISMATCH, UNTRUSTED, CERTIFICATE = "expired", "name_mismatch", "untrusted_issuer", "certificate"
 HANDSHAKE_TIMEOUT, PROTOCOL_ERROR = "handshake_timeout", "protocol_error"
 
@@ -63,26 +65,21 @@ def tls_failure(exc: BaseException | None, https: bool, tcp_connected: bool) -> 
     the handshake's, not the connection's)."""
     if not https:
         return None
-    seen = 0
     timed_out = False
-    while exc is not None and seen < 10:
+    for cause in causes(exc):
         # aiohttp's ClientConnectorCertificateError is itself an ssl.CertificateError, without the
         # verify code: the one OpenSSL raised is its certificate_error
-        cert_error = getattr(exc, "certificate_error", None)
-        err = cert_error if isinstance(cert_error, ssl.SSLCertVerificationError) else exc
+        cert_error = getattr(cause, "certificate_error", None)
+        err = cert_error if isinstance(cert_error, ssl.SSLCertVerificationError) else cause
         if isinstance(err, ssl.SSLCertVerificationError):
             detail = str(getattr(err, "verify_message", "") or err)
             return _VERIFY_KINDS.get(getattr(err, "verify_code", None), CERTIFICATE), detail[:200]
-        os_error = getattr(exc, "os_error", None)
-        if isinstance(exc, ssl.SSLError) or isinstance(os_error, ssl.SSLError):
-            err = exc if isinstance(exc, ssl.SSLError) and not isinstance(os_error, ssl.SSLError) else os_error
-            return PROTOCOL_ERROR, str(getattr(err, "reason", None) or err)[:200]
-        if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        if isinstance(cause, ssl.SSLError) and not isinstance(getattr(cause, "os_error", None), ssl.SSLError):
+            return PROTOCOL_ERROR, str(getattr(cause, "reason", None) or cause)[:200]
+        if isinstance(cause, (asyncio.TimeoutError, TimeoutError)):
             timed_out = True
-        if isinstance(exc, ConnectionResetError) and tcp_connected:
+        if isinstance(cause, ConnectionResetError) and tcp_connected:
             return PROTOCOL_ERROR, "connection reset during the TLS handshake"
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
     if timed_out and tcp_connected:
         return HANDSHAKE_TIMEOUT, "connected, and the TLS handshake did not end in time"
     return None
