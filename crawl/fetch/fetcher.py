@@ -640,7 +640,7 @@ class HostQueue:
                 outcome = await self._handle_response(row, resp, headers, started)
         except (asyncio.CancelledError, ArchiveError):
             raise  # the WARC store failed: the task fails and Spark retries it (ArchiveError)
-        except Exception as exc:
+        except Exception as exc:  # recorded: an outcome for the URL, ours or the site's (below)
             if self._ended_for != started:
                 self._request_ended(started)
             if isinstance(exc, InternalError) or not isinstance(
