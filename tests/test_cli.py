@@ -183,7 +183,9 @@ def test_step_runs_under_spark_submit(spark, tmp_path):
                SPARK_LOCAL_IP="127.0.0.1", PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jobs", "inject.py")
     proc = subprocess.run([os.path.join(bin_dir, "spark-submit"), "--master", "local[1]", "--jars", jars,
-                           "--conf", "spark.ui.enabled=false", script, seeds, "--crawl-root", str(root)],
+                           "--conf", "spark.ui.enabled=false", script, seeds, "--crawl-root", str(root),
+                           # a named host: the operator names a contact (crawl/fetch/identity.py)
+                           "--conf", f"fetch.user_agent={FAST['fetch.user_agent']}"],
                           capture_output=True, text=True, timeout=1800, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     # spark-submit runs the Python driver with its stderr merged into stdout (PythonRunner), so
