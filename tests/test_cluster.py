@@ -15,6 +15,7 @@ readable (warcio check, warc-get's ranged read); the cluster's processes are gon
 from __future__ import annotations
 
 import os
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -90,12 +91,26 @@ def cluster_run(web, moto_s3, tmp_path_factory):
         proc = run_cli(["crawl", "--seeds", seeds, "--cycles", str(CYCLES), "--crawl-root", root,
                         *conf_args(CONF), *conf_args(CLUSTER_CONF), "--conf", f"spark.master={cluster.master_url}"],
                        env)
-        apps = cluster.status().get("completedapps", []) + cluster.status().get("activeapps", [])
+        apps = cluster_apps(cluster)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     client = s3_client(moto_s3)
     keys = download_prefix(client, bucket, "crawl/", base / "copy")
     return SimpleNamespace(root=root, bucket=bucket, env=env, log=web.requests(), copy=base / "copy",
                            keys=keys, stdout=proc.stdout, cluster=cluster, apps=apps, client=client, seeds=seeds)
+
+
+def cluster_apps(cluster, attempts: int = 20) -> list[dict]:
+    """The master's applications, completed or active. An application that just ended can be in
+    neither list for a moment (the master moves it between them; seen under load), so ask again a
+    few times, half a second apart, before taking none for an answer."""
+    apps: list[dict] = []
+    for _ in range(attempts):
+        status = cluster.status()
+        apps = status.get("completedapps", []) + status.get("activeapps", [])
+        if apps:
+            break
+        time.sleep(0.5)
+    return apps
 
 
 def segments(copy: Path) -> list[str]:
