@@ -1,7 +1,7 @@
 """One definition of a rule for both of a step's paths: the driver's Python and Spark's Columns.
 
 generate, dedup and update each decide small inputs on the driver and large ones with Spark
-queries (DESIGN.md: one rule, one implementation). A rule that must run inside a Spark query
+queries (one rule, one implementation: docs/architecture.md, "Small inputs skip Spark's planning"). A rule that must run inside a Spark query
 without a Python UDF (a UDF would make every row cross to a Python worker and back) is written
 once here in crawl/, over an *ops* object, and evaluated twice:
 

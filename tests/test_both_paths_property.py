@@ -1,5 +1,5 @@
 """generate, dedup and update decide small inputs on the driver and large ones by Spark
-queries; both must give the same tables (DESIGN.md: one rule, one implementation, and a
+queries; both must give the same tables (one rule, one implementation, and a
 property test). Hypothesis generates small crawl databases and segments — every status, leases,
 held-back hosts, lowered budgets, host overrides, a skewed host holding most URLs, exact and
 near duplicates, hot band values, stale band rows, redirects and their chains, sitemap lastmod

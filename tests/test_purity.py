@@ -1,6 +1,6 @@
 """House rules the import graph must keep: crawl/ is the pure library and never imports pyspark;
 jobs/engine/ never imports a step and a step never imports another; nothing in jobs/ shadows a
-top-level module (DESIGN.md, house style)."""
+top-level module (docs/architecture.md, "Code layout")."""
 import ast
 import json
 import os
