@@ -68,7 +68,7 @@ setup(
         "sqlparse>=0.5",
         # DNS through the servers fetch.dns_servers names, with each answer's TTL (crawl/fetch/dns.py):
         # c-ares, the resolver aiohttp's own AsyncResolver uses
-        "aiodns>=3.2",
+        "aiodns>=4.0",
         # Content-Encoding br and zstd (crawl/fetch/http.py), decoded under the same limits as gzip
         "brotli>=1.1",
         "zstandard>=0.22",

@@ -232,7 +232,7 @@ class TaskResolver(AbstractResolver):
         out = []
         for ip in answer.addresses:
             fam = socket.AF_INET6 if ":" in ip else socket.AF_INET
-            if family in (socket.AF_INET, socket.AF_INET6) and family != fam and family != socket.AF_UNSPEC:
+            if family in (socket.AF_INET, socket.AF_INET6) and family != fam:
                 continue
             out.append(ResolveResult(hostname=host, host=ip, port=port, family=fam, proto=0,
                                      flags=socket.AI_NUMERICHOST))
@@ -242,5 +242,5 @@ class TaskResolver(AbstractResolver):
 
     async def close(self) -> None:
         if self._cares is not None:
-            self._cares.close() if not asyncio.iscoroutinefunction(self._cares.close) else await self._cares.close()
+            await self._cares.close()  # a coroutine since aiodns 4
             self._cares = None

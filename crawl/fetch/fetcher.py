@@ -445,7 +445,8 @@ class HostQueue:
             self.host_row["dns_error"] = message[:ERROR_TEXT_LIMIT]
             return "dns", message[:ERROR_TEXT_LIMIT]
         https = url.startswith("https:")
-        port = int(host_of(url).rpartition(":")[2]) if host_of(url).rpartition(":")[2].isdigit() else (443 if https else 80)
+        explicit = host_of(url).rpartition(":")[2]
+        port = int(explicit) if explicit.isdigit() else (443 if https else 80)
         name = host_without_port(self.host).strip("[]")
         addresses = self.host_row.get("addresses") or ([name] if is_ip_literal(name) else [])
         failure = tls_failure(exc, https, self.ctx.connects.reached_since(addresses, port, started))
