@@ -80,6 +80,9 @@ setup(
     extras_require={"test": ["pytest>=8", "hypothesis>=6.100",
                              # make test runs the suite on two workers, a test module each
                              "pytest-xdist>=3.5",
+                             # every test has a time bound (pyproject.toml: timeout), so a hang fails
+                             # the test that hangs instead of stalling the run
+                             "pytest-timeout>=2.3",
                              # make test lints first (config: pyproject.toml [tool.ruff])
                              "ruff==0.17.6",
                              # an S3 endpoint on loopback for the object-storage tests (tests/s3server.py)
