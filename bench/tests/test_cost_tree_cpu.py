@@ -4,7 +4,7 @@ was re-parented to the benchmark, a child subreaper). pyspark's daemon ignores S
 shutdown, races its workers' exits: counting an orphaned worker both by rusage and by the sampler's
 last reading added a whole Spark Python worker to the fetch step (issue 33, BENCHMARKS.md "Cost per
 page"). Real processes, no mocks; each case runs in its own interpreter, since becoming a subreaper
-is for the rest of a process's life."""
+is for the rest of a process's life. bench/'s own test, not the crawler's: `make bench-test`."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(BENCH)
 BURN_S = 3.0
 
 # A parent that ignores SIGCHLD forks a worker that burns BURN_S of CPU. "kernel": the parent
@@ -63,7 +64,7 @@ print(json.dumps({{k: run[k] for k in ("returncode", "cpu_s", "rusage_cpu_s", "a
 
 @pytest.mark.parametrize("mode", ["kernel", "orphan"])
 def test_a_worker_of_a_sigchld_ignoring_parent_is_counted_once(mode):
-    code = MEASURE.format(bench=os.path.join(REPO, "bench"), tree=TREE.format(burn=BURN_S), mode=mode)
+    code = MEASURE.format(bench=BENCH, tree=TREE.format(burn=BURN_S), mode=mode)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr
     run = json.loads(out.stdout.strip().splitlines()[-1])
@@ -94,7 +95,7 @@ os.waitpid(pid, 0)
 
 
 def test_a_process_is_named_by_what_it_execs():
-    code = MEASURE.format(bench=os.path.join(REPO, "bench"), tree=EXECS.format(burn=BURN_S / 2), mode="exec")
+    code = MEASURE.format(bench=BENCH, tree=EXECS.format(burn=BURN_S / 2), mode="exec")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr
     run = json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,5 +1,6 @@
 """bench/_realistic_web.py: the web bench/cost.py measures on must be what its docstring says, or
-every CPU-per-page figure in BENCHMARKS.md "Cost per page" is measured on something else."""
+every CPU-per-page figure in BENCHMARKS.md "Cost per page" is measured on something else. bench/'s own
+test, not the crawler's: `make bench-test`."""
 from __future__ import annotations
 
 import gzip
@@ -7,7 +8,7 @@ import os
 import sys
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
 from _realistic_web import MAX_BYTES, MIN_BYTES, RealisticWeb, RealisticWebProcess  # noqa: E402
 
 from crawl.parse.links import extract_outlinks  # noqa: E402
