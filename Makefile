@@ -42,6 +42,12 @@ test: setup airflow
 	$(BIN)/python -m jobs.engine.class_archive
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
+# bench/'s own tests (the benchmarks' support code: the realistic web, the process-tree CPU count);
+# not the crawler's, so not in make test
+.PHONY: bench-test
+bench-test: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider bench/tests
+
 setup: $(STAMP) $(JARS)
 
 # .venv holds exactly the lock file's versions, then deltacrawl itself (editable, --no-deps), then
