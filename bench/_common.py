@@ -1,15 +1,17 @@
-"""Helpers shared by the benchmark scripts in bench/ (cycle.py, fetch.py).
+"""Helpers shared by the benchmark scripts in bench/ (bench/README.md lists them).
 
 * ``machine_facts()``: date, cores, memory, versions, commit, load average — printed with every
   figure, because this is a shared, noisy 2-core machine and only same-run ratios compare.
 * ``raw_fetch()``: the plain-aiohttp baseline (one coroutine per host, so one request in flight
   per host; a global concurrency cap; optionally selectolax link extraction with
   crawl.parse.links.extract_outlinks). Top-level, so a spawned child process can run it.
-* ``start_devweb_process()``: the bundled test web as a ``deltacrawl devweb`` subprocess, so
+* ``DevWebProcess``: the bundled test web as a ``deltacrawl devweb`` subprocess, so
   its server does not share a GIL with what is being measured.
 * ``devweb_networks()``: the CIDRs of exactly a test web's addresses, for ``fetch.allow_networks``
   (the address guard refuses loopback, so a benchmark crawling the test web allows that web and
   nothing else).
+* ``Checker``, ``finish()``, ``release()``, ``run_in_workdir()``: a benchmark's checks (exit 1 when one
+  fails), its JSON output and its work folder; ``cpu_snapshot()`` / ``cpu_used()``: CPU from /proc.
 * small formatting helpers (``rate``, ``fmt``, ``http_span``, ``median_run``).
 
 Everything stays on loopback: the test web binds 127.0.x.y addresses only.

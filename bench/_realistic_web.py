@@ -32,8 +32,8 @@ the connections that carried a request (over HTTPS: its TLS handshakes), and the
 delay 0 still means one request at a time per host). With ``--log FILE`` (``RealisticWebProcess(...,
 request_log=FILE)``) it also appends one JSON line per request: ``host`` (its index), ``path``,
 ``status``, ``ts`` (the handler's start, ``time.time()``), ``write_ts`` (just before the response
-is written) and ``done_ts`` (once the whole response was handed to the socket), what bench/overlap.py
-measures politeness from; the file is flushed on every ``/_counters`` request. The web runs at a
+is written) and ``done_ts`` (once the whole response was handed to the socket), from which a run's
+politeness can be checked on the server's side; the file is flushed on every ``/_counters`` request. The web runs at a
 higher scheduling priority than the crawler where the OS allows it (``WEB_NICE``), with send
 buffers that take a whole body, so its stamps lag what happened as little as a loaded machine
 allows.

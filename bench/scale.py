@@ -6,7 +6,7 @@ Run:      .venv/bin/python bench/scale.py [--sizes 1000000,10000000] [--hosts 10
                                           [--reads-only [--baseline-stats REV] [--repeats 2]]
                                           [--out-json FILE] [--keep]
 What:     for each size, a synthetic crawl root in a fresh folder: a crawldb of that many URLs over
-          --hosts hosts of skewed size (bench/layout.py's rows: ~80 % unfetched, the rest fetched,
+          --hosts hosts of skewed size (synth_base's rows: ~80 % unfetched, the rest fetched,
           redirected, gone, ...; url_hash and host_bucket computed as crawl/net/urls.py does), the hostdb
           rows to match (url_count = the host's rows), dedup/pages and dedup/bands for every fetched
           200 page (SimHash and 512-byte MinHash signatures, so all 12 bands per page), and the WARC
@@ -57,10 +57,89 @@ from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import REPO, machine_facts  # noqa: E402
-from layout import conform, synth_base  # noqa: E402
 
 SEGMENT_OLD = "20260101000000-000000"
 SIGNATURE_BYTES = 512  # crawl.dedup.fingerprint: 64 MinHash values of 8 bytes
+DAY = 86400
+
+
+def synth_base(spark, n_urls: int, n_hosts: int, buckets: int, now: float):
+    """url_state rows (without lease) as a DataFrame; deterministic for given sizes."""
+    from pyspark.sql import functions as F
+    from crawl.net.urls import host_bucket
+    from jobs.engine.schemas import URL_STATE_SCHEMA
+
+    def uniform(col, salt: str):  # deterministic uniform [0, 1) from a row id
+        return F.pmod(F.xxhash64(col, F.lit(salt)), F.lit(1_000_000_007)) / F.lit(1_000_000_007.0)
+
+    bucket_rows = [(f"h{i}.example", host_bucket(f"h{i}.example", buckets)) for i in range(n_hosts)]
+    bucket_df = spark.createDataFrame(bucket_rows, "host string, host_bucket int")
+    ts = lambda col: F.timestamp_seconds(col)  # noqa: E731
+    r = F.pmod(F.xxhash64(F.col("id"), F.lit("status")), F.lit(1000))
+    status = (F.when(r < 800, "unfetched").when(r < 920, "fetched").when(r < 940, "notmodified")
+              .when(r < 955, "redirect_perm").when(r < 965, "redirect_temp").when(r < 980, "retry")
+              .when(r < 995, "gone").when(r < 998, "robots_denied").otherwise("duplicate"))
+    http = (F.when(r < 800, F.lit(None)).when(r < 920, 200).when(r < 940, 304).when(r < 955, 301)
+            .when(r < 965, 302).when(r < 980, 503).when(r < 995, 404).otherwise(200))
+    fetched = F.col("status") != "unfetched"
+    df = (spark.range(0, n_urls, numPartitions=8)
+          .withColumn("host_idx", F.least(F.floor(F.pow(uniform(F.col("id"), "host"), 2) * n_hosts),
+                                          F.lit(n_hosts - 1)).cast("long"))
+          .withColumn("host", F.concat(F.lit("h"), F.col("host_idx"), F.lit(".example")))
+          .withColumn("url", F.concat(F.lit("http://"), F.col("host"), F.lit("/p"), F.col("id")))
+          .withColumn("url_hash", F.xxhash64("url"))
+          .withColumn("status", status)
+          .withColumn("http_status", http.cast("int"))
+          .withColumn("depth", F.pmod(F.col("id"), F.lit(5)).cast("int"))
+          .withColumn("score", F.lit(1.0) / (F.col("depth") + 1) * uniform(F.col("id"), "score"))
+          .withColumn("_disc", F.lit(int(now)) - (uniform(F.col("id"), "disc") * 60 * DAY).cast("long"))
+          .withColumn("_last", F.col("_disc") + (uniform(F.col("id"), "last") * (F.lit(int(now)) - F.col("_disc"))).cast("long"))
+          .withColumn("discovered_at", ts(F.col("_disc")))
+          .withColumn("last_fetched_at", F.when(fetched, ts(F.col("_last"))))
+          .withColumn("fetch_interval_s", F.when(fetched, F.lit(30 * DAY)).cast("long"))
+          .withColumn("next_fetch_at", F.when(fetched, ts(F.col("_last") + F.col("fetch_interval_s")))
+                      .otherwise(ts(F.col("_disc"))))
+          .withColumn("retries", F.when(F.col("status") == "retry", 1).otherwise(0).cast("int"))
+          .withColumn("etag", F.lit(None).cast("string"))
+          .withColumn("last_modified", F.lit(None).cast("string"))
+          .withColumn("content_hash", F.when(F.col("http_status") == 200, F.sha2(F.col("url"), 256).substr(1, 40)))
+          .withColumn("content_type", F.when(F.col("http_status") == 200, F.lit("text/html")))
+          .withColumn("simhash", F.when(F.col("http_status") == 200, F.xxhash64(F.col("url"), F.lit("sim"))))
+          .withColumn("change_count", F.lit(0))
+          .withColumn("fetch_count", F.when(fetched, 1).otherwise(0).cast("int"))
+          .withColumn("dup_of", F.when(F.col("status") == "duplicate", F.concat(F.lit("http://"), F.col("host"), F.lit("/p0"))))
+          .withColumn("lease_until", F.lit(None).cast("timestamp"))
+          .withColumn("segment_id", F.lit(None).cast("string"))
+          .withColumn("warc_file", F.when(F.col("http_status") == 200, F.lit("segments/x/warc/part-00000.warc.gz")))
+          .withColumn("warc_offset", F.when(F.col("http_status") == 200, F.col("id") * 4096))
+          .withColumn("warc_length", F.when(F.col("http_status") == 200, F.lit(4096).cast("long")))
+          .withColumn("redirect_to", F.when(F.col("status").startswith("redirect"), F.concat(F.col("url"), F.lit("/"))))
+          .withColumn("error", F.when(F.col("status") == "retry", F.lit("HTTP 503")))
+          .join(F.broadcast(bucket_df), "host"))
+    return df.select(*conform(df, URL_STATE_SCHEMA), "host_idx")
+
+
+def conform(df, schema) -> list:
+    """Columns of ``schema`` from ``df``, cast; a schema column the generator does not know (added
+    since this generator was written) becomes null, or 0 / "" / false when NOT NULL."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, NumericType, StringType
+    cols = []
+    for f in schema.fields:
+        if f.name in df.columns:
+            value = F.col(f.name)
+        elif f.nullable:
+            value = F.lit(None)
+        elif isinstance(f.dataType, NumericType):
+            value = F.lit(0)
+        elif isinstance(f.dataType, StringType):
+            value = F.lit("")
+        elif isinstance(f.dataType, BooleanType):
+            value = F.lit(False)
+        else:
+            raise SystemExit(f"bench/scale.py: no synthetic value for NOT NULL column {f.name} {f.dataType}")
+        cols.append(value.cast(f.dataType).alias(f.name))
+    return cols
 
 
 def _with_url_hash(df):
