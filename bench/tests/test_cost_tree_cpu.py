@@ -2,8 +2,8 @@
 the kernel reaps it (its parent still alive) or the benchmark does (its parent died first, so it
 was re-parented to the benchmark, a child subreaper). pyspark's daemon ignores SIGCHLD and, at its
 shutdown, races its workers' exits: counting an orphaned worker both by rusage and by the sampler's
-last reading added a whole Spark Python worker to the fetch step (issue 33, BENCHMARKS.md "Cost per
-page"). Real processes, no mocks; each case runs in its own interpreter, since becoming a subreaper
+last reading added a whole Spark Python worker to the fetch step (issue 33, docs/decisions.md "After
+the first cuts"). Real processes, no mocks; each case runs in its own interpreter, since becoming a subreaper
 is for the rest of a process's life. bench/'s own test, not the crawler's: `make bench-test`."""
 from __future__ import annotations
 
