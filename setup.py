@@ -6,12 +6,15 @@ from setuptools import Extension, find_packages, setup
 # missing build is named at every step's start and in stats (crawl/native.py).
 FASTHASH = Extension("crawl.dedup._fasthash", ["crawl/dedup/_fasthash.c"], optional=True, extra_compile_args=["-O2"])
 
-# Reading the tables without Spark (crawl/readers.py, docs/readers.md). DuckDB's delta extension
-# comes from PyPI, not from extensions.duckdb.org (unreachable here, and a download at run time):
-# duckdb-extension-delta ships DuckDB's signed binary for exactly one DuckDB version, so the two are
-# pinned together. polars reads deletion vectors through deltalake (>= 1.4.2).
-# pandas: Spark's toPandas() in notebooks/crawl_analysis.ipynb (PySpark 4.2 does not fully support pandas >= 3).
-ANALYSIS = ["duckdb==1.5.5", "duckdb-extension-delta==1.5.5", "polars>=2.1", "deltalake>=1.6", "pandas>=2.0,<3"]
+# The engine of `deltacrawl sql` (crawl/sqlengine.py): DuckDB reading the Delta tables in place, and
+# deltalake for their history and Change Data Feed. DuckDB's delta extension comes from PyPI, not from
+# extensions.duckdb.org (unreachable here, and a download at run time): duckdb-extension-delta ships
+# DuckDB's signed binary for exactly one DuckDB version, so the two are pinned together.
+SQL_ENGINE = ["duckdb==1.5.5", "duckdb-extension-delta==1.5.5", "deltalake>=1.6"]
+# Reading the tables without Spark in Python besides (crawl/readers.py, docs/readers.md): polars reads
+# deletion vectors through deltalake (>= 1.4.2). pandas: Spark's toPandas() in
+# notebooks/crawl_analysis.ipynb (PySpark 4.2 does not fully support pandas >= 3).
+ANALYSIS = ["polars>=2.1", "pandas>=2.0,<3"]
 
 setup(
     name="deltacrawl",
@@ -66,6 +69,8 @@ setup(
         "publicsuffixlist>=1.0",
         # splitting `deltacrawl sql` scripts into statements (crawl/sqltext.py)
         "sqlparse>=0.5",
+        # answering them in about a second, without a JVM (above)
+        *SQL_ENGINE,
         # DNS through the servers fetch.dns_servers names, with each answer's TTL (crawl/fetch/dns.py):
         # c-ares, the resolver aiohttp's own AsyncResolver uses
         "aiodns>=4.0",

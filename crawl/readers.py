@@ -82,23 +82,26 @@ def segment_files(crawl_root: str) -> list[str]:
     return sorted(glob.glob(os.path.join(glob.escape(root), "segments", "*", "fetched", "kind=url", "*.parquet")))
 
 
+def commit_fields(user_metadata: str | None) -> dict[str, Any]:
+    """step, segment, crawl_id and cycle from a commit's userMetadata (None where absent)."""
+    try:
+        info = json.loads(user_metadata or "null") or {}
+    except ValueError:
+        info = {}
+    info = info if isinstance(info, dict) else {}
+    cycle = info.get("cycle")
+    return {**{f: (str(info[f]) if info.get(f) is not None else None) for f in ("step", "segment", "crawl_id")},
+            "cycle": int(cycle) if isinstance(cycle, int) else None}
+
+
 def history_table(path: str) -> Any:
     """A Delta table's commit history as a pyarrow Table, newest first: version, timestamp,
     operation, userMetadata, and step / segment / cycle / crawl_id from userMetadata."""
     import pyarrow as pa
     from deltalake import DeltaTable
-    rows = []
-    for commit in DeltaTable(path).history():
-        try:
-            info = json.loads(commit.get("userMetadata") or "null") or {}
-        except ValueError:
-            info = {}
-        info = info if isinstance(info, dict) else {}
-        cycle = info.get("cycle")
-        rows.append({"version": commit["version"], "timestamp": commit.get("timestamp"),
-                     "operation": commit.get("operation"), "userMetadata": commit.get("userMetadata"),
-                     **{f: (str(info[f]) if info.get(f) is not None else None) for f in ("step", "segment", "crawl_id")},
-                     "cycle": int(cycle) if isinstance(cycle, int) else None})
+    rows = [{"version": commit["version"], "timestamp": commit.get("timestamp"), "operation": commit.get("operation"),
+             "userMetadata": commit.get("userMetadata"), **commit_fields(commit.get("userMetadata"))}
+            for commit in DeltaTable(path).history()]
     schema = pa.schema([("version", pa.int64()), ("timestamp", pa.timestamp("ms", tz="UTC")),
                         ("operation", pa.string()), ("userMetadata", pa.string()), ("step", pa.string()),
                         ("segment", pa.string()), ("crawl_id", pa.string()), ("cycle", pa.int32())])

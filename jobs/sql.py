@@ -35,22 +35,16 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, Mapping
-
-from delta.tables import DeltaTable
-from pyspark.errors import (AnalysisException, ArithmeticException, DateTimeException, IllegalArgumentException,
-                            NumberFormatException)
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+from typing import TYPE_CHECKING, Any, Mapping
 
 from crawl.sqltext import FORMATS, KNOWN_WRITING_VERBS, format_rows, split_statements, write_verb
-from crawl.net.urls import InvalidUrl, normalize_url, url_hash
-from jobs.engine.commit_info import writes_commits
 from jobs.engine.common import no_crawl_root, run_main
 from jobs.engine.errors import EXIT_NOTHING_TO_DO, EXIT_OK, UserError
-from jobs.engine.crawl_root import CrawlRoot, list_segments, path_exists
-from jobs.engine.tables import table_exists
+
+if TYPE_CHECKING:  # Spark is imported where it is used: `deltacrawl sql` on DuckDB starts without it
+    from pyspark.sql import DataFrame, SparkSession
+
+    from jobs.engine.crawl_root import CrawlRoot
 
 # name -> path of each Delta table in a crawl root
 TABLES = {
@@ -63,11 +57,16 @@ TABLES = {
 }
 HISTORY_VIEWS = {"crawldb_history": "crawldb", "hostdb_history": "hostdb"}
 # what userMetadata holds (jobs/engine/commit_info.py)
-COMMIT_INFO_SCHEMA = StructType([StructField("step", StringType()), StructField("segment", StringType()),
-                                 StructField("cycle", IntegerType()), StructField("crawl_id", StringType())])
-# Errors in the SQL a user typed (exit 2); anything else is a failure (exit 3).
-SQL_ERRORS = (AnalysisException, ArithmeticException, DateTimeException, IllegalArgumentException,
-              NumberFormatException)
+COMMIT_INFO_SCHEMA = "step STRING, segment STRING, cycle INT, crawl_id STRING"
+ENGINES = ("duckdb", "spark")
+
+
+def _sql_errors() -> tuple[type[Exception], ...]:
+    """Errors in the SQL a user typed (exit 2); anything else is a failure (exit 3)."""
+    from pyspark.errors import (AnalysisException, ArithmeticException, DateTimeException, IllegalArgumentException,
+                                NumberFormatException)
+    return (AnalysisException, ArithmeticException, DateTimeException, IllegalArgumentException,
+            NumberFormatException)
 
 
 def _quoted(path: str) -> str:
@@ -92,6 +91,8 @@ def _register_table(spark: SparkSession, name: str, path: str) -> None:
 def history_frame(spark: SparkSession, path: str) -> DataFrame:
     """DESCRIBE HISTORY of the table at ``path`` as a DataFrame, with userMetadata's step,
     cycle, segment and crawl_id as columns (null for commits made without them)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
     info = F.from_json(F.col("userMetadata"), COMMIT_INFO_SCHEMA)
     return (DeltaTable.forPath(spark, path).history()
             .withColumns({"step": info["step"], "cycle": info["cycle"], "segment": info["segment"],
@@ -100,6 +101,7 @@ def history_frame(spark: SparkSession, path: str) -> DataFrame:
 
 def segments_frame(spark: SparkSession, root: CrawlRoot) -> DataFrame | None:
     """Every segment's fetched URL rows (one row per attempted URL, with segment_id), or None."""
+    from jobs.engine.crawl_root import list_segments, path_exists
     # each segment's kind=url folder (several fetched/ roots with partition folders in one read
     # are refused: CONFLICTING_DIRECTORY_STRUCTURES)
     fetched = [f"{root.fetched(s)}/kind=url" for s in list_segments(spark, root) if _is_segment_id(s)]
@@ -123,6 +125,7 @@ def register_tables(spark: SparkSession, root: CrawlRoot) -> list[str]:
     """Register the crawl root's tables and views under their names (see the module docstring)
     and return the names. Call it again to see commits made since (the history views are
     snapshots) or another crawl root."""
+    from jobs.engine.tables import table_exists
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root} (wrong --crawl-root? 'deltacrawl inject' makes one)")
     names = []
@@ -158,15 +161,15 @@ def run_statements(spark: SparkSession, text: str) -> tuple[list[str], list[list
             frame = spark.sql(statement)
         assert frame is not None
         rows = frame.collect()
-    except SQL_ERRORS as exc:
+    except _sql_errors() as exc:
         raise UserError(_one_line(exc)) from None
     return list(frame.columns), [list(r.asDict(recursive=True).values()) if frame.columns else [] for r in rows]
 
 
-@writes_commits("sql")
 def run_writing_statements(spark: SparkSession, text: str) -> tuple[list[str], list[list[Any]]]:
     """run_statements for ``sql --write``: whatever Delta commits they make says step "sql"."""
-    return run_statements(spark, text)
+    from jobs.engine.commit_info import writes_commits
+    return writes_commits("sql")(run_statements)(spark, text)
 
 
 def check_read_only(statements: list[str]) -> None:
@@ -220,6 +223,10 @@ def url_history(spark: SparkSession, root: CrawlRoot, url: str) -> list[dict[str
     """The URL's crawldb row after each commit that changed it, newest first: version,
     timestamp, operation, step/cycle/segment of the commit, and the row's state (or
     status '(deleted)')."""
+    from pyspark.sql import functions as F
+
+    from crawl.net.urls import InvalidUrl, normalize_url, url_hash
+    from jobs.engine.tables import table_exists
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root}")
     try:
@@ -281,6 +288,7 @@ def _add_format(parser) -> None:
 
 
 def _session(cfg: Mapping[str, Any], crawl_root: str) -> tuple[SparkSession, CrawlRoot]:
+    from jobs.engine.crawl_root import CrawlRoot
     from jobs.engine.session import build_spark
     root = CrawlRoot(crawl_root)
     if root.is_local and not path_exists_local(root):
@@ -293,29 +301,178 @@ def path_exists_local(root: CrawlRoot) -> bool:
     return os.path.isdir(root.local_path(root.root))
 
 
-def sql_main(argv: list[str] | None = None) -> int:
-    def configure(parser) -> None:
-        parser.description = ("Run Spark SQL on the crawl root's tables, registered by name (crawldb, hostdb, "
-                              "warc_index, dedup_pages, dedup_bands, cycles, segments, crawldb_history, "
-                              "hostdb_history); prints the last statement's result.")
-        parser.add_argument("statements", metavar="SQL", help="one or more statements separated by ';' "
-                                                                "('-' reads them from stdin)")
-        _add_format(parser)
-        parser.add_argument("--write", action="store_true",
-                            help="also run statements that change tables (UPDATE, DELETE, MERGE, INSERT, DDL, "
-                                 "VACUUM, ...) on the live crawl root; without it they are refused")
+def _is_local(crawl_root: str) -> bool:
+    return "://" not in crawl_root or crawl_root.startswith("file://")
 
-    def body(args, cfg) -> int:
-        text = sys.stdin.read() if args.statements == "-" else args.statements
+
+def spark_reason(statements: list[str], crawl_root: str, write: bool) -> str | None:
+    """Why a script asked of the DuckDB engine needs Spark after all, or None: --write (DuckDB
+    reads Delta only), an object-storage crawl root, or a Spark-only statement (DECLARE, CACHE,
+    ...). Time travel, the Change Data Feed and DESCRIBE HISTORY need no Spark (crawl/sqlengine.py)."""
+    from crawl.sqlengine import SPARK_ONLY_VERBS
+    if write:
+        return "--write"
+    if not _is_local(crawl_root):
+        return f"a crawl root on {crawl_root.split('://')[0]}://"
+    for statement in statements:
+        verb = (statement.lstrip("( \t\r\n").split(None, 1) or [""])[0].upper()
+        if verb in SPARK_ONLY_VERBS:
+            return f"{verb}, a statement of Spark SQL,"
+    return None
+
+
+class _Answerer:
+    """One engine over one crawl root for as many scripts as asked (``deltacrawl sql`` asks one;
+    its shell asks many, with the engine kept between them)."""
+
+    def __init__(self, engine: str, cfg: Mapping[str, Any], crawl_root: str, write: bool):
+        self.engine, self.write = engine, write
+        if engine == "duckdb":
+            from crawl.sqlengine import DuckDBEngine
+            if not path_exists_local_path(crawl_root):
+                raise no_crawl_root(crawl_root)
+            try:
+                self.duck = DuckDBEngine(crawl_root.removeprefix("file://"))
+            except FileNotFoundError as exc:
+                raise UserError(str(exc)) from None
+        else:
+            self.spark, self.root = _session(cfg, crawl_root)
+            _quiet_sql_errors()
+            register_tables(self.spark, self.root)
+
+    def names(self) -> list[str]:
+        if self.engine == "duckdb":
+            return self.duck.names()
+        return [t.name for t in self.spark.catalog.listTables()]
+
+    def ask(self, statements: list[str]) -> tuple[list[str], list[list[Any]]]:
+        if not self.write:
+            check_read_only(statements)
+        if self.engine == "spark":
+            text = ";\n".join(statements)
+            return (run_writing_statements if self.write else run_statements)(self.spark, text)
+        from crawl.sqlengine import SqlError
+        try:
+            return self.duck.run(statements)
+        except SqlError as exc:
+            message = str(exc)
+            if message.startswith(("[Parser Error]", "[Not implemented Error]")) or (
+                    message.startswith("[Catalog Error]") and "Function" in message):
+                message += " (this is DuckDB's SQL dialect; Spark SQL's: --engine spark)"
+            raise UserError(message) from None
+
+
+def path_exists_local_path(crawl_root: str) -> bool:
+    import os
+    return os.path.isdir(crawl_root.removeprefix("file://"))
+
+
+SQL_SHELL_BANNER = """deltacrawl sql ({engine}): crawl root {root}
+  tables  {names}
+  end a statement with ';' · results as --format {format} · \\q or Ctrl-D quits"""
+
+
+def sql_shell(answerer: _Answerer, crawl_root: str, fmt: str) -> int:
+    """Read statements (each ended by ';') and print each one's result; a mistake is one line
+    and the shell goes on. The engine stays up between statements."""
+    try:
+        import readline  # noqa: F401 - line editing and history for input()
+    except ImportError:
+        pass
+    interactive = sys.stdin.isatty()
+    if interactive:
+        print(SQL_SHELL_BANNER.format(engine=answerer.engine, root=crawl_root, format=fmt,
+                                      names=", ".join(answerer.names())), file=sys.stderr, flush=True)
+    pending: list[str] = []
+    while True:
+        try:
+            line = input("sql> " if not pending else "...> ") if interactive else sys.stdin.readline()
+        except EOFError:
+            line = ""
+        except KeyboardInterrupt:
+            print(file=sys.stderr)
+            pending = []
+            continue
+        if not interactive and line == "":
+            line = None
+        if line is None or (not pending and line.strip() in ("\\q", "exit", "quit")):
+            break
+        pending.append(line.rstrip("\n"))
+        text = "\n".join(pending)
+        if not text.strip():
+            pending = []
+            continue
+        if not text.rstrip().endswith(";"):
+            continue
+        pending = []
         statements = split_statements(text)
         if not statements:
-            raise UserError("no SQL statement given")
-        if not args.write:
-            check_read_only(statements)
-        spark, root = _session(cfg, args.crawl_root)
-        _quiet_sql_errors()
-        register_tables(spark, root)
-        columns, rows = (run_writing_statements if args.write else run_statements)(spark, text)
+            continue
+        try:
+            columns, rows = answerer.ask(statements)
+        except UserError as exc:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+            continue
+        if columns:
+            sys.stdout.write(format_rows(fmt, columns, rows))
+        sys.stdout.flush()
+    if pending and "\n".join(pending).strip():  # input ended without ';': run what is left
+        try:
+            columns, rows = answerer.ask(split_statements("\n".join(pending)))
+            if columns:
+                sys.stdout.write(format_rows(fmt, columns, rows))
+        except UserError as exc:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def sql_main(argv: list[str] | None = None) -> int:
+    def configure(parser) -> None:
+        parser.description = ("Run SQL on the crawl root's tables, registered by name (crawldb, hostdb, "
+                              "warc_index, dedup_pages, dedup_bands, cycles, segments, crawldb_history, "
+                              "hostdb_history); prints the last statement's result. Without SQL: a shell "
+                              "that keeps its engine between statements. Answered by DuckDB unless "
+                              "--engine spark (option sql.engine).")
+        parser.add_argument("statements", metavar="SQL", nargs="?",
+                            help="one or more statements separated by ';' ('-' reads them from stdin); "
+                                 "none: an interactive SQL shell")
+        _add_format(parser)
+        parser.add_argument("--engine", choices=ENGINES,
+                            help="duckdb (default, option sql.engine: embedded, about a second a query) or "
+                                 "spark (Spark SQL, as the cluster and notebooks run it)")
+        parser.add_argument("--write", action="store_true",
+                            help="also run statements that change tables (UPDATE, DELETE, MERGE, INSERT, DDL, "
+                                 "VACUUM, ...) on the live crawl root (on Spark); without it they are refused")
+
+    def body(args, cfg) -> int:
+        engine = args.engine or cfg["sql.engine"]
+        if engine not in ENGINES:
+            raise UserError(f"sql.engine is {engine!r}: one of {', '.join(ENGINES)}")
+        statements: list[str] = []
+        if args.statements is not None:
+            text = sys.stdin.read() if args.statements == "-" else args.statements
+            statements = split_statements(text)
+            if not statements:
+                raise UserError("no SQL statement given")
+            if not args.write:
+                check_read_only(statements)  # before any engine starts
+        if engine == "duckdb":
+            reason = spark_reason(statements, args.crawl_root, args.write)
+            if reason is None:
+                try:
+                    import crawl.sqlengine  # noqa: F401
+                    import duckdb  # noqa: F401
+                except ImportError:
+                    reason = "DuckDB not being installed (pip install -e .)"
+            if reason is not None:
+                print(f"deltacrawl sql: {reason} needs Spark: answering with --engine spark", file=sys.stderr,
+                      flush=True)
+                engine = "spark"
+        answerer = _Answerer(engine, cfg, args.crawl_root, args.write)
+        if args.statements is None:
+            return sql_shell(answerer, args.crawl_root, args.format)
+        columns, rows = answerer.ask(statements)
         if columns:
             sys.stdout.write(format_rows(args.format, columns, rows))
         sys.stdout.flush()
@@ -341,6 +498,8 @@ def shell_main(argv: list[str] | None = None) -> int:
     def body(args, cfg) -> int:
         spark, root = _session(cfg, args.crawl_root)
         names = register_tables(spark, root)
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
         namespace = {"spark": spark, "F": F, "DeltaTable": DeltaTable, "root": root,
                      "register_tables": register_tables, "sql": lambda q: spark.sql(q)}
         banner = SHELL_BANNER.format(root=root.root, names=", ".join(names))
