@@ -4,7 +4,7 @@ Inputs:   <crawl_root>/crawldb, <crawl_root>/hostdb, and the change hints pushed
           generate (<crawl_root>/hints, `deltacrawl hint`): first they are applied to the crawldb
           (jobs/hint_inbox.py: known URLs due at the hint's time, unknown ones inserted), so they
           count in this very segment.
-Selects:  URLs with a generatable status (all but duplicate), next_fetch_at <= now, no lease
+Selects:  URLs (of any status: crawl/crawldb/statuses.py) with next_fetch_at <= now, no lease
           in force, whose host is not deferred or backing off, ranked by priority =
           importance × staleness (crawl.crawldb.schedule.priority, computed here as a Spark Column:
           importance = max(score, schedule.score_floor)^schedule.score_exponent ×
@@ -127,7 +127,7 @@ def early_col(cfg: Mapping[str, Any], now: float) -> Column:
 def _due_regardless_of_host(url_state: DataFrame, cfg: Mapping[str, Any], now: float) -> DataFrame:
     """crawl.crawldb.selection.fetchable_rule as a filter (the held-back hosts are select_due's)."""
     early = early_col(cfg, now) if cfg["generate.fill_budget"] else F.lit(False)
-    return url_state.filter(selection.fetchable_rule(F.col("status"), F.col("next_fetch_at"), F.col("lease_until"),
+    return url_state.filter(selection.fetchable_rule(F.col("next_fetch_at"), F.col("lease_until"),
                                                      from_epoch_col(F.lit(now)), early, COLUMN_OPS))
 
 
@@ -322,7 +322,7 @@ def _due_rows(url_state: DataFrame, cfg: Mapping[str, Any], now: float, limit: i
             early = (selection.early_rule(status, t["next_fetch_at"].to_numpy(), t["last_fetched_at"].to_numpy(),
                                           float(now), float(cfg["schedule.min_interval_s"]), NUMPY_OPS)
                      if cfg["generate.fill_budget"] else False)
-            keep = selection.fetchable_rule(status, t["_due_us"].to_numpy().astype(float),
+            keep = selection.fetchable_rule(t["_due_us"].to_numpy().astype(float),
                                             t["_lease_us"].to_numpy().astype(float), float(epoch_micros(now)),
                                             early, NUMPY_OPS)
         return pa.array(np.broadcast_to(np.asarray(keep, dtype=bool), (t.num_rows,)))

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from crawl import native
 from crawl.report import format_stats
-from crawl.crawldb.status import BLOCKED_ADDRESS, GENERATABLE_STATUSES
+from crawl.crawldb.status import BLOCKED_ADDRESS
 from crawl.net.addresses import REASON_PATTERN
 from jobs.engine.common import add_run_options, run_spark_step
 from jobs.engine.errors import EXIT_OK, UserError
@@ -44,7 +44,7 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
                                               "lease_until", "segment_id")
     now_ts = from_epoch_col(F.lit(now))
     leased = F.col("lease_until").isNotNull() & (F.col("lease_until") > now_ts)
-    due = F.col("status").isin(*GENERATABLE_STATUSES) & (F.col("next_fetch_at") <= now_ts) & ~F.coalesce(leased, F.lit(False))
+    due = (F.col("next_fetch_at") <= now_ts) & ~F.coalesce(leased, F.lit(False))
     groups = (urls.groupBy("host", "status", "http_status")
               .agg(F.count("*").alias("n"), F.sum(due.cast("long")).alias("due"),
                    F.sum(leased.cast("long")).alias("leased"), F.max("depth").alias("max_depth"))

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from crawl.crawldb.schedule import priority, valued
-from crawl.crawldb.status import FETCHED, GENERATABLE_STATUSES, NOTMODIFIED
+from crawl.crawldb.status import FETCHED, NOTMODIFIED
 from crawl.rule_ops import NUMPY_OPS, By, sort_key
 
 
@@ -54,14 +54,14 @@ FILL_ORDER = (By("_early"), By("_over_quota"), By("_pool_rank"), By("_discovery"
 EARLY_STATUSES = (FETCHED, NOTMODIFIED)
 
 
-def fetchable_rule(status, next_fetch_at, lease_until, now, early, ops):
-    """The URL can go into a segment now, whatever its host's state: a generatable status, due
-    (next_fetch_at <= now) or taken early (``early``: early_rule, or False with
+def fetchable_rule(next_fetch_at, lease_until, now, early, ops):
+    """The URL can go into a segment now, whatever its host's state: due (next_fetch_at <= now,
+    whatever its status: crawl.crawldb.statuses) or taken early (``early``: early_rule, or False with
     generate.fill_budget off), and no lease in force. Times in each path's own form (timestamps
     in Spark, whole microseconds on the driver); ``now`` likewise."""
     due = ops.not_null(next_fetch_at) & (next_fetch_at <= now)
     free = ops.is_null(lease_until) | (lease_until <= now)
-    return ops.isin(status, GENERATABLE_STATUSES) & (due | early) & free
+    return (due | early) & free
 
 
 def early_rule(status, next_fetch_at, last_fetched_at, now, min_interval_s: float, ops):

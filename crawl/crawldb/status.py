@@ -35,7 +35,7 @@ from typing import Any, Mapping
 
 # the crawldb's status names live in crawl.crawldb.statuses (crawl.crawldb.schedule reads them too)
 from crawl.crawldb.statuses import (ALL_STATUSES, BLOCKED_ADDRESS, DUPLICATE, FETCHED,  # noqa: F401
-                                    GENERATABLE_STATUSES, GONE, NOTMODIFIED, REDIRECT_PERM, REDIRECT_TEMP, RETRY,
+                                    GONE, NOTMODIFIED, REDIRECT_PERM, REDIRECT_TEMP, RETRY,
                                     ROBOTS_DENIED, UNFETCHED)
 
 
@@ -111,9 +111,8 @@ def lease(state: Mapping[str, Any], segment_id: str, now: float, lease_s: float)
 
 
 def is_due(state: Mapping[str, Any], now: float) -> bool:
-    """Eligible for generate: generatable status, next_fetch_at passed, not under a live lease."""
-    if state["status"] not in GENERATABLE_STATUSES:
-        return False
+    """Eligible for generate: next_fetch_at passed (whatever the status: crawl.crawldb.statuses), not
+    under a live lease."""
     if state["next_fetch_at"] is None or state["next_fetch_at"] > now:
         return False
     lease_until = state.get("lease_until")

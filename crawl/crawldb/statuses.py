@@ -16,4 +16,7 @@ BLOCKED_ADDRESS = "blocked_address"
 
 ALL_STATUSES = (UNFETCHED, FETCHED, NOTMODIFIED, REDIRECT_TEMP, REDIRECT_PERM, RETRY, GONE,
                 ROBOTS_DENIED, DUPLICATE, BLOCKED_ADDRESS)
-GENERATABLE_STATUSES = ALL_STATUSES
+# No status keeps a URL out of generate: every one comes due again at its next_fetch_at (a duplicate
+# or a robots_denied URL after schedule.max_interval_s, a retry after its backoff, ...), and
+# a URL that is never to be fetched again has next_fetch_at NULL (crawl.crawldb.status: gone after
+# its last check).
