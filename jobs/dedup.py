@@ -162,7 +162,7 @@ def table_slices(pages: DataFrame, new_bands: DataFrame, known: DataFrame, old_b
     ``cached``). duplicates() plans a dozen scans of the two tables, each planned anew (a Spark
     job per Delta scan) and read whole; on the slices each is a read of a few cached rows (a
     tenth off dedup's time on a small segment, on the demo root and on a 1 M-URL one:
-    BENCHMARKS.md "Cycle cost, third round").
+    docs/decisions.md "Cycle cost, third round").
     The answer is the same: only band rows holding a value of the segment's bands take part in
     the band join and its counts, and only dedup/pages rows of the segment's pages, of pages
     sharing a text with them, or of pages in the band slice are ever joined. If the band slice
@@ -465,7 +465,8 @@ def merge_dedup_tables(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlR
     segment's pages is in it (a first fetch of each: the usual case while a crawl grows), so
     there is nothing to replace or delete, and the rows are appended, once per segment (Delta's
     idempotent write, as update's warc_index append), instead of MERGEd: an append does not join
-    the table (0.3 s against ~1 s for a MERGE on tiny input: bench/merge_cost.py)."""
+    the table (0.3 s against ~1 s for a MERGE on tiny input: docs/decisions.md "Cycle cost, second
+    round")."""
     flagged = pages.join(dups.select("url_hash", "url", F.lit(True).alias("_dup")), ["url_hash", "url"], "left") \
                    .withColumn("_dup", F.coalesce("_dup", F.lit(False)))
     source = flagged.select("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score",

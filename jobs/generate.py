@@ -278,10 +278,10 @@ def spark_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
     # Both inputs are read once and cached: the fetchlist query reads the due URLs twice (one
     # top-k per pool) and the hostdb three times, and Delta plans every scan of a table with a
     # Spark job of its own ("Filtering files for query"), about fifty for this query, which
-    # made planning most of a small generate's time (BENCHMARKS.md, "Cycle cost").
+    # made planning most of a small generate's time (docs/decisions.md "Cycle cost").
     # Only the due rows' columns the fetchlist query reads are cached: at 10 M URLs the due rows
     # with all ~40 columns outgrew the default driver's memory and spilled (the query took 77 s
-    # against 45 s with these 12: BENCHMARKS.md "Fourth run: a quiet machine").
+    # against 45 s with these 12: docs/decisions.md "Fourth run: a quiet machine").
     host_state = read_host_state(spark, root).cache()
     due = select_due(read_url_state(spark, root), host_state, cfg, now).select(*DUE_COLUMNS).cache()
     return Fetchlist(select_fetchlist(due, host_state, cfg, segment_id, now), cached=[due, host_state])
@@ -423,7 +423,7 @@ def lease_in_place(spark: SparkSession, root: CrawlRoot, keys: list[tuple[int, i
     """Lease the crawldb rows of ``keys`` ((host_bucket, url_hash) pairs of a fetchlist chosen in
     memory) to ``segment_id`` until ``until``, unless a lease is in force on them; the number of
     rows leased. One UPDATE whose condition lists the keys: no source to join, 1.2 s against
-    1.9 s for the MERGE on the demo's cycle-2 crawldb (BENCHMARKS.md "Cycle cost, seventh
+    1.9 s for the MERGE on the demo's cycle-2 crawldb (docs/decisions.md "Cycle cost, seventh
     round"). (A URL whose 64-bit url_hash another URL of its bucket shares would be leased too,
     for nothing: no segment fetches it, and its lease ends.)"""
     check_segment_id(segment_id)  # it is written into the statement

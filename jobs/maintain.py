@@ -9,7 +9,7 @@ Outputs:  per table, in this order:
              delta.logRetentionDuration = maintain.log_retain_days, delta.checkpointInterval =
              maintain.checkpoint_interval;
           2. OPTIMIZE: bin-packing compaction of small files (per host_bucket partition for the
-             crawldb and hostdb; no ZORDER: measured in BENCHMARKS.md "Maintenance" — at one file
+             crawldb and hostdb; no ZORDER: measured in docs/decisions.md "Maintenance" — at one file
              per bucket it changes nothing a lookup reads and rewrites every bucket on every run);
              files carrying deletion vectors are rewritten without the deleted rows;
           3. REORG TABLE ... APPLY (PURGE) where deletion vectors are left after 2;

@@ -2,7 +2,7 @@
 
 jobs/update.py computes its MERGE sources with Spark queries (updated_states, jobs/engine/discover.py,
 orphaned_duplicates): on a small segment their data is a few hundred rows and their cost is
-Spark's planning and job start, about half of a warm update's time (BENCHMARKS.md "Cycle cost,
+Spark's planning and job start, about half of a warm update's time (docs/decisions.md "Cycle cost,
 sixth round"). For a segment of at most ``update.local_max_urls`` URLs, jobs/update.py instead
 collects the segment, the crawldb rows it can touch (its own URLs, the URLs it discovered, the
 duplicates of its pages) and the url_count of the hosts it discovered URLs on: all bounded by

@@ -78,7 +78,7 @@ crawl/crawldb/schedule_fit.py):
   × a horizon (schedule.information_horizon_cycles cycles), so an uncertain verdict "too fast to
   be worth a fetch" is checked again instead of parking the page at max_interval_s for good.
 In the replay of tests/test_refresh_allocation.py these two with a flatter importance lift the
-lowest of 12 runs from 0.940 to 0.972 of the plain optimum in expectation (BENCHMARKS.md "Live
+lowest of 12 runs from 0.940 to 0.972 of the plain optimum in expectation (docs/decisions.md "Live
 freshness with learning").
 
 Consequences, all deliberate:

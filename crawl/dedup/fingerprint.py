@@ -124,7 +124,7 @@ def visible_text(html: str | bytes, tree: Any = None, collapse_whitespace: bool 
     ``collapse_whitespace=False`` leaves the text nodes' white space as it is (they are still
     joined with a space): for a caller that only fingerprints the text, since ``fingerprint``
     does not depend on runs of white space, and collapsing them costs more than parsing the page
-    (0.15 ms of a 50 KB page, BENCHMARKS.md "Cost per page")."""
+    (0.15 ms of a 50 KB page, docs/decisions.md "After the first cuts")."""
     if tree is None:
         if isinstance(html, (bytes, bytearray, memoryview)):
             html = bytes(html).decode("utf-8", "replace")

@@ -2,7 +2,7 @@
 
 jobs/dedup.py decides duplicates with a dozen Spark queries (`duplicates`). On a small segment
 their data is a few hundred rows and their cost is Spark's planning and job start, about half a
-warm dedup's time (BENCHMARKS.md "Cycle cost, fifth round"). For a segment of at most
+warm dedup's time (docs/decisions.md "Cycle cost, fifth round"). For a segment of at most
 ``dedup.local_max_pages`` pages, jobs/dedup.py instead collects the segment's pages and the slice
 of dedup/pages and dedup/bands they can meet (bounded by the segment, not by the tables: the
 band rows holding one of the segment's band values, capped, and the dedup/pages rows of those

@@ -6,7 +6,7 @@ aiohttp's own decompression has no output limit, so the fetcher asks for raw byt
 is fed so that its output stays bounded, so a decompression bomb costs at most about the limit,
 never the task's memory. ``accept_encoding`` advertises exactly the codings we can decode. gzip
 and deflate are inflated with zlib-ng (the same results as zlib, in about half the CPU:
-BENCHMARKS.md, "Cost per page").
+docs/decisions.md "WARC compression").
 """
 from __future__ import annotations
 

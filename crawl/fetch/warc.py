@@ -45,8 +45,8 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 # zlib-ng, not the standard zlib: the same gzip members (any gzip reader, warcio included, reads
-# them) for about half the CPU at the same level, and a little smaller (BENCHMARKS.md, "Cost per
-# page"). Compressing every page is the largest single CPU cost of a fetch task.
+# them) for about half the CPU at the same level, and a little smaller (docs/decisions.md "WARC
+# compression"). Compressing every page is the largest single CPU cost of a fetch task.
 from zlib_ng import zlib_ng
 
 from crawl.s3 import S3_MIN_PART_BYTES, S3Settings, is_s3_uri, make_client, s3_errors, s3_settings, s3_uri, split_s3_uri

@@ -4,7 +4,7 @@ Every step run as its own process (an Airflow task, a CLI step, a test) starts a
 and verifies some ten thousand classes of Spark, Scala and Hadoop before it does any work. Java's
 dynamic AppCDS writes the classes a JVM loaded from its class path into an archive at exit
 (``-XX:ArchiveClassesAtExit``); a later JVM maps that archive instead of parsing and verifying
-them again (``-XX:SharedArchiveFile``). Measured on a cycle of six cold steps (BENCHMARKS.md
+them again (``-XX:SharedArchiveFile``). Measured on a cycle of six cold steps (docs/decisions.md
 "Class data sharing"): 0.84x the wall and 0.85x the CPU on 2 cores, ~4 CPU s less per JVM.
 
 One archive per Java and Spark class path, named by a key of both (the java binary, its

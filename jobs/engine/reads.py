@@ -36,7 +36,7 @@ def rows_where(df: DataFrame, keep: Callable[[pa.Table], pa.Array]) -> list[dict
     """The rows of ``df`` (a projection of a whole table, no filter) that ``keep`` (a boolean
     mask of an Arrow table; null counts as false) selects, as dicts. Read through Arrow and
     filtered on the driver: Delta plans a read without a filter without the three file-listing
-    jobs of a filtered one (BENCHMARKS.md "Cycle cost, sixth round")."""
+    jobs of a filtered one (docs/decisions.md "Cycle cost, sixth round")."""
     table = df.toArrow()
     return arrow_rows(table, keep(table))
 

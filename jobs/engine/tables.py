@@ -95,7 +95,7 @@ def ensure_cycles_table(spark: SparkSession, root: CrawlRoot) -> None:
 
 def ensure_dedup_tables(spark: SparkSession, root: CrawlRoot) -> None:
     # dedup/pages is not partitioned (dedup reads all of it), so without deletion vectors each MERGE
-    # rewrote the whole table (BENCHMARKS.md "Ten cycles, then maintenance")
+    # rewrote the whole table (docs/decisions.md "Ten cycles, then maintenance")
     _ensure(spark, root.dedup_pages, DEDUP_PAGES_SCHEMA, "deltacrawl dedup pages: fingerprints of canonical pages",
             None, deletion_vectors=True)
     _ensure(spark, root.dedup_bands, DEDUP_BANDS_SCHEMA, "deltacrawl dedup bands: SimHash and MinHash band rows",
@@ -121,7 +121,7 @@ def table_bytes(spark: SparkSession, path: str) -> int:
 def build_snapshots(spark: SparkSession, paths: Iterable[str]) -> None:
     """Have Delta build the newest snapshot of each table at ``paths``: its list of data files,
     replayed from the log by a few Spark jobs the first time a version is read (0.3-1.2 s a table
-    on a small crawl, BENCHMARKS.md "Cycle cost, eighth round"). A later read of that version
+    on a small crawl, docs/decisions.md "Cycle cost, eighth round"). A later read of that version
     finds it built. Best effort: a table that is missing or unreadable is left to the step that
     reads it (and its clear message)."""
     for path in paths:

@@ -435,8 +435,8 @@ class CrawlRecorder:
 
     The crawl does not wait for its bookkeeping: the figure queries, the cycles-table append and
     the MLflow metrics run in order on one background thread while the crawl goes on with its next
-    step (they took 1.4-1.7 s between a cycle's update and the next generate: BENCHMARKS.md "Cycle
-    cost, fourth round"). They use a session of their own (``spark.newSession()``, sharing the
+    step (they took 1.4-1.7 s between a cycle's update and the next generate: docs/decisions.md
+    "Cycle cost, fourth round"). They use a session of their own (``spark.newSession()``, sharing the
     SparkContext): its settings are its own, so the cycles commit carries its cycle's label
     (jobs/engine/commit_info.py) and never a step's write settings, and the step's commits never carry
     the bookkeeping's. What they read does not move under them: the segment's fetched files, and

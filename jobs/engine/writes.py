@@ -6,7 +6,7 @@
   again: each table takes the segment's write once, whatever other steps committed between.
 * ``run_concurrently``: independent writes of one step (tables that do not read each other's
   new rows) as parallel Spark jobs. A MERGE on small input is mostly fixed cost on the driver
-  (planning, Delta's log, several small jobs: BENCHMARKS.md "Cycle cost"); two at once took
+  (planning, Delta's log, several small jobs: docs/decisions.md "Cycle cost"); two at once took
   0.7x the time of two in a row on 2 cores.
 * ``merge_mode``: whether a step's MERGEs mark changed rows in deletion vectors (large tables)
   or rewrite the files they touch (small ones: cheaper there), by the largest target's size.
