@@ -1,6 +1,8 @@
 """The fetcher against the hostile test web: it must stay polite and never crash, hang or
 blow up, and every URL must end in a recorded outcome. Checked from the server's request log
-and from the task's output, on one shared run (hosts are fetched concurrently)."""
+and from the task's output, on one shared run (hosts are fetched concurrently). A hang would fail
+the first test by its time bound (pytest-timeout, which counts the shared run's set-up), so no test
+measures the run's wall-clock time."""
 from __future__ import annotations
 
 import os
@@ -40,7 +42,6 @@ def run(tmp_path_factory):
         rows += rows_for([f"{dead}/{i}.html" for i in range(6)], robots_status=404, robots_txt="",
                          robots_fetched_at=time.time())
         cfg = build_config(overrides=CFG)
-        started = time.monotonic()
         with WarcWriter(warc_dir, "TEST-seg-00000-0", 10 * LIMIT, {"operator": "tests"}) as archive, \
                 ParserPool(workers=1, memory_limit_bytes=1 << 30, time_limit_s=5.0) as parser:
             # conditional GET: first learn the validators, then ask again with them
@@ -50,8 +51,7 @@ def run(tmp_path_factory):
             web.clear_log()
             out = fetch_partition(rows, cfg, archive, parser)
             files = archive.close()
-        elapsed = time.monotonic() - started
-        yield {"web": web, "out": out, "rows": rows, "log": web.requests(), "elapsed": elapsed,
+        yield {"web": web, "out": out, "rows": rows, "log": web.requests(),
                "warc_dir": warc_dir, "files": files, "dead": dead.split("//")[1]}
     finally:
         web.stop()
@@ -73,11 +73,16 @@ def log_of(run, name):
     return [e for e in run["log"] if e["host"] == host and e["path"] != "/sitemap.xml"]
 
 
-def test_every_url_has_exactly_one_outcome_and_the_run_is_bounded(run):
-    urls = [r["url"] for r in run["out"] if r["kind"] == "url"]
-    assert sorted(urls) == sorted(r["url"] for r in run["rows"])
-    assert all(r["fetch_status"] in FS.ALL for r in run["out"] if r["kind"] == "url")
-    assert run["elapsed"] < 600  # a hang guard: no_headers never answers, drip takes a minute per page
+def test_every_url_has_exactly_one_outcome_and_every_request_was_cut_short(run):
+    outcomes = [r for r in run["out"] if r["kind"] == "url"]
+    assert sorted(r["url"] for r in outcomes) == sorted(r["url"] for r in run["rows"])
+    assert all(r["fetch_status"] in FS.ALL for r in outcomes)
+    # every request the fetcher made ended with the fetcher's own timeouts at the latest, as it
+    # recorded them: no_headers never answers and the drip takes a minute per page, both far above
+    # this bound (fetch.total_timeout_s is 3 s; the bound leaves a loaded machine's late timers room)
+    timed = [r for r in outcomes if r["elapsed_ms"] is not None]
+    assert len(timed) > len(outcomes) / 2 and max(r["elapsed_ms"] for r in timed) < 30_000, sorted(
+        (r["elapsed_ms"], r["url"]) for r in timed)[-3:]
 
 
 def test_never_two_requests_in_flight_and_gaps_kept(run):
