@@ -1,18 +1,17 @@
 """The driver JVM's class archive (jobs/engine/class_archive.py): a cold step maps the archive
 built for this Java and Spark; off, a failed build or a build already under way mean no archive
-and no waiting; a failed build is recorded once, not tried at every start."""
+and no waiting; a failed build is recorded once, not tried at every start. (A cold step mapping the
+archive is checked in tests/test_logs.py, from the log file of the cold JVM it runs anyway.)"""
 from __future__ import annotations
 
 import fcntl
 import os
 import subprocess
-import sys
 
 from jobs.engine import class_archive
 from jobs.engine.session import java_options
-from tests.conftest import FAST, make_config, write_seeds
+from tests.conftest import make_config
 
-DELTACRAWL = os.path.join(os.path.dirname(sys.executable), "deltacrawl")
 
 
 def test_the_driver_gets_the_archive_before_the_users_options_and_executors_never(tmp_path):
@@ -49,24 +48,6 @@ def test_a_failed_build_is_recorded_and_leaves_nothing_half_written(tmp_path, mo
     assert class_archive.ensure_archive(cfg) is None
     path = class_archive.archive_path(cfg)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", path.with_suffix(".failed").name]
-
-
-def test_a_cold_step_maps_the_archive(tmp_path):
-    """The archive of the default configuration (make test builds it before the suite; built here
-    if not) is mapped by a step's own JVM: Java's class-data-sharing log in Spark's log file."""
-    from crawl.config import build_config
-    archive = class_archive.ensure_archive(build_config())
-    assert archive is not None and archive.exists()
-    seeds = write_seeds(tmp_path / "seeds.txt", ["http://a.example/"])
-    conf = {**FAST, "spark.jvm_options": f"{FAST['spark.jvm_options']} -Xlog:cds=info"}
-    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
-    proc = subprocess.run([DELTACRAWL, "inject", seeds, "--crawl-root", str(tmp_path / "crawl"),
-                           *(a for k, v in conf.items() for a in ("--conf", f"{k}={v}"))],
-                          capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr
-    (log,) = (tmp_path / "state" / "deltacrawl" / "logs").glob("*-inject-*.log")
-    text = log.read_text(errors="replace")
-    assert f"Opened archive {archive}." in text and "Mapped dynamic region" in text, text[:4000]
 
 
 def test_building_an_archive_deletes_those_unused_for_a_month(tmp_path, monkeypatch):

@@ -1,5 +1,7 @@
 """Output discipline (jobs/engine/logs.py): results on stdout, our progress lines on stderr, Spark's own
-JVM output in a log file unless --verbose, and a failed command naming that file."""
+JVM output in a log file unless --verbose, and a failed command naming that file. The log file of a
+cold step also shows its JVM mapping the class archive (jobs/engine/class_archive.py): one cold JVM
+serves both checks."""
 from __future__ import annotations
 
 import json
@@ -20,17 +22,33 @@ LINE = re.compile(r"^\d\d:\d\d:\d\d (\w+): (.*)$")
 JVM_NOISE = ("Using incubator modules", "log4j", " WARN ", " INFO ", "NativeCodeLoader")
 
 
-def run_cli(args, state_home, timeout=600):
+def run_cli(args, state_home, timeout=600, conf=CONF):
     env = dict(os.environ, XDG_STATE_HOME=str(state_home))
     env.pop("DELTACRAWL_VERBOSE", None)
-    return subprocess.run([DELTACRAWL, *args, *CONF], capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run([DELTACRAWL, *args, *conf], capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def test_results_on_stdout_progress_on_stderr_spark_in_its_file(tmp_path):
-    seeds = write_seeds(tmp_path / "seeds.txt", ["http://a.example/", "not a url"])
-    root, state = str(tmp_path / "crawl"), tmp_path / "state"
+@pytest.fixture(scope="module")
+def cold_inject(tmp_path_factory):
+    """`deltacrawl inject` in a cold JVM of its own, without --verbose, its JVM also logging which
+    class archive it maps (-Xlog:cds=info: the JVM's own output, so into Spark's log file). The
+    archive is that of the default configuration: make test builds it before the suite; built here
+    if not."""
+    from crawl.config import build_config
+    from jobs.engine import class_archive
+    archive = class_archive.ensure_archive(build_config())
+    assert archive is not None and archive.exists()
+    base = tmp_path_factory.mktemp("logs")
+    seeds = write_seeds(base / "seeds.txt", ["http://a.example/", "not a url"])
+    root, state = str(base / "crawl"), base / "state"
+    conf = {**FAST, "spark.jvm_options": f"{FAST['spark.jvm_options']} -Xlog:cds=info"}
+    inject = run_cli(["inject", seeds, "--crawl-root", root], state,
+                     conf=[a for k, v in conf.items() for a in ("--conf", f"{k}={v}")])
+    return {"proc": inject, "seeds": seeds, "root": root, "state": state, "archive": archive}
 
-    inject = run_cli(["inject", seeds, "--crawl-root", root], state)
+
+def test_results_on_stdout_progress_on_stderr_spark_in_its_file(cold_inject):
+    seeds, root, state, inject = (cold_inject[k] for k in ("seeds", "root", "state", "proc"))
     assert inject.returncode == 0, inject.stderr
     assert inject.stdout == ""  # inject has no machine-readable result
     lines = inject.stderr.strip().splitlines()
@@ -51,6 +69,14 @@ def test_results_on_stdout_progress_on_stderr_spark_in_its_file(tmp_path):
     assert "Using incubator modules" in stats.stderr
     assert re.search(r"^\d\d:\d\d:\d\d stats: 1 URLs on 1 hosts in the crawldb \(\d+\.\d s\)$", stats.stderr, re.M)
     assert not list((state / "deltacrawl" / "logs").glob("*-stats-*.log"))
+
+
+def test_a_cold_step_maps_the_class_archive(cold_inject):
+    """The archive is mapped by a step's own JVM: Java's class-data-sharing log in Spark's log file."""
+    assert cold_inject["proc"].returncode == 0, cold_inject["proc"].stderr
+    (log,) = (cold_inject["state"] / "deltacrawl" / "logs").glob("*-inject-*.log")
+    text = log.read_text(errors="replace")
+    assert f"Opened archive {cold_inject['archive']}." in text and "Mapped dynamic region" in text, text[:4000]
 
 
 def test_a_failure_names_sparks_log(monkeypatch, capsys):
