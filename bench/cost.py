@@ -37,7 +37,7 @@ What:     bench/_realistic_web.py serves hosts x pages realistic pages (lognorma
           their CPU (with their own children's) reaches nobody: a /proc sampler (every 0.2 s) of
           the tree adds their last reading -- except for a worker that outlived the daemon (it
           SIGHUPs its process group and exits at once), which was re-parented here and reaped with
-          its CPU in the rusage (tests/test_cost_tree_cpu.py). The sampler also cross-checks the total (its sum of
+          its CPU in the rusage (bench/tests/test_cost_tree_cpu.py). The sampler also cross-checks the total (its sum of
           every process's own CPU may fall short by each process's last interval, never exceed it)
           and splits the CPU by process kind (JVM, Spark Python workers, driver, parser children). Divided by the page URLs the web answered
           for that method (200 + 301 + 404), it is robust to a loaded machine.

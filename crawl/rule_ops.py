@@ -14,7 +14,7 @@ Arithmetic (``+ - * /``) and comparisons (``< <= > >= ==``) are the operands' ow
 rest goes through the ops: ``lit``, ``greatest``/``least`` (null-skipping, as Spark's), ``pow``,
 ``when`` (if-then-else), ``coalesce``, ``is_null``/``not_null``, ``neg``, ``length``, ``endswith``, ``xor``, ``bit_count``, ``isin``. Rules that compare times
 take them in whatever form the path compares: timestamps in Spark, whole microseconds on the
-driver (``NUMPY_OPS.micros``: epoch seconds rounded as jobs.tables.from_epoch_col stores them).
+driver (``NUMPY_OPS.micros``: epoch seconds rounded as jobs.engine.schemas.from_epoch_col stores them).
 
 Nulls: a comparison with a null is null in SQL and False in numpy, and both count as "no" in
 ``when`` and in a filter; ``&`` and ``|`` agree with that. What would not agree is negating a
@@ -47,7 +47,7 @@ def _array(x: Any) -> bool:
 
 def epoch_micros(epoch: float) -> int:
     """Epoch seconds as whole microseconds, rounded half away from zero: how deltacrawl's jobs
-    turn them into Spark timestamps (jobs.tables.from_epoch_col), so Python compares times as
+    turn them into Spark timestamps (jobs.engine.schemas.from_epoch_col), so Python compares times as
     Spark does."""
     return int(epoch * 1e6 + 0.5) if epoch >= 0 else -int(-epoch * 1e6 + 0.5)
 
@@ -130,7 +130,7 @@ class NumpyOps:
 
     def micros(self, epoch: Any) -> Any:
         """Epoch seconds as whole microseconds, rounded half away from zero (as
-        jobs.tables.from_epoch_col stores them: Spark's round is HALF_UP); null stays null."""
+        jobs.engine.schemas.from_epoch_col stores them: Spark's round is HALF_UP); null stays null."""
         if not _array(epoch):
             if self.is_null(epoch):
                 return math.nan  # compares False with anything, as a null does in a condition

@@ -22,7 +22,7 @@ from jobs.engine.common import run_main
 from jobs.engine.errors import EXIT_OK, UserError
 
 STEPS = ("inject", "generate", "fetch", "dedup", "update", "stats", "crawl", "maintain", "hint")
-# A step's module is jobs/<step>.py, but for crawl: a jobs/crawl.py would shadow the crawl package
+# A step's module is jobs/<step>.py, but for crawl: a crawl.py in jobs/ would shadow the crawl package
 # when spark-submit runs a job file (the file's folder comes first on sys.path).
 STEP_MODULES = {"crawl": "crawl_cycles"}
 SQL_COMMANDS = ("sql", "shell", "history")  # jobs/sql.py

@@ -2,7 +2,7 @@
 
 Inputs:   <crawl_root>/crawldb, <crawl_root>/hostdb, and the change hints pushed since the last
           generate (<crawl_root>/hints, `deltacrawl hint`): first they are applied to the crawldb
-          (jobs/hint_inbox.py: known URLs due at the hint's time, unknown ones inserted), so they
+          (jobs/engine/hint_inbox.py: known URLs due at the hint's time, unknown ones inserted), so they
           count in this very segment.
 Selects:  URLs (of any status: crawl/crawldb/statuses.py) with next_fetch_at <= now, no lease
           in force, whose host is not deferred or backing off, ranked by priority =
@@ -165,7 +165,7 @@ def importance_col(cfg: Mapping[str, Any]) -> Column:
 
 def staleness_col(now: float) -> Column:
     """crawl.crawldb.schedule.staleness_rule of the row at ``now``, as a Column (next_fetch_at in
-    epoch seconds, as the driver path reads it: jobs.tables.to_epoch)."""
+    epoch seconds, as the driver path reads it: jobs.engine.schemas.to_epoch)."""
     due_at = F.unix_micros(F.col("next_fetch_at")) / F.lit(1e6)
     return staleness_rule(float(now), due_at, F.col("fetch_interval_s").cast("double"), COLUMN_OPS)
 

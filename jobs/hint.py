@@ -2,7 +2,7 @@
 
 Inputs:   a local file of URLs, one per line (the seeds file's format: # comments, anything after
           the first whitespace ignored; crawl/crawldb/seeds.py), and an existing crawl root.
-Outputs:  rows appended to <crawl_root>/hints (Delta, append-only: jobs/hint_inbox.py), one per
+Outputs:  rows appended to <crawl_root>/hints (Delta, append-only: jobs/engine/hint_inbox.py), one per
           URL kept: normalised like seeds, and kept by the URL filters of [discovery] (a hint is
           judged like a link). Nothing else is touched: the next generate applies them — a known
           URL due now (unless fetched since the hint), an unknown one inserted as new — and

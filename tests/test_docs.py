@@ -108,3 +108,115 @@ def test_the_readme_is_a_map():
         lines = page.read_text(encoding="utf-8")
         missing = [c for c in sorted(commands) if f"| `deltacrawl {c}" not in lines]
         assert missing == [], f"{page.name}'s command table lacks {missing}"
+
+
+# --- module paths in words ------------------------------------------------------------------------
+# A comment, docstring or page that names a module (``crawl/fetch/dns.py``, ``jobs.engine.tables``,
+# ``crawl.crawldb.schedule.priority``) must name one that exists: modules move, and a reader
+# following a stale path finds nothing. Checked in the comments and docstrings of every Python file
+# (code itself is checked by running it), in conf/*.toml's comments, the Makefile, README.md,
+# BENCHMARKS.md and docs/*.md. A page may name a retired file in a line that says how to restore it
+# (``git show <commit>:bench/x.py``).
+TOPS = ("crawl", "jobs", "tests", "bench", "conf", "docs", "airflow_dags", "notebooks")
+PATH_REF = re.compile(r"(?<![\w./<>:-])((?:%s)/[\w./-]*[\w/])" % "|".join(TOPS))
+DOTTED_REF = re.compile(r"(?<![\w./-])((?:crawl|jobs|tests|bench|airflow_dags)(?:\.[A-Za-z_]\w*)+)")
+
+
+def _config_keys() -> set[str]:
+    import tomllib
+    keys: set[str] = set()
+
+    def walk(table: dict, prefix: str) -> None:
+        for key, value in table.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            else:
+                keys.add(prefix + key)
+    walk(tomllib.loads((REPO / "conf" / "defaults.toml").read_text(encoding="utf-8")), "")
+    return keys
+
+
+def python_words(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every comment and docstring of a Python file."""
+    import ast
+    import io
+    import tokenize
+    source = path.read_text(encoding="utf-8")
+    words = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+             if tok.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                words.extend((first.lineno + i, line) for i, line in enumerate(first.value.value.splitlines()))
+    return words
+
+
+def worded_files() -> list[Path]:
+    found = [p for top in ("crawl", "jobs", "tests", "bench", "airflow_dags") for p in sorted((REPO / top).rglob("*.py"))]
+    return found + sorted((REPO / "conf").glob("*.toml")) + [REPO / "Makefile", REPO / "README.md", REPO / "BENCHMARKS.md"] + PAGES[1:]
+
+
+def _module_file(parts: list[str]) -> Path | None:
+    base = REPO.joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base.with_suffix(".c"), base / "__init__.py"):
+        if candidate.exists():
+            return candidate
+    return base if base.is_dir() else None
+
+
+def stale_references(path: Path, lines: list[tuple[int, str]], keys: set[str]) -> list[str]:
+    stale = []
+    for number, line in lines:
+        if "git show" in line:  # how to restore a retired file
+            continue
+        for match in PATH_REF.finditer(line):
+            target = match.group(1).rstrip(".")
+            if "NAME" in target or (REPO / target).exists():
+                continue
+            module, _, attr = target.rpartition(".")  # jobs/generate.DUE_COLUMNS
+            if module and (REPO / f"{module}.py").exists() and re.search(rf"\b{re.escape(attr)}\b",
+                                                                         (REPO / f"{module}.py").read_text(encoding="utf-8")):
+                continue
+            stale.append(f"{path.relative_to(REPO)}:{number}: {target}")
+        for match in DOTTED_REF.finditer(line):
+            ref = match.group(1)
+            if any(ref == key or key.startswith(ref + ".") or ref.startswith(key) for key in keys):
+                continue  # a config key (crawl.owner_stale_s), not a module
+            parts = ref.split(".")
+            depth = len(parts)
+            while depth > 1 and _module_file(parts[:depth]) is None:
+                depth -= 1
+            found = _module_file(parts[:depth])
+            if depth == 1 or found is None:
+                stale.append(f"{path.relative_to(REPO)}:{number}: {ref} (no such module)")
+                continue
+            rest = [p for p in parts[depth:] if not p.startswith("__")]
+            if rest and found.is_file() and found.suffix == ".py" and not re.search(
+                    rf"\b{re.escape(rest[0])}\b", found.read_text(encoding="utf-8")):
+                stale.append(f"{path.relative_to(REPO)}:{number}: {ref} ({rest[0]} is not in {found.relative_to(REPO)})")
+    return stale
+
+
+def test_the_reference_checker_sees_a_stale_path(tmp_path):
+    lines = [(1, "see crawl/fetch/dns.py and crawl/fetch/nowhere.py"), (2, "jobs.engine.tables.snapshots_built_meanwhile"),
+             (3, "jobs.tables.from_epoch_col, jobs.engine.tables.no_such_name"), (4, "fetch.delay_s, crawl.owner_stale_s"),
+             (5, "git show abc:bench/retired.py"), (6, "jobs/generate.DUE_COLUMNS")]
+    assert stale_references(REPO / "README.md", lines, _config_keys()) == [
+        "README.md:1: crawl/fetch/nowhere.py", "README.md:3: jobs.tables.from_epoch_col (no such module)",
+        "README.md:3: jobs.engine.tables.no_such_name (no_such_name is not in jobs/engine/tables.py)"]
+
+
+def test_every_module_named_in_words_exists():
+    keys = _config_keys()
+    stale = []
+    for path in worded_files():
+        if path.suffix == ".py":
+            lines = python_words(path)
+        else:
+            text = path.read_text(encoding="utf-8")
+            lines = list(enumerate(text.splitlines(), 1))
+            if path.suffix == ".toml":
+                lines = [(n, line.partition("#")[2]) for n, line in lines]
+        stale.extend(stale_references(path, lines, keys))
+    assert stale == []

@@ -4,7 +4,7 @@
 per line, # comments, normalised the same way) and keeps what the URL filters of [discovery]
 keep (crawl/net/filters.py, the rules links obey; a hint has no source page, so the scope check
 compares the URL's host with itself). What it keeps goes to the hints table; the next generate
-applies it (jobs/hint_inbox.py):
+applies it (jobs/engine/hint_inbox.py):
 
   * a known URL is made due at the hint's time, unless our copy is already newer than the hint
     (fetched after it) or it is due earlier anyway — ``HINT_APPLIES_SQL``;

@@ -46,7 +46,7 @@ LOST_CONTENT = (FetchStatus.NOT_FOUND, FetchStatus.CLIENT_ERROR, FetchStatus.RED
 
 
 # How the links and sitemap entries naming one URL become its one candidate row: per field,
-# Spark's aggregate of that name (nulls skipped). jobs/discover.py aggregates with these in its
+# Spark's aggregate of that name (nulls skipped). jobs/engine/discover.py aggregates with these in its
 # groupBy; candidates() folds with them.
 CANDIDATE_AGGREGATES = (("depth", "min"), ("score", "sum"), ("redirect_hops", "min"), ("inlinks", "sum"),
                         ("lastmod", "max"))

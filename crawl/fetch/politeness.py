@@ -64,7 +64,7 @@ OVERRIDE_KEYS = {"delay_s": float, "max_concurrency": int, "max_urls_per_cycle":
 
 def host_name(host: str) -> str:
     """The host key's name: lower-case, without the port (what override patterns match;
-    jobs.generate.host_name_col in Spark)."""
+    jobs.engine.host_caps.host_name_col in Spark)."""
     return host_without_port(host).lower()
 
 
