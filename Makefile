@@ -3,6 +3,8 @@
 #   make demo   set up, start the bundled local test web, crawl it for 3 cycles, print stats
 #   make test   set up, run the whole test suite (building the JVM's class archive first, once:
 #               jobs/engine/class_archive.py, so the tests' cold JVMs start from it)
+#   make check  the inner loop's quick tier: lint, then the tests that start no JVM (no Spark, no
+#               subprocess crawls, no cluster or Airflow), in a few minutes
 #   make lock   regenerate requirements-lock.txt, the exact versions .venv is built from (see its header)
 #
 # (make airflow: Airflow's own virtual environment, .venv-airflow, from airflow_dags/requirements-lock.txt;
@@ -30,7 +32,7 @@ AIRFLOW_VENV  := .venv-airflow
 AIRFLOW_LOCK  := airflow_dags/requirements-lock.txt
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 
-.PHONY: demo test setup lock airflow clean-data
+.PHONY: demo test check setup lock airflow clean-data
 
 # the demo's crawl fetches Delta's jars itself on first use (jobs/engine/jars.py); it needs neither the
 # S3 jars (hadoop-aws and the ~650 MB AWS SDK) nor Airflow, which only the tests use
@@ -41,6 +43,13 @@ test: setup airflow
 	$(BIN)/ruff check --quiet .
 	$(BIN)/python -m jobs.engine.class_archive
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
+
+# the tests conftest.py marks neither spark (the shared SparkSession) nor slow (JVMs of their own,
+# multi-cycle crawls): parsing, URLs, robots.txt, the fetcher against the test webs, the rules on
+# the driver, the docs
+check: $(STAMP)
+	$(BIN)/ruff check --quiet .
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not spark and not slow" tests
 
 # bench/'s own tests (the benchmarks' support code: the realistic web, the process-tree CPU count);
 # not the crawler's, so not in make test
