@@ -8,6 +8,7 @@ accepted where a float is expected): a typo is an error, never a silent fallback
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from importlib import resources
 from types import MappingProxyType
@@ -55,14 +56,24 @@ def _coerce(key: str, default: Any, value: Any) -> Any:
             if kind is int:
                 return int(text)
             if kind is float:
-                return float(text)
+                number = float(text)
         except ValueError:
             raise ConfigError(f"config key '{key}' expects {kind.__name__}, got '{value}'") from None
+        if kind is float:
+            return _finite(key, number)
         raise ConfigError(f"config key '{key}' cannot be set from the command line")
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if type(value) is not kind:
         raise ConfigError(f"config key '{key}' expects {kind.__name__}, got {value!r}")
+    return _finite(key, value) if kind is float else value
+
+
+def _finite(key: str, value: float) -> float:
+    """Every number of the config is finite: a nan delay compares false with everything (a fetch
+    waited forever after one request per host), an infinite one never ends."""
+    if not math.isfinite(value):
+        raise ConfigError(f"config key '{key}' expects a finite number, got {value}")
     return value
 
 
@@ -113,6 +124,8 @@ def build_config(conf_file: str | None = None, overrides: Mapping[str, Any] | No
             raise ConfigError(f"cannot read config file {conf_file}: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {conf_file} is not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {conf_file} is not UTF-8 text (byte {exc.start}); TOML files are UTF-8") from None
     if overrides:
         layers.append(overrides)
     for layer in layers:
@@ -212,6 +225,9 @@ def _validate(cfg: dict[str, Any]) -> None:
     for key in non_negative:
         if cfg[key] < 0:
             raise ConfigError(f"config key '{key}' must be >= 0, got {cfg[key]}")
+    for key in ("devweb.port", "devweb.https_port", "devweb.dns_port"):  # 0: any free port
+        if not 0 <= cfg[key] <= 65535:
+            raise ConfigError(f"config key '{key}' must be a port number (0 to 65535), got {cfg[key]}")
 
 
 def _validate_maintain(cfg: dict[str, Any]) -> None:

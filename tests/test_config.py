@@ -122,3 +122,34 @@ def test_values_the_program_computes_replace_options_and_fitted_ones_ride_along(
     assert policy["fitted.information_horizon_s"] == 600.0 and "fitted.rate_prior" not in cfg
     with pytest.raises(ConfigError, match="unknown config key 'schedule.fetch_valu_s'"):
         with_values(cfg, {"schedule.fetch_valu_s": 1.0})
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN", float("nan"), float("inf")])
+def test_numbers_must_be_finite(value):
+    # a nan delay compared false with everything: the fetch hung after one request per host
+    with pytest.raises(ConfigError, match="fetch.delay_s.*finite number"):
+        build_config(overrides={"fetch.delay_s": value})
+
+
+def test_a_conf_file_nan_is_refused_too(tmp_path):
+    path = tmp_path / "site.toml"
+    path.write_text("[fetch]\ndelay_s = nan\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="finite"):
+        build_config(str(path))
+
+
+def test_a_conf_file_that_is_not_utf8_is_one_line(tmp_path):
+    path = tmp_path / "site.toml"
+    path.write_bytes(b'[fetch]\nuser_agent = "caf\\xe9"\n'.replace(b"\\xe9", b"\xe9"))
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        build_config(str(path))
+
+
+def test_ports_are_checked_with_the_config_before_anything_is_made(tmp_path):
+    from jobs.cli import main
+    root = tmp_path / "crawl"
+    assert main(["crawl", "--with-devweb", "--conf", "devweb.port=70000", "--crawl-root", str(root)]) == 2
+    assert not root.exists()
+    for key in ("devweb.port", "devweb.https_port", "devweb.dns_port"):
+        with pytest.raises(ConfigError, match="port number"):
+            build_config(overrides={key: 65536})
