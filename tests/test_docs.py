@@ -220,3 +220,15 @@ def test_every_module_named_in_words_exists():
                 lines = [(n, line.partition("#")[2]) for n, line in lines]
         stale.extend(stale_references(path, lines, keys))
     assert stale == []
+
+
+def test_every_environment_variable_read_is_documented():
+    """A DELTACRAWL_* variable the code reads (crawl/, jobs/, airflow_dags/, the notebook) is named
+    in docs/ (the CLI's in docs/cli.md, the DAG's in docs/airflow.md)."""
+    read = set()
+    for top in ("crawl", "jobs", "airflow_dags", "notebooks"):
+        for path in (REPO / top).rglob("*"):
+            if path.suffix in (".py", ".ipynb"):
+                read |= set(re.findall(r"\b(DELTACRAWL_[A-Z_]*[A-Z])\b", path.read_text(encoding="utf-8")))
+    documented = "\n".join(page.read_text(encoding="utf-8") for page in DOCS.glob("*.md"))
+    assert read and sorted(name for name in read if name not in documented) == []
