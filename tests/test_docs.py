@@ -181,6 +181,8 @@ def stale_references(path: Path, lines: list[tuple[int, str]], keys: set[str]) -
             stale.append(f"{path.relative_to(REPO)}:{number}: {target}")
         for match in DOTTED_REF.finditer(line):
             ref = match.group(1)
+            if ref.rsplit(".", 1)[-1] in ("py", "md", "toml", "json", "txt"):
+                continue  # a file name (crawl.py), not a module
             if any(ref == key or key.startswith(ref + ".") or ref.startswith(key) for key in keys):
                 continue  # a config key (crawl.owner_stale_s), not a module
             parts = ref.split(".")
