@@ -285,7 +285,7 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], run: Fet
                 gzip_level=int(cfg["warc.gzip_level"])))
         parser = None
         if cfg["parse.isolate"]:
-            from crawl.parse.page import BatchingParser, ParserPool
+            from crawl.parse.pool import BatchingParser, ParserPool
             pool = ParserPool(workers=int(cfg["parse.workers"]),
                               memory_limit_bytes=int(cfg["parse.memory_limit_mb"]) * 2**20,
                               time_limit_s=float(cfg["parse.time_limit_s"]))

@@ -16,7 +16,7 @@ import pytest
 from crawl.config import build_config
 from crawl.devweb.web import HOSTILE, DevWeb
 from crawl.fetch.fetcher import fetch_partition
-from crawl.parse.page import ParserPool
+from crawl.parse.pool import ParserPool
 from crawl.crawldb.status import FetchStatus as FS
 from crawl.fetch.warc import WarcWriter, read_record
 from tests.test_fetcher import DEAD_ADDRESS, _closed_port, rows_for

@@ -1,4 +1,4 @@
-"""crawl.parse.page: charset decoding, in-process parsing, and the process pool that survives hostile pages.
+"""crawl.parse.page and crawl.parse.pool: charset decoding, in-process parsing, and the process pool that survives hostile pages.
 
 No Spark. The pool tests use the test hooks in crawl/devweb/parser_hooks.py (``_hostile_page`` dispatches on
 the body: b"sleep <s>", b"alloc <bytes>", b"segv", b"exit", b"pid", anything else is a page).
@@ -13,7 +13,8 @@ import pytest
 
 from crawl.devweb.parser_hooks import _hostile_allocate, _hostile_crash, _hostile_page, _hostile_sleep
 from crawl.parse.links import extract_outlinks
-from crawl.parse.page import ParseResult, ParserPool, decode_html, is_parseable, parse_page
+from crawl.parse.page import ParseResult, decode_html, is_parseable, parse_page
+from crawl.parse.pool import ParserPool
 
 PAGE_URL = "http://a.com/dir/page.html"
 PAGE = (b"<html><head><title>  Hello \n  &amp; welcome </title></head><body>"
@@ -369,7 +370,8 @@ def test_pool_rejects_targets_a_child_cannot_import():
 
 def test_batching_parser_matches_parse_page_and_isolates_hostile_pages():
     from crawl.devweb.parser_hooks import _hostile_batch, _hostile_page
-    from crawl.parse.page import BatchingParser, ParserPool, parse_page
+    from crawl.parse.page import parse_page
+    from crawl.parse.pool import BatchingParser, ParserPool
 
     pages = [(f'<html><title>t{i}</title><a href="/p{i}">x</a><a href="q{i}">y</a></html>'.encode(),
               f"http://a.example/d/{i}.html", "text/html", 100) for i in range(40)]

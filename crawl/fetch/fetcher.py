@@ -113,7 +113,7 @@ class Archive(Protocol):
 
 
 class Parser(Protocol):
-    """Turns an HTML body into outlinks (crawl.parse.page.BatchingParser / ParserPool)."""
+    """Turns an HTML body into outlinks (crawl.parse.pool.BatchingParser / ParserPool)."""
     async def parse(self, body: bytes, url: str, content_type_header: str | None, options: ParseOptions,
                     x_robots_tag: str | None = None) -> Any: ...
     async def call(self, fn: Any, *args: Any) -> Any: ...
