@@ -55,7 +55,7 @@ from typing import Any, Iterable, Mapping, Protocol
 import aiohttp
 
 from crawl.crawldb.discovery import HostLinks, TaskLinks
-from crawl.fetch.http import ERROR_TEXT_LIMIT, Body, accept_encoding, error_text, read_body
+from crawl.fetch.http import ERROR_TEXT_LIMIT, Body, accept_encoding, answer_error, error_text, read_body
 from crawl.parse.page import ParseOptions, is_parseable, parse_page
 from crawl.fetch.politeness import adaptive_gap, decayed_backoff, host_override, next_backoff, parse_retry_after
 from crawl.fetch.requestlog import EarlierRequests, RequestLog
@@ -740,6 +740,13 @@ class HostQueue:
             fields["outlinks_total"] = self.links.in_scope
         elif 300 <= code < 400 and code != 304:
             fields["error"] = f"redirect without a usable Location: {location!r}"[:ERROR_TEXT_LIMIT]
+        elif fetch_status != FetchStatus.NOT_MODIFIED:
+            # not content: the answer itself is the error (a 429/503 with its Retry-After), so a
+            # query over url_state says why without the WARC record; a decoding failure follows it
+            text = answer_error(code, resp.reason, fields["_retry_after"])
+            if fields.get("error"):
+                text = f"{text}; {fields['error']}"
+            fields["error"] = text[:ERROR_TEXT_LIMIT]
         self._archive(row, resp, request_headers, body, fetched_at, fields, connection)
         return self._outcome(row, fetch_status, **fields)
 

@@ -10,6 +10,8 @@ docs/decisions.md "WARC compression").
 """
 from __future__ import annotations
 
+import http
+
 import aiohttp
 from zlib_ng import zlib_ng
 
@@ -55,6 +57,22 @@ def causes(exc: BaseException | None, depth: int = 10):
 def error_text(exc: BaseException) -> str:
     """``Type: message`` of an exception, short enough for a table column."""
     text = f"{type(exc).__name__}: {exc}".strip()
+    return text[:ERROR_TEXT_LIMIT]
+
+
+def answer_error(code: int, reason: str | None, retry_after: str | None = None) -> str:
+    """The error text of an answer that is not content (not 2xx, 304 or a usable redirect), for
+    the URL's ``error`` column: "HTTP 503 Service Unavailable, Retry-After 120". The reason phrase
+    is the server's (RFC 9110's when it sent none); Retry-After as the server wrote it."""
+    phrase = (reason or "").strip()
+    if not phrase:
+        try:
+            phrase = http.HTTPStatus(code).phrase
+        except ValueError:
+            phrase = ""
+    text = f"HTTP {code} {phrase}".rstrip()
+    if retry_after is not None and str(retry_after).strip():
+        text += f", Retry-After {str(retry_after).strip()}"
     return text[:ERROR_TEXT_LIMIT]
 
 
