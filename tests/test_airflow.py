@@ -9,6 +9,9 @@ and SQLite metadata database per test module.
 - the overlapped shape (DELTACRAWL_DAG_OVERLAP=1): its graph (the crawldb writers one chain in the
   order of `crawl --overlap`, the fetches another), and its skips with a stand-in (nothing due
   while a segment is pending still updates it and generates again; nothing due at all stops);
+- a bad input (exit 2) failing the run at once, without retries (stand-in);
+  the stand-in runs go one after the other in one Airflow process (stand_in_runs), each with its
+  own environment, and each test checks its own;
 - a run of the overlapped DAG with the real `deltacrawl`, by the LocalExecutor (tasks side by
   side, as under a scheduler), that crawls the bundled test web for two cycles, checked in
   Airflow's task start and end times (the steps overlapped, the chains held), the crawldb, the
@@ -45,13 +48,45 @@ DELTACRAWL = str(Path(sys.executable).parent / "deltacrawl")  # the crawler's ve
 MARK = "DELTACRAWL_AIRFLOW_TEST_MARK"  # in the environment of every process a DAG run starts
 
 # Runs inside .venv-airflow: "graph DAGS_FOLDER" prints the DagBag as JSON; "run DAGS_FOLDER DAG_ID
-# CONF_JSON" runs one DAG run with dag.test() and prints its outcome as JSON on a line "RESULT ...".
+# CONF_JSON" runs one DAG run with dag.test() and prints its outcome as JSON on a line "RESULT ...";
+# "runs DAGS_FOLDER DAG_ID SPECS_JSON" runs several, one after the other, each with its own
+# environment, and prints a line "RESULT ..." for each, with its name (or the error it ended with).
 HARNESS = textwrap.dedent(r'''
     import copy, json, sys
     from pathlib import Path
     from airflow.dag_processing.dagbag import BundleDagBag
 
+    def outcome(dr):
+        from airflow.models.xcom import XComModel
+        from airflow.utils.session import create_session
+        with create_session() as session:
+            xcoms = session.scalars(XComModel.get_many(run_id=dr.run_id, dag_ids=dr.dag_id,
+                                                       key="return_value")).all()
+            xcom = {x.task_id: XComModel.deserialize_value(x) for x in xcoms}
+            tis = dr.get_task_instances(session=session)
+            tasks = {ti.task_id: getattr(ti.state, "value", ti.state) for ti in tis}
+            times = {ti.task_id: [ti.start_date.timestamp(), ti.end_date.timestamp()] for ti in tis
+                     if ti.start_date and ti.end_date}
+        return {"state": getattr(dr.state, "value", dr.state), "tasks": tasks, "xcom": xcom, "times": times}
+
     mode, folder = sys.argv[1], Path(sys.argv[2])
+    if mode == "runs":
+        # one Airflow start-up for several DAG runs: each run's environment is set before its DAG
+        # is parsed (the DAG file reads its settings at import; the DagBag imports it afresh) and
+        # is the environment of its tasks, which dag.test() runs in this process
+        import os, traceback
+        base_env = dict(os.environ)
+        for spec in json.loads(sys.argv[4]):
+            os.environ.clear()
+            os.environ.update({**base_env, **spec["env"]})
+            try:
+                bag = BundleDagBag(dag_folder=folder, bundle_path=folder)
+                assert not bag.import_errors, bag.import_errors
+                result = outcome(bag.dags[sys.argv[3]].test(run_conf=spec["conf"]))
+            except Exception:
+                result = {"error": traceback.format_exc()}
+            print("RESULT " + json.dumps({"name": spec["name"], **result}), flush=True)
+        sys.exit(0)
     bag = BundleDagBag(dag_folder=folder, bundle_path=folder)
     if mode == "graph":
         def task(t):
@@ -80,8 +115,6 @@ HARNESS = textwrap.dedent(r'''
                      for d in bag.dags.values()}}))
         sys.exit(0)
     import os, subprocess, time, urllib.request
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
     dag = bag.dags[sys.argv[3]]
     assert not bag.import_errors, bag.import_errors
     api = os.environ.get("AIRFLOW__CORE__EXECUTION_API_SERVER_URL")
@@ -118,16 +151,7 @@ HARNESS = textwrap.dedent(r'''
         if api:
             api_server.terminate()
             api_server.wait()
-    with create_session() as session:
-        xcoms = session.scalars(XComModel.get_many(run_id=dr.run_id, dag_ids=dag.dag_id,
-                                                   key="return_value")).all()
-        xcom = {x.task_id: XComModel.deserialize_value(x) for x in xcoms}
-        tis = dr.get_task_instances(session=session)
-        tasks = {ti.task_id: getattr(ti.state, "value", ti.state) for ti in tis}
-        times = {ti.task_id: [ti.start_date.timestamp(), ti.end_date.timestamp()] for ti in tis
-                 if ti.start_date and ti.end_date}
-    print("RESULT " + json.dumps({"state": getattr(dr.state, "value", dr.state), "tasks": tasks, "xcom": xcom,
-                                  "times": times}), flush=True)
+    print("RESULT " + json.dumps(outcome(dr)), flush=True)
 ''')
 
 
@@ -351,13 +375,66 @@ def write_stand_in(tmp_path: Path, script: str) -> tuple[Path, Path]:
     return bin_dir, stand_in
 
 
-def test_dag_run_passes_arguments_and_segment_and_skips_when_nothing_due(airflow_home, tmp_path):
-    bin_dir, stand_in = write_stand_in(tmp_path, STAND_IN)
-    root = "/crawls/it's here"
-    conf = ["fetch.delay_s=0.5", "fetch.user_agent=a b 'c' $HOME"]
-    seeds = "/seeds/the news.txt"
-    run = dag_run(airflow_home, {"crawl_root": root, "cycles": 3, "conf": conf, "spark_master": "local[2]",
-                                 "seeds": seeds}, tmp_path / "run.log", 300, DELTACRAWL_BIN=str(stand_in))
+# the in-turn run's arguments, quoting to be kept: a quote and a space in the root, the seeds, the conf
+ARGS_ROOT = "/crawls/it's here"
+ARGS_CONF = ["fetch.delay_s=0.5", "fetch.user_agent=a b 'c' $HOME"]
+ARGS_SEEDS = "/seeds/the news.txt"
+
+
+def stand_in_scenarios() -> dict[str, tuple[str, dict, dict[str, str]]]:
+    """Each stand-in DAG run: its stand-in script, run conf and DAG environment, by name."""
+    overlap = {"DELTACRAWL_DAG_OVERLAP": "1"}
+    return {
+        "arguments": (STAND_IN, {"crawl_root": ARGS_ROOT, "cycles": 3, "conf": ARGS_CONF, "spark_master": "local[2]",
+                                 "seeds": ARGS_SEEDS}, {}),
+        "pending": (NOTHING_DUE_WHILE_PENDING, {"crawl_root": "/crawls/x", "cycles": 3}, overlap),
+        "nothing_due": (NOTHING_DUE, {"crawl_root": "/crawls/x", "cycles": 3}, overlap),
+        # with retries on (1 min, then 2 min of backoff): a retried exit 2 would call generate again
+        "bad_input": (BAD_INPUT, {"crawl_root": "/crawls/typo", "cycles": 1}, {"DELTACRAWL_DAG_RETRIES": "2"}),
+    }
+
+
+@pytest.fixture(scope="module")
+def stand_in_runs(airflow_home, tmp_path_factory):
+    """Every stand-in scenario's DAG run, one after the other in ONE Airflow process (HARNESS
+    "runs": Airflow and its in-process execution API start once for the four, not once each),
+    each with its own stand-in and environment: by name, (the run's outcome, the stand-in's
+    folder, which holds its calls.jsonl), and the harness's log."""
+    base = tmp_path_factory.mktemp("stand_in_runs")
+    specs, folders = [], {}
+    for name, (script, conf, env) in stand_in_scenarios().items():
+        (base / name).mkdir()
+        folders[name], stand_in = write_stand_in(base / name, script)
+        specs.append({"name": name, "conf": conf,
+                      "env": {"DELTACRAWL_BIN": str(stand_in), "DELTACRAWL_DAG_RETRIES": "0", **env}})
+    log = base / "runs.log"
+    text = airflow_python(["-c", HARNESS, "runs", str(DAGS), DAG_ID, json.dumps(specs)], clean_env(airflow_home),
+                          log, 600)
+    results = {}
+    for line in text.splitlines():
+        if line.startswith("RESULT "):
+            result = json.loads(line[len("RESULT "):])
+            results[result.pop("name")] = result
+    return {name: (results.get(name), folders[name]) for name in folders}, log
+
+
+def stand_in_run(stand_in_runs, name: str) -> tuple[dict, Path]:
+    """One scenario's (outcome, stand-in folder) from stand_in_runs; a run that did not end is a failure."""
+    runs, log = stand_in_runs
+    run, bin_dir = runs[name]
+    assert run is not None, f"no result for {name} in {log}:\n{log.read_text(errors='replace')[-6000:]}"
+    assert "error" not in run, f"{name}: {run.get('error')}\nlog: {log}"
+    return run, bin_dir
+
+
+# the four stand-in runs share one Airflow process, started by whichever of their tests comes first
+STAND_IN_TIMEOUT_S = 600
+
+
+@pytest.mark.timeout(STAND_IN_TIMEOUT_S)
+def test_dag_run_passes_arguments_and_segment_and_skips_when_nothing_due(stand_in_runs):
+    run, bin_dir = stand_in_run(stand_in_runs, "arguments")
+    root, conf, seeds = ARGS_ROOT, ARGS_CONF, ARGS_SEEDS
 
     tasks = run["tasks"]
     assert run["state"] == "success", tasks
@@ -396,13 +473,12 @@ if sys.argv[1] == "generate":
 '''
 
 
-def test_overlapped_dag_run_updates_the_pending_segment_and_generates_again_when_nothing_due(airflow_home, tmp_path):
+@pytest.mark.timeout(STAND_IN_TIMEOUT_S)
+def test_overlapped_dag_run_updates_the_pending_segment_and_generates_again_when_nothing_due(stand_in_runs):
     """Overlapped shape, generate 2 finds nothing due while segment 1 is pending: segment 1 is still
     deduplicated and updated, and generate 3 runs after that update (as `crawl --overlap` generates
     again once its pending segment is updated); the empty cycle 2 skips itself without deltacrawl."""
-    bin_dir, stand_in = write_stand_in(tmp_path, NOTHING_DUE_WHILE_PENDING)
-    run = dag_run(airflow_home, {"crawl_root": "/crawls/x", "cycles": 3}, tmp_path / "run.log", 300,
-                  DELTACRAWL_BIN=str(stand_in), DELTACRAWL_DAG_OVERLAP="1")
+    run, bin_dir = stand_in_run(stand_in_runs, "pending")
     tasks = run["tasks"]
     assert run["state"] == "success", tasks
     assert {t: tasks[t] for t in cycle_tasks(1) + cycle_tasks(3) + ["stats"]} == \
@@ -431,13 +507,12 @@ if sys.argv[1] == "generate":
 '''
 
 
-def test_overlapped_dag_run_stops_when_nothing_is_due_and_nothing_pending(airflow_home, tmp_path):
+@pytest.mark.timeout(STAND_IN_TIMEOUT_S)
+def test_overlapped_dag_run_stops_when_nothing_is_due_and_nothing_pending(stand_in_runs):
     """Overlapped shape: the later generates run on none_failed, but with no segment handed out by the
     two generates before them (nothing pending, nothing due) they skip without starting deltacrawl,
     as `crawl --overlap` stops; stats still ends the run."""
-    bin_dir, stand_in = write_stand_in(tmp_path, NOTHING_DUE)
-    run = dag_run(airflow_home, {"crawl_root": "/crawls/x", "cycles": 3}, tmp_path / "run.log", 300,
-                  DELTACRAWL_BIN=str(stand_in), DELTACRAWL_DAG_OVERLAP="1")
+    run, bin_dir = stand_in_run(stand_in_runs, "nothing_due")
     assert run["state"] == "success", run["tasks"]
     assert {t for t, state in run["tasks"].items() if state != "skipped"} == {"stats"}
     calls = [json.loads(line)[:3] for line in (bin_dir / "calls.jsonl").read_text().splitlines()]
@@ -579,11 +654,10 @@ if sys.argv[1] == "generate":
 '''
 
 
-def test_bad_input_fails_at_once_without_retries(airflow_home, tmp_path):
-    bin_dir, stand_in = write_stand_in(tmp_path, BAD_INPUT)
-    # with retries on (1 min, then 2 min of backoff), a retried exit 2 would outlast the timeout
-    run = dag_run(airflow_home, {"crawl_root": "/crawls/typo", "cycles": 1}, tmp_path / "run.log", 150,
-                  DELTACRAWL_BIN=str(stand_in), DELTACRAWL_DAG_RETRIES="2")
+@pytest.mark.timeout(STAND_IN_TIMEOUT_S)
+def test_bad_input_fails_at_once_without_retries(stand_in_runs):
+    # run with retries on (stand_in_scenarios): a retried exit 2 would have called generate twice
+    run, bin_dir = stand_in_run(stand_in_runs, "bad_input")
     assert run["state"] == "failed", run
     assert run["tasks"]["cycle_1.generate"] == "failed", run["tasks"]
     calls = [json.loads(line)[0] for line in (bin_dir / "calls.jsonl").read_text().splitlines()]
