@@ -1,6 +1,8 @@
 """crawl/rule_ops.py: a rule written once over the ops gives the same answer on Python values
-(NUMPY_OPS, the driver paths) and on Spark Columns (jobs.engine.column_ops.COLUMN_OPS), nulls included,
-and an ordering spec sorts Python rows as Spark's orderBy sorts them."""
+(NUMPY_OPS, the driver paths) and on Spark Columns (jobs.engine.column_ops.COLUMN_OPS), nulls included
+(every rule both paths share: update's and dedup's, generate's ranking and selection, the host
+overrides' caps, the SimHash distance and the canonical page's key), and an ordering spec sorts
+Python rows as Spark's orderBy sorts them."""
 from __future__ import annotations
 
 import itertools
@@ -8,13 +10,15 @@ import itertools
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from crawl.crawldb.in_memory import lastmod_hint_rule, lost_content_rule, within_budget_rule
-from crawl.crawldb.schedule import priority, priority_rule
-from crawl.crawldb.selection import fetched_after_rule, host_cap_rule, is_discovery_rule
+from crawl.crawldb.in_memory import duplicate_score_rule, lastmod_hint_rule, lost_content_rule, within_budget_rule
+from crawl.crawldb.schedule import priority, priority_rule, valued_rule
+from crawl.crawldb.selection import (early_rule, fetchable_rule, fetched_after_rule, host_cap_rule, is_discovery_rule,
+                                     over_quota_rule, unexpired_rule)
 from crawl.dedup.rules import canonical_key, first_fetched_rule, hamming
 from crawl.rule_ops import NUMPY_OPS, By, nulls_first_key, sort_key
 from jobs.engine.column_ops import COLUMN_OPS, spark_order
 from jobs.engine.schemas import from_epoch_col
+from jobs.generate import held_back_rule
 
 NOW = 1_800_000_000.0
 SETTINGS = {"score_exponent": 0.5, "depth_decay": 0.9, "score_floor": 1e-6}
@@ -54,14 +58,56 @@ def _rules(row, ops, col):
     )
 
 
-def test_every_shared_rule_is_the_same_on_python_values_and_on_columns(spark):
-    rows = _grid()
-    schema = ("score double, depth int, due double, interval double, count int, status string, text long, "
-              "old long, dup string, at double")
+def _ranking_grid():
+    """Every combination of a few values, nulls included, for the operands of generate's ranking
+    (a refresh value, a URL taken early) and selection."""
+    return [dict(zip(("status", "score", "depth", "due", "last", "interval", "value", "slope", "lease", "rank"), values))
+            for values in itertools.product(
+                ["fetched", "not_modified", "unfetched"], [None, 2.0], [None, 3], [None, NOW - 7200.0, NOW + 1.0],
+                [None, NOW - 7200.0, NOW - 3599.0], [None, 0.0, 3600.0], [None, 50.0], [None, 0.0, 2.0],
+                [None, NOW, NOW + 600.0], [1, 3])]
+
+
+def _ranking_rules(row, ops, col):
+    """generate's ranking and selection rules (and update's duplicate score) applied to the row's
+    operands as the paths apply them: on the driver to numbers (None as NaN, as generate reads its
+    Arrow columns), in Spark to Columns; times as each path compares them."""
+    if ops is NUMPY_OPS:
+        def num(name):
+            value = col(name)
+            return float("nan") if value is None else value
+
+        def time(value):
+            return NUMPY_OPS.micros(value)
+    else:
+        num = col
+
+        def time(value):
+            return from_epoch_col(value if isinstance(value, Column) else F.lit(value))
+    early = early_rule(col("status"), num("due"), num("last"), NOW, 3600.0, ops)
+    valued = dict(early=early, status=col("status"), refresh_value=num("value"), refresh_slope=num("slope"),
+                  last_fetched_at=num("last"))
+    if ops is NUMPY_OPS:
+        weight = priority(num("score"), num("depth"), NOW, num("due"), num("interval"), **SETTINGS, **valued)
+    else:
+        weight = priority_rule(col("score"), col("depth"), NOW, col("due"), col("interval"), ops, **SETTINGS, **valued)
+    return (
+        weight,  # importance, staleness, early staleness, the refresh value, as generate ranks
+        early,
+        valued_rule(col("status"), num("value"), num("slope"), num("last"), num("interval"), ops),
+        fetchable_rule(time(num("due")), time(num("lease")), time(NOW), early, ops),
+        over_quota_rule(col("rank"), is_discovery_rule(col("depth"), ops), (2, 1), ops),
+        unexpired_rule(time(num("lease")), time(NOW), ops),
+        held_back_rule(time(num("due")), time(num("lease")), time(NOW), ops),
+        duplicate_score_rule(num("score"), col("value"), 0.1, ops),
+    )
+
+
+def _same_on_both_paths(spark, rows, schema, rules):
     df = spark.createDataFrame([tuple(r.values()) for r in rows], schema)
-    by_spark = df.select(*[c.alias(f"r{i}") for i, c in enumerate(_rules(None, COLUMN_OPS, F.col))]).collect()
+    by_spark = df.select(*[c.alias(f"r{i}") for i, c in enumerate(rules(None, COLUMN_OPS, F.col))]).collect()
     for row, got in zip(rows, by_spark):
-        expected = _rules(row, NUMPY_OPS, row.get)
+        expected = rules(row, NUMPY_OPS, row.get)
         for i, (mine, theirs) in enumerate(zip(expected, got)):
             mine = None if NUMPY_OPS.is_null(mine) else mine
             if isinstance(theirs, float):
@@ -69,6 +115,14 @@ def test_every_shared_rule_is_the_same_on_python_values_and_on_columns(spark):
             else:
                 assert (theirs is None and mine is None) or bool(mine) == bool(theirs) and (
                     not isinstance(theirs, int) or int(mine) == theirs), (i, row, mine, theirs)
+
+
+def test_every_shared_rule_is_the_same_on_python_values_and_on_columns(spark):
+    _same_on_both_paths(spark, _grid(), "score double, depth int, due double, interval double, count int, "
+                                        "status string, text long, old long, dup string, at double", _rules)
+    _same_on_both_paths(spark, _ranking_grid(), "status string, score double, depth int, due double, last double, "
+                                                "interval double, value double, slope double, lease double, rank int",
+                        _ranking_rules)
 
 
 def test_an_ordering_sorts_python_rows_as_spark_orders_them(spark):
