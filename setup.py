@@ -37,6 +37,10 @@ setup(
         # One exact version: we call its C API through the cffi module it builds (see there).
         "ada-url==4.0.0",
         "selectolax>=1.0",
+        # PDF text, title and links (crawl/parse/pdf.py): pure Python; 7.1 has the per-call limits
+        # (pypdf.apply_configuration) the parser sets. Measured against pdfminer.six and pdfplumber
+        # in docs/parsers.md.
+        "pypdf>=7.1,<8",
         "protego>=0.3",
         "pyarrow>=15",
         # vectorised hashing and schedules (crawl/crawldb/discovery.py, crawl/dedup/fingerprint.py, crawl/crawldb/schedule.py)

@@ -32,10 +32,12 @@ needs no coordination with other tasks. Inside the task, the Mercator design:
   * after ``fetch.time_limit_s`` no new request starts; every URL not attempted is reported
     as ``not_attempted`` and stays due.
 
-Bodies are read as a stream and cut at ``fetch.max_body_bytes`` (compressed AND decoded: we
-decompress ourselves, so a gzip bomb costs at most the limit), written to WARC (crawl/fetch/warc.py)
-when an archive is given, and parsed in a guarded child process (crawl/parse/page.py) when a parser
-is given. Redirects are not followed inline (as in Nutch with http.redirect.max=0): the target
+Bodies are read as a stream and cut at the limit of their declared type (``fetch.max_body_bytes``,
+``fetch.max_pdf_bytes``, ``fetch.max_other_body_bytes`` for a type not in ``fetch.content_types``;
+compressed AND decoded: we decompress ourselves, so a gzip bomb costs at most the limit), written
+to WARC (crawl/fetch/warc.py) when an archive is given, and, when their type (the header's, or
+sniffed: crawl/parse/registry.py) is in ``fetch.content_types`` and has a parser, parsed in a
+guarded child process (crawl/parse/pool.py) when a parser is given, in the task otherwise. Redirects are not followed inline (as in Nutch with http.redirect.max=0): the target
 is recorded in redirect_to and becomes a URL of its own, fetched politely in a later cycle.
 
 Input rows are plain dicts (``FETCHLIST_FIELDS``); output rows are plain dicts with
@@ -56,7 +58,9 @@ import aiohttp
 
 from crawl.crawldb.discovery import HostLinks, TaskLinks
 from crawl.fetch.http import ERROR_TEXT_LIMIT, Body, accept_encoding, answer_error, error_text, read_body
-from crawl.parse.page import ParseOptions, is_parseable, parse_page
+from crawl.parse.page import ParseOptions
+from crawl.parse.registry import (SNIFF_BYTES, body_limit, declared_media_type, detect_media_type, parse_document,
+                                  parser_for)
 from crawl.fetch.politeness import adaptive_gap, decayed_backoff, host_override, next_backoff, parse_retry_after
 from crawl.fetch.requestlog import EarlierRequests, RequestLog
 from crawl.fetch.sitemap_reader import SitemapReader
@@ -113,7 +117,8 @@ class Archive(Protocol):
 
 
 class Parser(Protocol):
-    """Turns an HTML body into outlinks (crawl.parse.pool.BatchingParser / ParserPool)."""
+    """Turns a body into outlinks and fingerprints, by its media type (crawl.parse.pool.BatchingParser /
+    ParserPool, running crawl.parse.registry.parse_document)."""
     async def parse(self, body: bytes, url: str, content_type_header: str | None, options: ParseOptions,
                     x_robots_tag: str | None = None) -> Any: ...
     async def call(self, fn: Any, *args: Any) -> Any: ...
@@ -714,7 +719,8 @@ class HostQueue:
                                   "etag": resp.headers.get("ETag"),
                                   "last_modified": resp.headers.get("Last-Modified"),
                                   "_retry_after": resp.headers.get("Retry-After")}
-        body = await read_body(resp, int(cfg["fetch.max_body_bytes"])) if fetch_status != FetchStatus.NOT_MODIFIED else None
+        limit = body_limit(cfg, ctype, self.ctx.parse_options)  # by declared type: a PDF may be larger than a page
+        body = await read_body(resp, limit) if fetch_status != FetchStatus.NOT_MODIFIED else None
         self._request_ended(started)
         fetched_at = time.time()
         fields["fetched_at"] = fetched_at
@@ -726,7 +732,10 @@ class HostQueue:
         if fetch_status == FetchStatus.OK:
             fields["content_hash"] = hashlib.sha1(body.data).hexdigest()
             self.host_row["pages_fetched"] += 1
-            if is_parseable(ctype, body.data[:1024]):
+            media = detect_media_type(ctype, body.data[:SNIFF_BYTES])
+            if media and media != declared_media_type(ctype):
+                fields["content_type"] = media  # sniffed: the header was missing or generic
+            if parser_for(media, self.ctx.parse_options) is not None:
                 try:
                     await self._parse(url, int(row["depth"]), body.data, ctype, fields,
                                       ", ".join(resp.headers.getall("X-Robots-Tag", [])) or None)
@@ -755,8 +764,8 @@ class HostQueue:
         options = self.ctx.parse_options
         if self.ctx.parser is not None:
             result = await self.ctx.parser.parse(body, url, ctype, options, x_robots_tag)
-        else:  # in-process (parse.isolate = false): same decoding and extraction, no child
-            result = parse_page(body, url, ctype, options, x_robots_tag)
+        else:  # in-process (parse.isolate = false): the same parser, no child
+            result = parse_document(body, url, ctype, options, x_robots_tag)
         links = self.links
         links.add_rejects(result.rejected)
         candidates = list(result.outlinks)

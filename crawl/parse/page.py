@@ -30,16 +30,32 @@ _TITLE_LIMIT = 1000
 _PRESCAN_BYTES = 4096
 
 
+# What fetch.content_types and parse.disabled say when a caller builds ParseOptions by hand (the
+# crawler itself always builds them from the config, whose defaults are in conf/defaults.toml).
+_ALL_TYPES = ("text/html", "application/xhtml+xml", "application/pdf")
+
+
 @dataclass(frozen=True)
 class ParseOptions:
-    """What parse_page needs besides the page (picklable: it travels to the child with each batch)."""
+    """What a parser needs besides the page (picklable: it travels to the child with each batch).
+
+    ``content_types`` and ``disabled`` choose the parser in the child (crawl.parse.registry), the
+    ``pdf_*`` fields bound the PDF parser (crawl.parse.pdf)."""
     max_outlinks: int
     rules: UrlRules | None = None       # tracking / session parameters to strip (crawl.net.urls)
     agent: str = "deltacrawl"           # our robots product token, for <meta name=...> and X-Robots-Tag
+    content_types: tuple[str, ...] = _ALL_TYPES   # media types that are parsed (fetch.content_types)
+    disabled: tuple[str, ...] = ()      # parser names turned off (parse.disabled)
+    pdf_max_pages: int = 100            # pages of a PDF whose text and links are read
+    pdf_max_stream_bytes: int = 64 * 2**20  # decompressed bytes of one PDF stream (a bigger one: parse_error)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "ParseOptions":
-        return cls(int(cfg["parse.max_outlinks"]), UrlRules.from_config(cfg), str(cfg["fetch.robots_agent"]))
+        return cls(int(cfg["parse.max_outlinks"]), UrlRules.from_config(cfg), str(cfg["fetch.robots_agent"]),
+                   content_types=tuple(str(t).strip().lower() for t in cfg["fetch.content_types"]),
+                   disabled=tuple(str(n) for n in cfg["parse.disabled"]),
+                   pdf_max_pages=int(cfg["parse.pdf_max_pages"]),
+                   pdf_max_stream_bytes=int(cfg["parse.pdf_max_stream_mb"]) * 2**20)
 
 
 @dataclass(frozen=True)

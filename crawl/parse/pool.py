@@ -1,7 +1,9 @@
 """The guarded child processes page parsing runs in: a hostile page cannot turn into a failed
 Spark task.
 
-``ParserPool`` runs ``crawl.parse.page.parse_page`` in child processes (``ProcessPoolExecutor``
+``ParserPool`` runs ``crawl.parse.registry.parse_document`` (the parser of the answer's media
+type: ``crawl.parse.page.parse_page`` for HTML, ``crawl.parse.pdf.parse_pdf`` for PDF, or an
+installed one) in child processes (``ProcessPoolExecutor``
 with the forkserver start method) under an address-space limit (``RLIMIT_AS``) and a wall-clock
 limit. A memory blow-up comes back as ``MemoryError``, a native crash as ``BrokenProcessPool``, a
 hang as a timeout after which the workers are killed; in every case the caller gets a
@@ -10,7 +12,7 @@ pool. The fetch task itself is never at risk. ``BatchingParser`` sends pages to 
 batches (one round trip for many pages).
 
 Whatever runs in a child is looked up by reference (pickle), so it must be a module-level
-function of an importable module: ``parse_page`` by default, or one of the hostile test
+function of an importable module: ``parse_document`` by default, or one of the hostile test
 hooks in ``crawl.devweb.parser_hooks``. As with any spawn/forkserver pool, each worker imports
 the parent's ``__main__`` module, so a script that uses ParserPool needs the usual
 ``if __name__ == "__main__":`` guard (pytest and PySpark workers are fine).
@@ -29,7 +31,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable
 
-from crawl.parse.page import ParseOptions, ParseResult, _exc_text, _parse_error, parse_page
+from crawl.parse.page import ParseOptions, ParseResult, _exc_text, _parse_error
+from crawl.parse.registry import parse_document
 
 _START_TIMEOUT_S = 60.0
 
@@ -60,8 +63,8 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     except ValueError:  # no forkserver on this platform
         return multiprocessing.get_context("spawn")
     # Only takes effect if the forkserver is not running yet: workers are then forked with
-    # selectolax and crawl already imported, and the parent's __main__ is not preloaded.
-    ctx.set_forkserver_preload(["crawl.parse.pool"])
+    # selectolax, pypdf and crawl already imported, and the parent's __main__ is not preloaded.
+    ctx.set_forkserver_preload(["crawl.parse.pool", "crawl.parse.pdf"])
     return ctx
 
 
@@ -116,7 +119,7 @@ class _PoolClosed(Exception):
 
 
 class ParserPool:
-    """``parse_page`` in worker processes, with a memory and a time limit per page.
+    """``parse_document`` in worker processes, with a memory and a time limit per page.
 
     The pool is started lazily (in a thread, so the event loop is not blocked while the
     forkserver and workers start) and kept across calls. At most ``workers`` calls are in a
@@ -127,7 +130,7 @@ class ParserPool:
     retried once. (A crash cannot be pinned on one call: with ``workers > 1`` every call running
     in the pool at that moment gets the parse_error.)
 
-    ``target`` (default ``parse_page``) is what runs in the child, with the same arguments;
+    ``target`` (default ``parse_document``) is what runs in the child, with the same arguments;
     it must be a module-level function of an importable module (it is pickled by reference).
     """
 
@@ -140,7 +143,7 @@ class ParserPool:
         self.workers = int(workers)
         self.memory_limit_bytes = int(memory_limit_bytes)
         self.time_limit_s = float(time_limit_s)
-        self._target = parse_page if target is None else target
+        self._target = parse_document if target is None else target
         try:
             pickle.dumps(self._target)
         except Exception as exc:
@@ -159,7 +162,7 @@ class ParserPool:
 
     async def parse(self, body: bytes, url: str, content_type_header: str | None, options: ParseOptions | int,
                     x_robots_tag: str | None = None) -> ParseResult:
-        """Run parse_page in a child; on timeout kill the pool's processes and replace the pool, on MemoryError /
+        """Run the target (parse_document) in a child; on timeout kill the pool's processes and replace the pool, on MemoryError /
         BrokenProcessPool / any exception return ParseResult([], "", None, "parse_error: ...") and recreate the
         pool if broken. Never raises (except CancelledError, which is propagated after making sure the
         abandoned call cannot keep a worker busy). Safe to call concurrently from many coroutines of one
@@ -304,8 +307,8 @@ class ParserPool:
 # --------------------------------------------------------------------------------------------
 
 def parse_batch(items: list[tuple]) -> list[ParseResult]:
-    """Runs in a child: parse_page over a batch of pages (one round trip for many pages)."""
-    return [parse_page(*item) for item in items]
+    """Runs in a child: parse_document over a batch of pages (one round trip for many pages)."""
+    return [parse_document(*item) for item in items]
 
 
 class BatchingParser:

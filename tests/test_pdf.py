@@ -1,0 +1,282 @@
+"""The PDF parser (crawl/parse/pdf.py), type detection and body limits by type
+(crawl/parse/registry.py), and PDFs through the fetcher against a loopback web. The PDFs are
+built here, byte by byte (``make_pdf``): nothing is downloaded."""
+from __future__ import annotations
+
+import asyncio
+import zlib
+
+import pytest
+
+from crawl.config import build_config
+from crawl.crawldb.status import FetchStatus as FS
+from crawl.dedup.fingerprint import fingerprint
+from crawl.fetch.fetcher import fetch_partition
+from crawl.parse.page import ParseOptions, parse_page
+from crawl.parse.pdf import parse_pdf
+from crawl.parse.pool import ParserPool
+from crawl.parse.registry import body_limit, detect_media_type, parse_document
+from tests.fixed_web import FixedWeb
+from tests.test_fetcher import cfg as fetch_cfg, rows_for
+
+URL = "http://127.0.0.1:8000/docs/report.pdf"
+OPTIONS = ParseOptions(100)
+MIB = 2**20
+
+
+def _pdf_string(text: str) -> bytes:
+    return b"(" + text.encode("latin-1").replace(b"\\", b"\\\\").replace(b"(", b"\\(").replace(b")", b"\\)") + b")"
+
+
+def assemble(objects: list[bytes], root: int = 1, info: int | None = None, xref: bool = True) -> bytes:
+    """A PDF file of ``objects`` (object n is objects[n-1]) with a cross-reference table."""
+    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    if not xref:
+        return bytes(out) + b"trailer << /Root %d 0 R >>\n%%%%EOF\n" % root
+    start = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer << /Size %d /Root %d 0 R" % (len(objects) + 1, root)
+    out += (b" /Info %d 0 R" % info if info else b"") + b" >>\nstartxref\n%d\n%%%%EOF\n" % start
+    return bytes(out)
+
+
+def stream(data: bytes, compress: bool = True) -> bytes:
+    if compress:
+        data = zlib.compress(data)
+        return b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data) + data + b"\nendstream"
+    return b"<< /Length %d >>\nstream\n" % len(data) + data + b"\nendstream"
+
+
+def make_pdf(pages: list[tuple[list[str], list[str]]], title: str | None = None) -> bytes:
+    """A PDF whose page i shows the lines pages[i][0] and has a URI link annotation for each of
+    pages[i][1]; ``title`` goes into the document information dictionary."""
+    # 1 catalog, 2 page tree, 3 font, 4 info, then per page: page, contents, annotations
+    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", 
+                            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+                            b"<< /Title " + _pdf_string(title or "") + b" >>" if title else b"<< >>"]
+    kids = []
+    for lines, links in pages:
+        page_no = len(objects) + 1
+        kids.append(b"%d 0 R" % page_no)
+        annots = []
+        for i, link in enumerate(links):
+            annots.append(b"<< /Type /Annot /Subtype /Link /Rect [72 %d 300 %d] /Border [0 0 0] "
+                          b"/A << /S /URI /URI %s >> >>" % (100 + 20 * i, 115 + 20 * i, _pdf_string(link)))
+        content = b"BT /F1 12 Tf 14 TL 72 720 Td " + b" ".join(_pdf_string(line) + b" Tj T*" for line in lines) + b" ET"
+        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+                       b"/Resources << /Font << /F1 3 0 R >> >> /Annots [%s] >>"
+                       % (page_no + 1, b" ".join(b"%d 0 R" % (page_no + 2 + i) for i in range(len(annots)))))
+        objects.append(stream(content))
+        objects.extend(annots)
+    objects[1] = b"<< /Type /Pages /Kids [" + b" ".join(kids) + b"] /Count %d >>" % len(kids)
+    return assemble(objects, info=4)
+
+
+WORDS = "the annual report of the river authority on water quality and flood defences in the valley"
+REPORT = make_pdf([([WORDS, "second line of the first page"], ["/about.html", "http://127.0.0.1:8000/data.pdf",
+                                                                 "mailto:someone@example.org"]),
+                   (["Page two speaks of budgets"], ["https://other.test/x#frag"])],
+                  title="River Authority Report 2026")
+
+
+def test_text_title_and_links_of_a_pdf():
+    result = parse_pdf(REPORT, URL, "application/pdf", OPTIONS)
+    assert result.error is None
+    assert result.title == "River Authority Report 2026"
+    assert result.outlinks == ["http://127.0.0.1:8000/about.html", "http://127.0.0.1:8000/data.pdf",
+                               "https://other.test/x"]
+    assert sum(result.rejected.values()) == 1  # the mailto: link, counted by reason as a page's
+    assert result.text_hash is not None and result.simhash is not None and result.signature
+    assert parse_document(REPORT, URL, "application/pdf", OPTIONS) == result
+
+
+def test_title_falls_back_to_the_first_line():
+    result = parse_pdf(make_pdf([(["  Minutes of the  meeting ", "more"], [])]), URL, "application/pdf", OPTIONS)
+    assert result.error is None and result.title == "Minutes of the meeting"
+
+
+def test_a_pdf_and_its_html_twin_have_the_same_text_fingerprint():
+    pdf = parse_pdf(make_pdf([([WORDS], [])]), URL, "application/pdf", OPTIONS)
+    html = parse_page(f"<html><body><p>{WORDS}</p></body></html>".encode(), "http://127.0.0.1:8000/r.html",
+                      "text/html", OPTIONS)
+    assert pdf.text_hash == html.text_hash == fingerprint(WORDS).text_hash
+    assert pdf.simhash == html.simhash
+
+
+def test_pages_past_the_bound_are_not_read():
+    doc = make_pdf([([f"page {i}"], [f"/p{i}.html"]) for i in range(5)])
+    result = parse_pdf(doc, URL, "application/pdf", ParseOptions(100, pdf_max_pages=2))
+    assert result.error is None and result.outlinks == ["http://127.0.0.1:8000/p0.html", "http://127.0.0.1:8000/p1.html"]
+    assert len(parse_pdf(doc, URL, "application/pdf", OPTIONS).outlinks) == 5
+    capped = parse_pdf(doc, URL, "application/pdf", ParseOptions(3))
+    assert len(capped.outlinks) == 3 and capped.rejected == {"over_cap": 2}
+
+
+def test_x_robots_tag_applies_to_a_pdf():
+    result = parse_pdf(REPORT, URL, "application/pdf", OPTIONS, x_robots_tag="noindex, nofollow")
+    assert result.noindex is True and result.outlinks == [] and result.rejected == {"nofollow": 4}
+    assert result.text_hash is not None
+
+
+def test_a_pdf_without_a_cross_reference_table_is_read():
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
+               b"/Resources << /Font << /F1 5 0 R >> >> >>",
+               stream(b"BT /F1 12 Tf 10 100 Td (no xref here) Tj ET", compress=False),
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    result = parse_pdf(assemble(objects, xref=False), URL, "application/pdf", OPTIONS)
+    assert result.error is None and result.title == "no xref here"
+
+
+def _bomb(inflated_mib: int) -> bytes:
+    z = zlib.compressobj(9)
+    chunk = b"(" + b"A" * (MIB - 10) + b") Tj\n"
+    data = z.compress(b"BT /F1 12 Tf 10 10 Td\n") + b"".join(z.compress(chunk) for _ in range(inflated_mib)) + z.flush()
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
+               b"/Resources << /Font << /F1 5 0 R >> >> >>",
+               b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data) + data + b"\nendstream",
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    return assemble(objects)
+
+
+def _deep(depth: int) -> bytes:
+    objects = [b"<< /Type /Catalog /Pages 2 0 R /Deep " + b"[" * depth + b"]" * depth + b" >>",
+               b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >>"]
+    return assemble(objects)
+
+
+def _cycle() -> bytes:
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >>",
+               b"<< /Type /Pages /Parent 2 0 R /Kids [2 0 R] /Count 1 >>"]
+    return assemble(objects)
+
+
+HOSTILE = {
+    "bomb": _bomb(8),              # one stream inflating to 8 MiB, over the 1 MiB limit below
+    "deep": _deep(100_000),        # arrays nested 100,000 deep
+    "cycle": _cycle(),             # the page tree's kid points back at its parent
+    "truncated": REPORT[: len(REPORT) // 3],
+    "garbage": b"%PDF-1.4\n" + bytes(range(256)) * 64,
+    "empty": b"%PDF-",
+}
+BOUNDED = ParseOptions(100, pdf_max_stream_bytes=MIB)
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_hostile_pdf_is_a_parse_error(name):
+    result = parse_pdf(HOSTILE[name], URL, "application/pdf", BOUNDED)
+    assert result.error is not None and result.error.startswith("parse_error: pdf: ")
+    assert result.text_hash is None and result.simhash is None
+    assert parse_document(HOSTILE[name], URL, "application/octet-stream", BOUNDED) == result
+
+
+def test_the_stream_limit_is_what_stops_the_bomb():
+    result = parse_pdf(_bomb(2), URL, "application/pdf", ParseOptions(100, pdf_max_stream_bytes=4 * MIB))
+    assert result.error is None and result.text_hash is not None
+    assert "LimitReachedError" in parse_pdf(_bomb(2), URL, "application/pdf", BOUNDED).error
+
+
+def test_hostile_pdfs_in_the_guarded_child_cost_a_parse_error_each():
+    async def run():
+        with ParserPool(workers=1, memory_limit_bytes=1024 * MIB, time_limit_s=60.0) as pool:
+            results = [await pool.parse(HOSTILE[name], URL, "application/pdf", BOUNDED) for name in sorted(HOSTILE)]
+            return results, await pool.parse(REPORT, URL, "application/pdf", BOUNDED)
+
+    results, after = asyncio.run(run())
+    assert all(r.error and r.error.startswith("parse_error: pdf: ") for r in results), results
+    assert after == parse_pdf(REPORT, URL, "application/pdf", BOUNDED) and after.error is None
+
+
+@pytest.mark.parametrize("ctype, head, expected", [
+    ("application/pdf", b"", "application/pdf"),
+    ("Application/PDF; name=x.pdf", b"<html>", "application/pdf"),
+    ("application/octet-stream", b"%PDF-1.7\n", "application/pdf"),
+    (None, b"%PDF-1.4", "application/pdf"),
+    ("unknown/unknown", b"\r\n\x00junk%PDF-1.5", "application/pdf"),
+    ("application/octet-stream", b"<html><body>", "application/octet-stream"),
+    (None, b"  <!DOCTYPE html><html>", "text/html"),
+    ("", b"<body>", "text/html"),
+    (None, b"\x89PNG\r\n\x1a\n", ""),
+    ("image/png", b"%PDF-1.4", "image/png"),
+    ("text/html; charset=utf-8", b"%PDF-1.4", "text/html"),
+    ("text/plain", b"<html>", "text/plain"),
+])
+def test_detect_media_type(ctype, head, expected):
+    assert detect_media_type(ctype, head) == expected
+
+
+def test_body_limits_by_declared_type():
+    cfg = build_config(overrides={"fetch.max_body_bytes": 1000, "fetch.max_pdf_bytes": 5000,
+                                  "fetch.max_other_body_bytes": 10})
+    options = ParseOptions.from_config(cfg)
+    assert body_limit(cfg, "text/html; charset=utf-8", options) == 1000
+    assert body_limit(cfg, "application/pdf", options) == 5000
+    assert body_limit(cfg, "application/octet-stream", options) == 5000
+    assert body_limit(cfg, None, options) == 5000
+    assert body_limit(cfg, "image/png", options) == 10
+    no_pdf = build_config(overrides={"fetch.max_body_bytes": 1000, "fetch.max_pdf_bytes": 5000,
+                                     "fetch.max_other_body_bytes": 10, "fetch.content_types": ["text/html"]})
+    options = ParseOptions.from_config(no_pdf)
+    assert body_limit(no_pdf, "application/pdf", options) == 10
+    assert body_limit(no_pdf, None, options) == 1000
+    assert detect_media_type("application/pdf", b"") == "application/pdf"
+    assert parse_document(REPORT, URL, "application/pdf", options).error == "parse_error: no parser for application/pdf"
+
+
+@pytest.fixture(scope="module")
+def pdf_web():
+    web = FixedWeb(hosts=1).start()
+    try:
+        yield web
+    finally:
+        web.stop()
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_the_fetcher_parses_pdfs_by_type(pdf_web, isolate):
+    web = pdf_web
+    base = web.base(0)
+    linked = make_pdf([(["A document only another PDF links to"], [])])
+    urls = {
+        "report": web.put(0, "/report.pdf", make_pdf([([WORDS], ["/only-from-pdf.html", "/linked.pdf"])],
+                                                     title="Report"), "application/pdf"),
+        "linked": web.put(0, "/linked.pdf", linked, "application/pdf"),
+        "octet": web.put(0, "/download", make_pdf([(["served as octets"], ["/via-octets.html"])]),
+                         "application/octet-stream"),
+        "twin": web.put(0, "/twin.html", f"<html><body><p>{WORDS}</p></body></html>", "text/html"),
+        "image": web.put(0, "/big.png", b"\x89PNG\r\n\x1a\n" + bytes(300_000), "image/png"),
+        "bomb": web.put(0, "/bomb.pdf", HOSTILE["bomb"], "application/pdf"),
+        "cycle": web.put(0, "/cycle.pdf", HOSTILE["cycle"], "application/pdf"),
+    }
+    cfg = fetch_cfg(parse__pdf_max_stream_mb=1, fetch__max_other_body_bytes=1000)
+    rows = rows_for(urls.values())
+    if isolate:
+        with ParserPool(workers=1, memory_limit_bytes=1024 * MIB, time_limit_s=60.0) as pool:
+            out = fetch_partition(rows, cfg, parser=pool)
+    else:
+        out = fetch_partition(rows, cfg)
+    got = {r["url"]: r for r in out if r["kind"] == "url"}
+    by = {name: got[url] for name, url in urls.items()}
+    assert all(r["fetch_status"] == FS.OK for r in by.values())
+    report = by["report"]
+    assert report["parse_error"] is None and report["text_hash"] is not None and report["simhash"] is not None
+    assert set(report["outlinks"]) == {f"{base}/only-from-pdf.html", f"{base}/linked.pdf"}
+    assert report["text_hash"] == by["twin"]["text_hash"]  # the HTML twin: a duplicate pair
+    assert by["linked"]["parse_error"] is None and by["linked"]["text_hash"] is not None
+    octet = by["octet"]
+    assert octet["content_type"] == "application/pdf"  # sniffed, and recorded as such
+    assert octet["outlinks"] == [f"{base}/via-octets.html"] and octet["parse_error"] is None
+    image = by["image"]
+    assert image["truncated"] is True and image["content_length"] == 1000
+    assert image.get("parse_error") is None and image.get("text_hash") is None and image["content_type"] == "image/png"
+    for name in ("bomb", "cycle"):
+        assert by[name]["parse_error"].startswith("parse_error: pdf: "), by[name]
+        assert by[name]["text_hash"] is None
