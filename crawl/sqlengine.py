@@ -319,8 +319,9 @@ class DuckDBEngine:
         try:
             for statement in statements:
                 result = self._execute(statement)
-            if result.description is None:
-                return [], []
+            verb = (re.match(r"\s*\(*\s*(\w+)", statements[-1]) or [None, ""])[1].upper()
+            if result.description is None or verb in ("CREATE", "SET", "RESET", "USE"):
+                return [], []  # as Spark: a statement that answers nothing prints nothing
             columns = [d[0] for d in result.description]
             return columns, [list(row) for row in result.fetchall()]
         except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException,
