@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pyspark
 
+from jobs.engine.session import QUICK_JIT
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -47,8 +49,11 @@ class StandaloneCluster:
         return f"spark://127.0.0.1:{self.port}"
 
     def env(self, **extra: str) -> dict[str, str]:
+        # the master's and workers' JVMs with the quick JIT compiler alone, as the tests' other
+        # short-lived JVMs (tests/conftest.py FAST): they live for one crawl
         env = dict(os.environ, SPARK_HOME=spark_home(), SPARK_LOCAL_IP="127.0.0.1",
-                   SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
+                   SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
+                   SPARK_DAEMON_JAVA_OPTS=" ".join(QUICK_JIT))
         env.update(extra)
         return env
 

@@ -18,12 +18,14 @@ import os
 import time
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from crawl.devweb.web import DevWeb
+from jobs.engine.package import build_env_archive
 from tests.conftest import FAST, write_seeds
 from tests.expected import assert_breadth_first, assert_hosts_and_index
 from tests.politeness import assert_polite
@@ -40,6 +42,9 @@ CLUSTER_CONF = {"spark.conf.spark.executor.memory": "768m", "spark.conf.spark.co
                 "spark.conf.spark.locality.wait": "0"}
 # A bound for a hung run, far above any healthy one: this test must never fail on a slow machine.
 RUN_TIMEOUT_S = 3600
+# Whichever test comes first starts the cluster and runs the crawl (cluster_run) inside its own
+# bound: about 4.5 minutes with the suite's load on two cores.
+pytestmark = pytest.mark.timeout(600)
 
 
 def conf_args(conf: dict) -> list[str]:
@@ -86,12 +91,18 @@ def cluster_run(web, moto_s3, tmp_path_factory):
     env = dict(os.environ, **aws_environ(moto_s3), SPARK_LOCAL_IP="127.0.0.1", XDG_DATA_HOME=str(base / "data"))
     web.clear_log()
     cluster = StandaloneCluster(base / "spark", workers=2, cores=1, memory="1g")
-    with cluster:
-        # (CONF names local[2] as the master: the cluster's comes last, and wins)
-        proc = run_cli(["crawl", "--seeds", seeds, "--cycles", str(CYCLES), "--crawl-root", root,
-                        *conf_args(CONF), *conf_args(CLUSTER_CONF), "--conf", f"spark.master={cluster.master_url}"],
-                       env)
-        apps = cluster_apps(cluster)
+    # The executors' packed environment (spark.python_env "auto") is built, or found in the cache,
+    # while the cluster's JVMs start, instead of by the driver once they are up: the driver finds
+    # it under the same key (this Python, the same files) and ships it as it would have.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        packing = pool.submit(build_env_archive)
+        with cluster:
+            packing.result()
+            # (CONF names local[2] as the master: the cluster's comes last, and wins)
+            proc = run_cli(["crawl", "--seeds", seeds, "--cycles", str(CYCLES), "--crawl-root", root,
+                            *conf_args(CONF), *conf_args(CLUSTER_CONF), "--conf",
+                            f"spark.master={cluster.master_url}"], env)
+            apps = cluster_apps(cluster)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     client = s3_client(moto_s3)
     keys = download_prefix(client, bucket, "crawl/", base / "copy")
