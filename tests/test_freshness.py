@@ -27,7 +27,10 @@ def test_every_cycle_uses_the_whole_budget_once_the_urls_are_known(spark, tmp_pa
     budget and generate fills the places due URLs leave with the known URLs closest to due
     (generate.fill_budget): every cycle after the first is full, though the test web's pages
     never change and nothing is due yet when the next cycle starts."""
-    web = DevWeb(hosts=2, pages_per_host=5, port=0, seed=3, crawl_delay_s=0.0, links_per_page=3)
+    # 8 URLs (a home page linking to its 3 others, one robots-denied, on each of 2 hosts) and a
+    # budget of 4: cycle 1 fetches the 2 seeds, cycle 2 4 of the 6 URLs they led to, cycle 3 the
+    # other 2 and 2 known URLs not due yet, cycle 4 known URLs not due yet only
+    web = DevWeb(hosts=2, pages_per_host=2, port=0, seed=3, crawl_delay_s=0.0, links_per_page=3)
     web.start()
     try:
         seeds = write_seeds(tmp_path / "seeds.txt", web.seed_urls())
@@ -36,7 +39,7 @@ def test_every_cycle_uses_the_whole_budget_once_the_urls_are_known(spark, tmp_pa
                      "schedule.prior_min_change_s": 1, "schedule.prior_max_change_s": 86400,
                      "sitemaps.enabled": "false", "mlflow.tracking_uri": "off"}
         conf = [arg for k, v in overrides.items() for arg in ("--conf", f"{k}={v}")]
-        cycles = 5
+        cycles = 4
         rc = cli.main(["crawl", "--seeds", seeds, "--cycles", str(cycles), "--crawl-root", str(tmp_path / "crawl"),
                        *conf])
         out, err = capsys.readouterr()
