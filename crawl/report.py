@@ -39,6 +39,8 @@ def format_stats(stats: Mapping[str, Any]) -> str:
     lines += _section("by status", stats["by_status"], total)
     lines += _section("by HTTP status", [(str(k) if k is not None else "(none)", v)
                                          for k, v in stats["by_http_status"]], total)
+    if "held_back" in stats:
+        lines += _section("held back by their host, by reason (url_state.held_back)", stats["held_back"], total)
     if stats.get("blocked"):
         lines += _section("refused by the address guard, by reason (fetch.allow_networks, fetch.allow_ports)",
                           stats["blocked"], total)

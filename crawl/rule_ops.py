@@ -12,7 +12,7 @@ once here in crawl/, over an *ops* object, and evaluated twice:
 
 Arithmetic (``+ - * /``) and comparisons (``< <= > >= ==``) are the operands' own operators; the
 rest goes through the ops: ``lit``, ``greatest``/``least`` (null-skipping, as Spark's), ``pow``,
-``when`` (if-then-else), ``coalesce``, ``is_null``/``not_null``, ``neg``, ``length``, ``endswith``, ``xor``, ``bit_count``, ``isin``. Rules that compare times
+``when`` (if-then-else), ``coalesce``, ``is_null``/``not_null``, ``neg``, ``length``, ``endswith``, ``startswith``, ``xor``, ``bit_count``, ``isin``. Rules that compare times
 take them in whatever form the path compares: timestamps in Spark, whole microseconds on the
 driver (``NUMPY_OPS.micros``: epoch seconds rounded as jobs.engine.schemas.from_epoch_col stores them).
 
@@ -109,8 +109,12 @@ class NumpyOps:
         return None if s is None else len(s)
 
     @staticmethod
-    def endswith(s: str, suffix: str) -> bool:
-        return s.endswith(suffix)
+    def endswith(s: str | None, suffix: str) -> bool:
+        return s is not None and s.endswith(suffix)  # null: no, as a null condition is in a filter
+
+    @staticmethod
+    def startswith(s: str | None, prefix: str) -> bool:
+        return s is not None and s.startswith(prefix)
 
     @staticmethod
     def xor(a: int, b: int) -> int:

@@ -2,7 +2,7 @@
 
 Inputs:   <crawl_root>/crawldb (read only).
 Outputs:  on stdout, a table (or with --format json one JSON object): totals, URLs per status,
-          per HTTP status, top hosts, URLs due now.
+          per HTTP status, held back by their host per reason (``held_back``), top hosts, URLs due now.
 Re-run:   always safe (reads only).
 Exit:     0 done · 2 no crawldb · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/stats.py --crawl-root /data/crawl
@@ -40,12 +40,16 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     # that small table (cached), so the crawldb is read once and never held: caching its rows
     # (all columns, then seven) made stats the one step whose time grew faster than the crawldb
     # (bench/scale.py: 7.9x for 10x the URLs).
-    urls = read_url_state(spark, root).select("host", "status", "http_status", "depth", "next_fetch_at",
-                                              "lease_until", "segment_id")
+    table = read_url_state(spark, root)
+    # held_back: absent from a crawldb no update has written since it was added (then none)
+    reason = F.col("held_back") if "held_back" in table.columns else F.lit(None).cast("string")
+    urls = table.select("host", "status", "http_status", "depth", "next_fetch_at", "lease_until", "segment_id",
+                        reason.alias("held_back"))
     now_ts = from_epoch_col(F.lit(now))
     leased = F.col("lease_until").isNotNull() & (F.col("lease_until") > now_ts)
     due = (F.col("next_fetch_at") <= now_ts) & ~F.coalesce(leased, F.lit(False))
-    groups = (urls.groupBy("host", "status", "http_status")
+    # (held_back is the host's reason, the same on all its rows: grouping by it adds no groups)
+    groups = (urls.groupBy("host", "status", "http_status", "held_back")
               .agg(F.count("*").alias("n"), F.sum(due.cast("long")).alias("due"),
                    F.sum(leased.cast("long")).alias("leased"), F.max("depth").alias("max_depth"))
               .cache())
@@ -57,6 +61,9 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
                      groups.groupBy("status").agg(F.sum("n").alias("n")).orderBy(F.desc("n"), "status").collect()]
         by_http = [(r["http_status"], r["n"]) for r in
                    groups.groupBy("http_status").agg(F.sum("n").alias("n")).orderBy(F.desc("n"), "http_status").collect()]
+        held = [(r["held_back"], r["n"]) for r in
+                groups.filter(F.col("held_back").isNotNull()).groupBy("held_back").agg(F.sum("n").alias("n"))
+                .orderBy(F.desc("n"), "held_back").collect()]
         top_hosts = [(r["host"], r["n"]) for r in
                      groups.groupBy("host").agg(F.sum("n").alias("n")).orderBy(F.desc("n"), "host")
                      .limit(int(cfg["stats.top_hosts"])).collect()]
@@ -78,7 +85,7 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     hosts = host_stats(spark, root, now_ts)
     return {"hostdb": hosts, "crawl_root": root.root, "version": version, "total_urls": totals["total"] or 0,
             "hosts": totals["hosts"], "due_now": totals["due"] or 0, "leased": totals["leased"] or 0,
-            "max_depth": totals["max_depth"], "by_status": by_status, "by_http_status": by_http,
+            "max_depth": totals["max_depth"], "by_status": by_status, "by_http_status": by_http, "held_back": held,
             "top_hosts": top_hosts, "leases": leases, "native_code": native.status(), "blocked": blocked}
 
 

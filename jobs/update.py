@@ -43,7 +43,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawl.config import with_values
-from crawl.crawldb import in_memory, schedule, schedule_fit
+from crawl.crawldb import held_back, in_memory, schedule, schedule_fit
 from crawl.crawldb.segment_ids import segment_time
 from crawl.crawldb.selection import budget_split
 from crawl.crawldb.status import (DUPLICATE, FETCHED, NOTMODIFIED, UNFETCHED, apply_fetch,
@@ -158,12 +158,72 @@ def due_now_hints(*hints: DataFrame) -> DataFrame:
     return union.groupBy("host_bucket", "url_hash", "url").agg(F.min("next_fetch_at").alias("next_fetch_at"))
 
 
+_HOST = ["host_bucket", "host"]
+
+
+def host_reasons(hosts: DataFrame, host_state: DataFrame, segment_id: str) -> DataFrame:
+    """Per host of the segment (its ``hosts`` rows): its held_back reason after this cycle
+    (crawl.crawldb.held_back.held_back_rule) and whether it changed (``_changed``: changed_rule,
+    against host_state's previous value)."""
+    old = host_state.select(*_HOST, F.col("url_budget").alias("_budget"), F.col("held_back").alias("_previous"),
+                            F.col("last_segment_id").alias("_last"))
+    joined = hosts.select(*_HOST, "stop_reason", "deferred", "trap_signal").join(old, _HOST, "left")
+    reason = held_back.held_back_rule(F.col("stop_reason"), F.col("deferred"), F.col("trap_signal"), F.col("_budget"),
+                                      COLUMN_OPS).cast("string")
+    return joined.select(*_HOST, reason.alias("held_back"),
+                         held_back.changed_rule(F.col("_previous"), reason, F.col("_last"), segment_id,
+                                                COLUMN_OPS).alias("_changed"))
+
+
+def with_host_reason(rows: DataFrame, reasons: DataFrame) -> DataFrame:
+    """The segment's updated crawldb rows with their host's new held_back reason."""
+    return (rows.drop("held_back").join(reasons.select(*_HOST, "held_back"), _HOST, "left")
+            .select(*_URL_FIELDS))
+
+
+def new_rows_with_reason(rows: DataFrame, reasons: DataFrame, host_state: DataFrame) -> DataFrame:
+    """New crawldb rows with their host's held_back reason: the new one of a host in the segment,
+    else host_state's."""
+    segment = reasons.select(*_HOST, F.col("held_back").alias("_reason"), F.lit(True).alias("_in_segment"))
+    old = host_state.select(*_HOST, F.col("held_back").alias("_old"))
+    return (rows.drop("held_back").join(segment, _HOST, "left").join(old, _HOST, "left")
+            .withColumn("held_back", F.when(F.col("_in_segment"), F.col("_reason")).otherwise(F.col("_old")))
+            .select(*_URL_FIELDS))
+
+
+def held_back_rewrites(url_state: DataFrame, reasons: DataFrame, outcomes: DataFrame) -> DataFrame:
+    """(keys, held_back) of the crawldb rows, not attempted in the segment, whose host's reason
+    changed in this update and whose own value differs (crawl.crawldb.held_back.rewrite_rule):
+    only the hosts whose reason changed are read, so a host that stays held back costs nothing."""
+    changed = reasons.filter(F.col("_changed")).select(*_HOST, F.col("held_back").alias("_reason"))
+    # the changed hosts' buckets (``reasons`` is cached and has a row per host of the segment): no
+    # host changed, no read; else only their buckets' files are read
+    buckets = sorted({r["host_bucket"] for r in changed.select("host_bucket").distinct().collect()})
+    if not buckets:
+        return changed.sparkSession.createDataFrame([], _KEYS + ", held_back string")
+    rows = (url_state.filter(F.col("host_bucket").isin(*buckets)).select(*_HOST, "url_hash", "url", "held_back")
+            .join(F.broadcast(changed), _HOST))
+    return (rows.filter(held_back.rewrite_rule(F.lit(True), F.col("held_back"), F.col("_reason"), COLUMN_OPS))
+            .join(outcomes.select("url_hash", "url"), ["url_hash", "url"], "left_anti")
+            .select("host_bucket", "url_hash", "url", F.col("_reason").alias("held_back")))
+
+
+def with_rewrites(hints: DataFrame, rewrites: DataFrame) -> DataFrame:
+    """The crawldb MERGE's hint rows: due-now hints (keys, next_fetch_at) and held_back rewrites
+    (keys, held_back) as one row per URL, ``_held`` saying whether it has a rewrite."""
+    return (hints.join(rewrites.withColumn("_held", F.lit(True)), ["host_bucket", "url_hash", "url"], "full")
+            .select("host_bucket", "url_hash", "url", "next_fetch_at", "held_back",
+                    F.coalesce("_held", F.lit(False)).alias("_held")))
+
+
 def merge_crawldb(spark: SparkSession, root: CrawlRoot, updates: DataFrame, discovered: DataFrame,
                   hints: DataFrame) -> dict[str, int]:
-    """One atomic commit: updates of leased URLs, inserts of unknown outlinks, and hints that a
-    known URL is due now (its sitemap lastmod is newer than our fetch, or it duplicates a page
-    that no longer holds its content: see orphaned_duplicates). The three sources are disjoint:
-    hints and new URLs exclude the URLs fetched in this segment, and each other."""
+    """One atomic commit: updates of leased URLs, inserts of unknown outlinks, and hints about
+    known URLs (``hints``: with_rewrites): due now (its sitemap lastmod is newer than our fetch, or
+    it duplicates a page that no longer holds its content: see orphaned_duplicates), and its
+    host's new held_back reason (``_held``: the host's reason changed, crawl.crawldb.held_back).
+    The three sources are disjoint: hints and new URLs exclude the URLs fetched in this segment,
+    and each other."""
     source = (updates.withColumn("_kind", F.lit("fetched"))
               .unionByName(discovered.withColumn("_kind", F.lit("new")))
               .unionByName(hints.withColumn("_kind", F.lit("hint")), allowMissingColumns=True))
@@ -171,17 +231,21 @@ def merge_crawldb(spark: SparkSession, root: CrawlRoot, updates: DataFrame, disc
     counts = merge_counts(crawldb.alias("t").merge(source.alias("s"), URL_KEY)
      .whenMatchedUpdate(condition="s._kind = 'fetched' AND t.segment_id = s.segment_id AND t.lease_until IS NOT NULL",
                         set={name: F.col(f"s.{name}") for name in _URL_FIELDS})
-     .whenMatchedUpdate(condition="s._kind = 'hint' AND t.next_fetch_at > s.next_fetch_at",
-                        set={"next_fetch_at": F.col("s.next_fetch_at")})
+     .whenMatchedUpdate(condition="s._kind = 'hint' AND (t.next_fetch_at > s.next_fetch_at "
+                                  "OR (s._held AND NOT (t.held_back <=> s.held_back)))",
+                        set={"next_fetch_at": F.expr("CASE WHEN t.next_fetch_at > s.next_fetch_at THEN s.next_fetch_at "
+                                                     "ELSE t.next_fetch_at END"),
+                             "held_back": F.expr("CASE WHEN s._held THEN s.held_back ELSE t.held_back END")})
      .whenNotMatchedInsert(condition="s._kind = 'new'", values={name: F.col(f"s.{name}") for name in _URL_FIELDS})
      .execute())
     return counts
 
 
-def _host_source(hosts: DataFrame, discovered: DataFrame, cfg: Mapping[str, Any], segment_id: str,
-                 now: float) -> DataFrame:
-    """One row per host touched by the segment: hosts fetched in it (``_fetched``) and hosts that
-    only received new URLs, with the new-URL counts of discovery."""
+def _host_source(hosts: DataFrame, discovered: DataFrame, reasons: DataFrame, cfg: Mapping[str, Any],
+                 segment_id: str, now: float) -> DataFrame:
+    """One row per host touched by the segment: hosts fetched in it (``_fetched``, with their
+    held_back ``reasons``) and hosts that only received new URLs, with the new-URL counts of
+    discovery."""
     defer_s = float(cfg["fetch.robots_ttl_s"])
     cap = per_host_cap(cfg)
     # a segment fetched by an older deltacrawl has no such columns: null (nothing cached, 0 queries)
@@ -209,6 +273,7 @@ def _host_source(hosts: DataFrame, discovered: DataFrame, cfg: Mapping[str, Any]
         F.coalesce("sitemap_errors", F.lit(0)).cast("long").alias("sitemap_errors"), "sitemap_last_error",
         cap.alias("_cap"),  # the per-cycle budget a trap signal halves (see merge_hostdb)
         F.lit(True).alias("_fetched"))
+    fetched = fetched.join(reasons.select(*_HOST, "held_back"), _HOST, "left")
     return (fetched.join(discovered, ["host_bucket", "host"], "full")
             .withColumn("url_count_exact", F.lit(None).cast("long"))
             .withColumn("_fetched", F.coalesce("_fetched", F.lit(False)))
@@ -259,7 +324,7 @@ def merge_hostdb(spark: SparkSession, root: CrawlRoot, source: DataFrame, cfg: M
             # cycle's DNS and TLS failures (null: the host answered)
             **{c: F.expr(f"CASE WHEN s._fetched AND s.addresses_expire_at IS NOT NULL THEN s.{c} ELSE t.{c} END")
                for c in ("addresses", "addresses_expire_at")},
-            **{c: fetch(c) for c in ("dns_error", "tls_error")},
+            **{c: fetch(c) for c in ("dns_error", "tls_error", "held_back")},
             "dns_queries": F.expr("coalesce(t.dns_queries, 0) + coalesce(s.dns_queries, 0)"),
             **{c: fetch(c) for c in ("crawl_delay_s", "deferred_until", "backoff_until", "backoff_s",
                                      "stop_reason", "override_pattern")},
@@ -325,12 +390,13 @@ def append_warc_index(root: CrawlRoot, outcomes: DataFrame, app_id: str) -> int:
 @dataclass
 class Sources(CachedFrames):
     """What update writes, as DataFrames: the crawldb MERGE's three sources (updates of the
-    leased URLs, new URL rows, due-now hints), per host the new URLs its budget let in and kept
+    leased URLs, new URL rows, due-now hints with held_back rewrites), per host the new URLs its budget let in and kept
     out (per_host_counts), and the segment's url and host rows."""
     updates: DataFrame
     new_rows: DataFrame
-    hints: DataFrame
+    hints: DataFrame      # with_rewrites: due-now hints and held_back rewrites
     host_counts: DataFrame
+    reasons: DataFrame    # host_bucket, host, held_back: the segment's hosts' reasons
     outcomes: DataFrame
     hosts: DataFrame
     local: bool = False   # made only of rows the driver holds (local_sources)
@@ -352,14 +418,17 @@ def sources_by_spark(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataF
     not run), the crawldb ``url_state`` and the hostdb ``host_state``."""
     outcomes = with_duplicates(fetched.filter(F.col("kind") == "url"), dups, cfg)
     hosts = fetched.filter(F.col("kind") == "host")
-    updates = updated_states(spark, url_state, outcomes, cfg)
+    reasons = host_reasons(hosts, host_state, segment_id).cache()
+    updates = with_host_reason(updated_states(spark, url_state, outcomes, cfg), reasons)
     # what the segment discovered: new URLs within each host's budget, and lastmod hints
     unknown, known = discover.split_known(discover.candidates(spark, outcomes, hosts, cfg), url_state)
     budgeted = discover.within_host_budget(unknown, host_state, cfg).cache()
-    new_rows = discover.new_url_rows(spark, budgeted.filter("_keep"), now, segment_id)
-    hints = due_now_hints(discover.lastmod_hints(known, now), orphaned_duplicates(url_state, outcomes, now))
-    return Sources(updates, new_rows, hints, discover.per_host_counts(budgeted), outcomes, hosts,
-                   cached=[budgeted])
+    new_rows = new_rows_with_reason(discover.new_url_rows(spark, budgeted.filter("_keep"), now, segment_id),
+                                    reasons, host_state)
+    hints = with_rewrites(due_now_hints(discover.lastmod_hints(known, now), orphaned_duplicates(url_state, outcomes, now)),
+                          held_back_rewrites(url_state, reasons, outcomes))
+    return Sources(updates, new_rows, hints, discover.per_host_counts(budgeted), reasons.select(*_HOST, "held_back"),
+                   outcomes, hosts, cached=[budgeted, reasons])
 
 
 # At most this many discovered URLs (or crawldb rows they and the segment's pages meet) for
@@ -381,15 +450,29 @@ def _crawldb_rows(url_state: DataFrame, keys: list[tuple], urls: list[str]) -> l
     return None if len(rows) > 2 * _LOCAL_MAX_ROWS else rows
 
 
-def _host_url_counts(host_state: DataFrame, hosts: list[tuple]) -> dict[tuple[int, str], int | None]:
-    """host_state.url_count of ``hosts`` ((host_bucket, host) pairs): three columns of the whole
-    hostdb, filtered through Arrow (its rows are hosts of a crawldb that fits the driver)."""
+_HOST_COLUMNS = ("host_bucket", "host", "url_count", "url_budget", "held_back", "last_segment_id")
+
+
+def _host_rows(host_state: DataFrame, hosts: list[tuple]) -> dict[tuple[int, str], dict]:
+    """{(host_bucket, host): row} of ``hosts``: the host_state columns update's rules read
+    (url_count, url_budget, held_back, last_segment_id) of the whole hostdb, filtered through
+    Arrow (its rows are hosts of a crawldb that fits the driver)."""
     if not hosts:
         return {}
     names = pa.array(sorted({h for _, h in hosts}), pa.string())
-    rows = rows_where(host_state.select("host_bucket", "host", "url_count"),
+    rows = rows_where(host_state.select(*_HOST_COLUMNS), lambda t: pc.is_in(t["host"], value_set=names))
+    return {(r["host_bucket"], r["host"]): r for r in rows}
+
+
+def _held_back_rows(url_state: DataFrame, hosts: list[tuple]) -> list[dict] | None:
+    """The crawldb rows (keys, host, held_back) of ``hosts`` ((host_bucket, host) pairs whose
+    held_back reason changed); None if more than _LOCAL_MAX_ROWS."""
+    if not hosts:
+        return []
+    names = pa.array(sorted({h for _, h in hosts}), pa.string())
+    rows = rows_where(url_state.select("host_bucket", "host", "url_hash", "url", "held_back"),
                       lambda t: pc.is_in(t["host"], value_set=names))
-    return {(r["host_bucket"], r["host"]): r["url_count"] for r in rows}
+    return None if len(rows) > _LOCAL_MAX_ROWS else rows
 
 
 def local_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
@@ -435,25 +518,43 @@ def sources_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: Data
                                  links.sitemap_score, links.buckets)
     if len(cands) > _LOCAL_MAX_ROWS:
         return None
-    crawldb, counts = run_concurrently(
+    segment_hosts = {(h["host_bucket"], h["host"]) for h in host_rows}
+    crawldb, previous = run_concurrently(
         lambda: _crawldb_rows(url_state, sorted(keys | {in_memory.key_of(c) for c in cands}),
                               sorted({o["url"] for o in outcomes})),
-        lambda: _host_url_counts(host_state, sorted({(c["host_bucket"], c["host"]) for c in cands})))
+        lambda: _host_rows(host_state, sorted(segment_hosts | {(c["host_bucket"], c["host"]) for c in cands})))
     if crawldb is None:
         return None
+    counts = {key: row["url_count"] for key, row in previous.items()}
     plan = in_memory.plan(outcomes, cands, {in_memory.key_of(r): r for r in crawldb}, counts,
                           lambda host: discover.host_total_cap_of(cfg, host), schedule_policy(cfg), now, segment_id)
+    # the hosts' held_back reasons (crawl.crawldb.held_back): on the segment's rows, the new rows,
+    # and the other rows of the hosts whose reason changed
+    reasons = held_back.host_reasons(host_rows, previous)
+    held_back.with_reasons(plan.updates, plan.new_rows, reasons, previous)
+    changed = held_back.changed_hosts(reasons, previous, segment_id)
+    of_changed = _held_back_rows(url_state, sorted(changed))
+    if of_changed is None:
+        return None
+    rewrites = {(b, h, u): reason for b, h, u, reason in
+                held_back.rewrites(of_changed, changed, {(o["url_hash"], o["url"]) for o in outcomes})}
+    marks = {key: [at, None, False] for *key, at in plan.hints}
+    for key, reason in rewrites.items():
+        marks.setdefault(key, [None, None, False])[1:] = [reason, True]
 
     def url_state_rows(rows: list[dict]) -> DataFrame:
         local = spark.createDataFrame([tuple(r[n] for n in _URL_FIELDS) for r in rows], epoch_schema(URL_STATE_SCHEMA),
                                       verifySchema=False)
         return from_epoch(local, URL_STATE_TIMES)
 
-    hints = spark.createDataFrame(plan.hints, _KEYS + ", next_fetch_at double")
+    hints = spark.createDataFrame([(*key, *mark) for key, mark in marks.items()],
+                                  _KEYS + ", next_fetch_at double, held_back string, _held boolean")
     segment_df = spark.createDataFrame(segment, fetched.schema, verifySchema=False)
     return Sources(url_state_rows(plan.updates), url_state_rows(plan.new_rows),
                    hints.withColumn("next_fetch_at", from_epoch_col(F.col("next_fetch_at"))),
                    spark.createDataFrame(plan.host_counts, "host_bucket int, host string, new_urls long, over_cap long"),
+                   spark.createDataFrame([(*key, reason) for key, reason in reasons.items()],
+                                         "host_bucket int, host string, held_back string"),
                    segment_df.filter(F.col("kind") == "url"), segment_df.filter(F.col("kind") == "host"), local=True)
 
 
@@ -544,7 +645,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         write_marker(spark, root.update_started_marker(segment_id), f"update started at {now}\n")
     src = sources(spark, cfg, root, segment_id, now)
     try:
-        host_rows = _host_source(src.hosts, src.host_counts, cfg, segment_id, now)
+        host_rows = _host_source(src.hosts, src.host_counts, src.reasons, cfg, segment_id, now)
         app_id = txn_app_id("update", segment_id)
         # each table takes the segment's write once; deletion vectors or rewrites by table size
         # (a re-run's hostdb source also reads the crawldb: Delta copies it then, as by default)

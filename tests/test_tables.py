@@ -7,8 +7,9 @@ from crawl.fetch.robots import answers_of
 from jobs.engine.schemas import HOST_STATE_SCHEMA
 from jobs.engine.tables import ensure_tables
 
-# host_state columns a newer deltacrawl added (robots.txt per origin, DNS and TLS): an old table lacks them
-NEWER = ("robots_scheme", "robots_other", "addresses", "addresses_expire_at", "dns_queries", "dns_error", "tls_error")
+# host_state columns a newer deltacrawl added (robots.txt per origin, DNS and TLS, held_back): an old table lacks them
+NEWER = ("robots_scheme", "robots_other", "addresses", "addresses_expire_at", "dns_queries", "dns_error", "tls_error",
+         "held_back")
 
 
 def test_an_old_host_state_gets_the_new_columns_and_its_robots_cache_is_not_reused(spark, root):

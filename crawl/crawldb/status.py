@@ -99,6 +99,7 @@ def new_url_state(url: str, host: str, bucket: int, url_key: int, depth: int, sc
         "observed_count": 0, "first_observed_at": None, "last_observed_at": None, "last_changed_at": None,
         "gone_checks": 0, "discovered_segment": discovered_segment,
         "unchanged_s": None, "change_span_s": None, "exposure_changes": None, "refresh_value": None, "refresh_slope": None,
+        "held_back": None,
     }
 
 

@@ -66,6 +66,10 @@ class ColumnOps:
         return _col(s).endswith(suffix)
 
     @staticmethod
+    def startswith(s: Any, prefix: str) -> Column:
+        return _col(s).startswith(prefix)
+
+    @staticmethod
     def xor(a: Any, b: Any) -> Column:
         return _col(a).bitwiseXOR(_col(b))
 

@@ -63,6 +63,10 @@ URL_STATE_SCHEMA = StructType([
     # how many changes change_span_s holds (record_exposure: the first answer's Last-Modified
     # dates one more); added after refresh_slope, so null in old rows (then change_count)
     StructField("exposure_changes", IntegerType(), True),
+    # why the URL's host holds it back (crawl.crawldb.held_back: robots_unreachable, host_backoff,
+    # ...), null when it does not; update keeps it in sync. Added after exposure_changes, so null
+    # in old rows until update reaches their host
+    StructField("held_back", StringType(), True),
 ])
 
 
@@ -114,6 +118,9 @@ HOST_STATE_SCHEMA = StructType([
     StructField("dns_queries", LongType(), True),
     StructField("dns_error", StringType(), True),
     StructField("tls_error", StringType(), True),
+    # why the host holds its URLs back after its last cycle (crawl.crawldb.held_back), null when it
+    # does not: what update compares to tell which hosts' URLs to rewrite; null in older rows
+    StructField("held_back", StringType(), True),
 ])
 
 
