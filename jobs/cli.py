@@ -148,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         return jars_main(rest)
     if command == "package":
         return package_main(rest)
+    if command == "parsers":  # the installed parsers, on or off under the config (docs/parsers.md)
+        from crawl.parse.registry import describe
+        return run_main("deltacrawl parsers", rest, lambda parser: None,
+                        lambda args, cfg: print("\n".join(describe(cfg))) or EXIT_OK, needs_root=False)
     if command in SQL_COMMANDS:
         from jobs import sql
         return getattr(sql, f"{command}_main")(rest)

@@ -145,3 +145,13 @@ def test_the_fetcher_uses_an_installed_parser(plugin):
     assert notes["fetch_status"] == FS.OK and notes["parse_error"] is None
     assert notes["outlinks"] == [web.base(0) + "/more.txt"] and notes["text_hash"] is not None
     assert got[page_url]["parse_error"] is None and got[page_url]["outlinks"] == [web.base(0) + "/a"]
+
+
+def test_deltacrawl_parsers_lists_them(plugin, capsys):
+    from jobs.cli import main
+    assert main(["parsers", "--conf", "parse.disabled=[\"pdf\"]"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["html\tpriority 0\tbuilt-in\ton\ttext/html, application/xhtml+xml",
+                         "pdf\tpriority 0\tbuilt-in\toff (parse.disabled)\tapplication/pdf"]
+    assert "plaintext\tpriority 0\tdeltacrawl-plaintext\ton\ttext/plain (not in fetch.content_types)" in lines
+    assert any(line.startswith("missing\tBROKEN\t") for line in lines)
