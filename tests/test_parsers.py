@@ -4,6 +4,7 @@ dist-info directory and a module on sys.path (a tmp_path), found by importlib.me
 by `deltacrawl parsers`, chosen by priority and used by the fetcher."""
 from __future__ import annotations
 
+import pathlib
 import sys
 import textwrap
 
@@ -21,6 +22,7 @@ from tests.test_fetcher import cfg as fetch_cfg, rows_for
 
 PAGE = b"<html><head><title>T</title></head><body><a href='/a'>a</a> words here</body></html>"
 URL = "http://127.0.0.1:8000/"
+REPO = pathlib.Path(__file__).resolve().parent.parent
 
 PLUGIN = '''
 from crawl.dedup.fingerprint import fingerprint
@@ -155,3 +157,33 @@ def test_deltacrawl_parsers_lists_them(plugin, capsys):
                          "pdf\tpriority 0\tbuilt-in\toff (parse.disabled)\tapplication/pdf"]
     assert "plaintext\tpriority 0\tdeltacrawl-plaintext\ton\ttext/plain (not in fetch.content_types)" in lines
     assert any(line.startswith("missing\tBROKEN\t") for line in lines)
+
+
+def test_an_installed_parser_runs_in_the_guarded_child(plugin):
+    # A fresh interpreter with the package on its path, as an installed one is: the parser child
+    # (forkserver) imports the plugin by reference and runs it under the pool's limits.
+    code = textwrap.dedent('''
+        import asyncio
+        from crawl.parse.page import ParseOptions
+        from crawl.parse.pool import BatchingParser, ParserPool
+
+        async def run():
+            options = ParseOptions(10, content_types=("text/plain", "text/html"), disabled=("loud",))
+            with BatchingParser(ParserPool(workers=1, time_limit_s=60.0)) as parser:
+                return await asyncio.gather(
+                    parser.parse(b"In the child\\nlink:b.txt", "http://127.0.0.1:8000/a.txt", "text/plain", options),
+                    parser.parse(b"<a href=/x>x</a>", "http://127.0.0.1:8000/", "text/html", options))
+
+        if __name__ == "__main__":
+            text, page = asyncio.run(run())
+            print(repr((text.title, text.outlinks, text.error, page.outlinks, page.error)))
+    ''')
+    script = plugin / "run_pool.py"
+    script.write_text(code, encoding="utf-8")
+    import os
+    import subprocess
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(plugin), str(REPO)]))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == repr(("text: In the child", ["http://127.0.0.1:8000/b.txt"], None,
+                                        ["http://127.0.0.1:8000/x"], None))
