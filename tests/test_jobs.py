@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 
 import pytest
 from delta.tables import DeltaTable
@@ -110,7 +111,9 @@ def test_generate_without_crawldb_is_a_user_error(spark, cfg, root):
         generate.run(spark, cfg, root)
 
 
-def test_fetch_update_cycle_and_update_idempotence(spark, cfg, root, tmp_path, devweb):
+def test_fetch_update_cycles_update_idempotence_and_robots_cache(spark, cfg, root, tmp_path, devweb):
+    """A cycle, fetch and update run again, the WARC files read back; then a second cycle, which
+    reads robots.txt from the hostdb instead of asking the hosts again."""
     inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", devweb.seed_urls()[:4]))
     seg = generate.run(spark, cfg, root).segment_id
     fetched = fetch.run(spark, cfg, root, seg)
@@ -189,6 +192,19 @@ def test_fetch_update_cycle_and_update_idempotence(spark, cfg, root, tmp_path, d
     assert dict(summary["by_http_status"])[200] == 4
     assert summary["due_now"] == len(rows) - 4
 
+    # a second cycle: the hosts of the first one are not asked for robots.txt again
+    seg2 = generate.run(spark, cfg, root).segment_id
+    fetch.run(spark, cfg, root, seg2)
+    update.run(spark, cfg, root, seg2)
+    robots = Counter(e["host"] for e in devweb.requests() if e["path"] == "/robots.txt")
+    assert set(robots.values()) == {1}  # once per host, not once per cycle
+    # the cached robots.txt rides on one fetchlist row per host, not on each of its URLs
+    fetchlist = spark.read.parquet(root.fetchlist(seg2)).collect()
+    cached = {r["host"] for r in fetchlist} & set(hosts)  # the first cycle's hosts
+    assert cached
+    carriers = [r["host"] for r in fetchlist if r["robots_txt"] is not None]
+    assert sorted(carriers) == sorted(cached) and len(fetchlist) > len(carriers)
+
 
 def test_fetch_tasks_write_warc_files_to_s3(spark, cfg, devweb, moto_s3):
     """The fetch tasks get the S3 store in their closure (settings, no client: each makes its
@@ -218,20 +234,6 @@ def test_fetch_tasks_write_warc_files_to_s3(spark, cfg, devweb, moto_s3):
         record = read_record_at(store.uri(r["warc_file"]), r["warc_offset"], r["warc_length"], settings=store.settings)
         assert record["target_uri"] == r["url"] and record["http_status"] == 200
         assert b"<html" in record["payload"].lower()
-
-
-def test_second_cycle_uses_robots_cache(spark, cfg, root, tmp_path, devweb):
-    inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", devweb.seed_urls()[:2]))
-    for _ in range(2):
-        seg = generate.run(spark, cfg, root).segment_id
-        fetch.run(spark, cfg, root, seg)
-        update.run(spark, cfg, root, seg)
-    robots = [e for e in devweb.requests() if e["path"] == "/robots.txt"]
-    assert len(robots) == 2  # once per host, not once per cycle
-    # the cached robots.txt rides on one fetchlist row per host, not on each of its URLs
-    fetchlist = spark.read.parquet(root.fetchlist(seg)).collect()
-    carriers = [r["host"] for r in fetchlist if r["robots_txt"] is not None]
-    assert sorted(carriers) == sorted({r["host"] for r in fetchlist}) and len(fetchlist) > len(carriers)
 
 
 def test_update_of_unfetched_or_unknown_segment(spark, cfg, root, tmp_path):
