@@ -15,7 +15,6 @@ from aiohttp import web
 from jobs import dedup, fetch, generate, inject, update
 from jobs.engine.crawl_root import CrawlRoot
 from tests.conftest import make_config, write_seeds
-from tests.both_paths import both_update_paths
 
 HOST_A, HOST_B = "127.0.0.61", "127.0.0.62"
 BOILERPLATE = 30
@@ -109,31 +108,43 @@ def _cycle(spark, cfg, root):
 
 def _same_answer_from_whole_tables(spark, cfg, root, seg, monkeypatch):
     """dedup of a small segment is decided in memory (dedup.decide_in_memory) from slices of
-    dedup/pages and dedup/bands, both tables read whole; run again in memory from filtered reads
-    (crawldb.local_read_max_mb = 0), and by Spark's queries (dedup.local_max_pages = 0) on
-    cached slices (dedup.table_slices), on the whole tables and on the band slice alone, it must
-    find the same duplicates."""
+    dedup/pages and dedup/bands, both tables read whole; decided again in memory from filtered
+    reads (as with crawldb.local_read_max_mb = 0), run again by Spark's queries
+    (dedup.local_max_pages = 0) on cached slices (dedup.table_slices), and decided by them on
+    the whole tables and on the band slice alone, it must find the same duplicates. (One run
+    by Spark writes its answer and MERGEs the tables again; the other ways are asked for their
+    decision only: what they would write is that decision.)"""
+    from jobs.engine.reads import read_delta
+
     def answer():
         return sorted(tuple(r) for r in spark.read.parquet(root.dedup_result(seg)).collect())
     in_memory = answer()
-    dedup.run(spark, {**cfg, "crawldb.local_read_max_mb": 0}, root, seg)
-    assert answer() == in_memory, "filtered reads"
-    by_spark = {**cfg, "dedup.local_max_pages": 0}
-    for name, value in (("_SLICE_MAX_PAGES", dedup._SLICE_MAX_PAGES), ("_SLICE_MAX_PAGES", 0), ("_SLICE_MAX_KEYS", 0)):
-        with monkeypatch.context() as patch:
-            patch.setattr(dedup, name, value)
-            dedup.run(spark, by_spark, root, seg)
-        assert answer() == in_memory, (name, value)
+    known, bands = read_delta(spark, root.dedup_pages, True), read_delta(spark, root.dedup_bands, True)
+    filtered = dedup.decide_in_memory(spark, cfg, dedup.fetched_pages(spark, root, seg), known, bands, whole=False)
+    assert filtered is not None and sorted(filtered.decision.duplicates) == in_memory, "filtered reads"
+    dedup.run(spark, {**cfg, "dedup.local_max_pages": 0}, root, seg)
+    assert answer() == in_memory, "by Spark, on the slices"
+    known, bands = read_delta(spark, root.dedup_pages, True), read_delta(spark, root.dedup_bands, True)
+    pages = dedup.segment_pages(spark, root, seg, known).cache()
+    new_bands = dedup.page_bands(spark, pages).cache()
+    try:
+        for name in ("_SLICE_MAX_PAGES", "_SLICE_MAX_KEYS"):
+            slices: list = []
+            with monkeypatch.context() as patch:
+                patch.setattr(dedup, name, 0)
+                _, (dups, _cand, cached) = dedup.decide_by_spark(spark, cfg, pages, new_bands, known, bands, slices)
+                try:
+                    assert sorted(tuple(r) for r in dups.collect()) == in_memory, name
+                finally:
+                    for df in (*cached, *slices):
+                        df.unpersist()
+    finally:
+        new_bands.unpersist()
+        pages.unpersist()
     return in_memory
 
 
 def test_dedup_through_spark(spark, server, tmp_path, monkeypatch):
-    with both_update_paths() as checked:  # duplicates, their links, released and orphaned duplicates
-        _dedup_through_spark(spark, server, tmp_path, monkeypatch)
-    assert len(checked) == 4
-
-
-def _dedup_through_spark(spark, server, tmp_path, monkeypatch):
     a, b = server[HOST_A], server[HOST_B]
     seeds = [a + p for p in PAGES if p not in ("/late.html", "/only-from-orig.html", "/only-from-copy.html")]
     seeds.append(b + "/mirror.html")
