@@ -14,7 +14,7 @@ from jobs import fetch, generate, inject
 from jobs.engine.errors import ConcurrentStepError, UserError
 from jobs.engine.crawl_root import list_segments
 from jobs.engine.tables import ensure_cycles_table
-from tests.conftest import write_seeds
+from tests.conftest import FAST, write_seeds
 
 DELTACRAWL = os.path.join(os.path.dirname(sys.executable), "deltacrawl")
 
@@ -38,7 +38,10 @@ def test_two_generates_at_once_never_lease_a_url_twice(spark, cfg, root, tmp_pat
     ensure_cycles_table(spark, root)  # both runs append a row to it
     env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
     env.pop("DELTACRAWL_VERBOSE", None)
-    argv = [DELTACRAWL, "generate", "--crawl-root", root.root, "--conf", "generate.max_urls_per_host=3"]
+    # the suite's fast settings (tests/conftest.py FAST: 2 shuffle partitions, not 8; the quick JIT
+    # compiler), as the other CLI tests pass them
+    fast = [arg for k, v in FAST.items() for arg in ("--conf", f"{k}={v}")]
+    argv = [DELTACRAWL, "generate", "--crawl-root", root.root, *fast, "--conf", "generate.max_urls_per_host=3"]
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for _ in range(2)]
     results = [(p.wait(timeout=900), p.stdout.read(), p.stderr.read()) for p in procs]
