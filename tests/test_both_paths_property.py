@@ -10,8 +10,8 @@ Spark costs seconds per query, not per row, so one example holds several indepen
 each case has its own hosts (``h<i>.c<case>.test``), URLs, text hashes, SimHash band values
 and MinHash values, so the cases cannot meet in any join or group, and one Spark evaluation
 decides them all. Dedup and update read their settings once for the whole input: an example is
-one Spark pass of one setting, and holds many cases (they cost next to nothing more: 3 or 12
-cases, the same ~20 CPU s a pass), so a few examples (settings) cover as many cases as more
+one Spark pass of one setting, and holds many cases (they cost next to nothing more: dedup of 3
+or of 12 cases, the same ~20 CPU s a pass), so a few examples (settings) cover as many cases as more
 examples of fewer cases did. Generate, whose top_n is shared by everything it ranks, runs one
 query per case, unioned into one job: its cost grows with the cases (~3 CPU s each), so each
 case has its own settings (caps, budgets, overrides), and a few examples cover more settings
