@@ -1,5 +1,6 @@
 """Shared fixtures: ONE SparkSession for the whole run (local[2], 2 shuffle partitions, UTC,
-UI off, Delta on), fast crawl configs, and the bundled test web on loopback."""
+UI off, Delta on), fast crawl configs, the bundled test web on loopback, and ONE real crawl of it
+for the whole run (named_crawl), which the modules that check a whole crawl read."""
 from __future__ import annotations
 
 import json
@@ -89,21 +90,109 @@ def devweb():
     web.stop()
 
 
-@pytest.fixture
-def named_devweb():
-    """The test web as the internet looks: hosts by name over HTTPS (a local CA), their http origins
-    redirecting to https, names from a DNS server on loopback (crawl/devweb/web.py, named)."""
+# The shared crawl (named_crawl): 3 cycles, as tests/test_e2e.py's end-to-end crawl has always had
+NAMED_CRAWL_CYCLES = 3
+# its test web as the internet looks: hosts by name over HTTPS (a local CA), their http origins
+# redirecting to https, names from a DNS server on loopback (crawl/devweb/web.py, named); and the
+# demo's hostile hosts
+NAMED_CRAWL_WEB = dict(hosts=10, pages_per_host=8, seed=7, crawl_delay_s=0.4, hostile=True, named=True)
+
+
+@pytest.fixture(scope="session")
+def named_crawl(spark, tmp_path_factory):
+    """ONE real crawl for the modules that check what a whole crawl leaves (test_e2e, test_sql,
+    test_tracking): ``deltacrawl crawl`` (the CLI's main, in-process, on the shared SparkSession)
+    for NAMED_CRAWL_CYCLES cycles over the named test web (NAMED_CRAWL_WEB: 10 hosts by name over
+    HTTPS, crawl delay 0.4 s) with the demo's hostile hosts among the seeds (devweb.hostile:
+    failures, traps and duplicates for the SQL examples to find), MLflow tracking as shipped
+    (TRACKED: a SQLite store in the crawl root), started from an empty working directory.
+
+    Built once per run, not per module nor per worker: the first worker to ask builds it in the
+    run's shared temporary folder under a lock, the others wait for it and read what it wrote
+    (_build_named_crawl). Its crawl root is ``<shared>/named-crawl/crawl-data`` (docs/sql.md's
+    relative path works from its parent). Tests only read it; a module that writes copies it
+    first (copy_named_crawl). ``web`` is the same test web, not started: its link graph
+    (outlinks, is_disallowed), names and addresses; ``log`` is the server's request log of the
+    whole crawl and ``dns_queries`` its DNS server's count per name."""
+    import fcntl
+    import os
+    import shutil
+    from types import SimpleNamespace
+
     from crawl.devweb.web import DevWeb
-    web = DevWeb(hosts=10, pages_per_host=8, port=0, seed=7, crawl_delay_s=0.4, named=True)
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, above each worker's own
+    base = shared / "named-crawl"
+    with open(shared / "named-crawl.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not (base / "crawl.json").exists():
+                shutil.rmtree(base, ignore_errors=True)  # what a failed build elsewhere left
+                _build_named_crawl(spark, base)
+            facts = json.loads((base / "crawl.json").read_text(encoding="utf-8"))
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    web = DevWeb(port=facts["port"], https_port=facts["https_port"], **NAMED_CRAWL_WEB)
+    web.seeded_hostile = tuple(facts["seeded_hostile"])
+    return SimpleNamespace(web=web, **{k: v for k, v in facts.items() if k not in ("port", "https_port",
+                                                                                   "seeded_hostile")})
+
+
+def _build_named_crawl(spark, base):
+    """named_crawl's crawl, in ``base``; what the tests read besides the crawl root goes to
+    ``base/crawl.json``, written last (its presence says the build finished)."""
+    import contextlib
+    import io
+    import os
+
+    from crawl.devweb.web import DevWeb
+    from jobs import cli
+    cwd = base / "cwd"
+    cwd.mkdir(parents=True)
+    web = DevWeb(port=0, **NAMED_CRAWL_WEB)
+    web.seeded_hostile = tuple(make_config()["devweb.hostile"])
+    built_ahead = lambda: max(spark.sparkContext.statusTracker().getJobIdsForGroup("deltacrawl-snapshots"),  # noqa: E731
+                              default=-1)
+    before = built_ahead()
+    out, err = io.StringIO(), io.StringIO()
+    root = str(base / "crawl-data")
     web.start()
-    yield web
-    web.stop()
+    old = os.getcwd()
+    try:
+        seeds = web.demo_seed_urls()
+        seeds_path = write_seeds(base / "seeds.txt", seeds)
+        conf = web_conf(web, TRACKED)
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = cli.main(["crawl", "--seeds", seeds_path, "--cycles", str(NAMED_CRAWL_CYCLES),
+                           "--crawl-root", root, *conf])
+    finally:
+        os.chdir(old)
+        web.stop()
+    assert rc == 0, err.getvalue()
+    names = {n.split(":")[0] for n in web.host_names} | {n.split(":")[0] for n in web.hostile_hosts.values()}
+    facts = {"root": root, "cycles": NAMED_CRAWL_CYCLES, "seeds": seeds, "seeds_path": seeds_path, "cwd": str(cwd),
+             "out": out.getvalue(), "err": err.getvalue(), "log": web.requests(),
+             "dns_queries": {n: web.dns.queries_for(n) for n in sorted(names)},
+             "snapshots_built_ahead": built_ahead() > before, "port": web.port, "https_port": web.https_port,
+             "seeded_hostile": list(web.seeded_hostile)}
+    (base / "crawl.json").write_text(json.dumps(facts), encoding="utf-8")
 
 
-def web_conf(web):
-    """``--conf key=value`` arguments: FAST, plus what a crawl of ``web`` sets (DevWeb.crawl_config:
-    its networks, and, named, its DNS server and CA file)."""
-    values = {**FAST, **{k: json.dumps(v) if isinstance(v, list) else v
+def copy_named_crawl(named_crawl, dest) -> str:
+    """A copy of named_crawl's crawl root at ``<dest>/crawl-data``, for a module that changes it
+    (or must not see another module's changes); returns its path."""
+    import shutil
+    target = str(dest / "crawl-data")
+    shutil.copytree(named_crawl.root, target)
+    return target
+
+
+def web_conf(web, base=FAST):
+    """``--conf key=value`` arguments: ``base`` (FAST unless given), plus what a crawl of ``web``
+    sets (DevWeb.crawl_config: its networks, and, named, its DNS server and CA file)."""
+    values = {**base, **{k: json.dumps(v) if isinstance(v, list) else v
                          for k, v in web.crawl_config(make_config()).items()}}
     return [arg for k, v in values.items() for arg in ("--conf", f"{k}={v}")]
 
@@ -157,3 +246,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, module[len("test_"):]))
         if module in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+        if "named_crawl" in getattr(item, "fixturenames", ()) and item.get_closest_marker("timeout") is None:
+            # whichever test asks first builds the shared crawl (or waits for another worker's)
+            # inside its own bound: a 3-cycle crawl takes 100-200 s on a loaded 2-core machine
+            item.add_marker(pytest.mark.timeout(600))

@@ -184,52 +184,40 @@ def web():
 
 
 @pytest.fixture(scope="module")
-def tracked(spark, web, tmp_path_factory):
-    """A two-cycle `deltacrawl crawl` with the default tracking store, started from a working
-    directory of its own (nothing may appear there)."""
-    import os
-    base = tmp_path_factory.mktemp("tracked")
-    cwd = base / "cwd"
-    cwd.mkdir()
-    seeds = write_seeds(base / "seeds.txt", web.seed_urls())
-    root = str(base / "crawl")
-    from contextlib import redirect_stderr, redirect_stdout
-    from io import StringIO
-    from jobs import cli
-    old, out, err = os.getcwd(), StringIO(), StringIO()
-    os.chdir(cwd)
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            rc = cli.main(["crawl", "--seeds", seeds, "--cycles", "2", "--crawl-root", root, *CONF])
-    finally:
-        os.chdir(old)
-    assert rc == 0, err.getvalue()
+def tracked(named_crawl):
+    """The suite's shared crawl (tests/conftest.py, named_crawl): a `deltacrawl crawl` of several
+    cycles with the default tracking store (TRACKED), started from a working directory of its own
+    (nothing may appear there). Only read here: MLflow's store names the crawl root's own path."""
+    from pathlib import Path
+
     from mlflow.tracking import MlflowClient
+    root = named_crawl.root
     client = MlflowClient(tracking_uri=f"sqlite:///{root}/mlflow.db")
     experiment = client.get_experiment_by_name("deltacrawl")
     runs = client.search_runs([experiment.experiment_id])
-    return SimpleNamespace(root=root, seeds=seeds, cwd=cwd, client=client, runs=runs, experiment=experiment,
-                           out=out.getvalue(), err=err.getvalue())
+    return SimpleNamespace(root=root, seeds=named_crawl.seeds, cycles=named_crawl.cycles, cwd=Path(named_crawl.cwd),
+                           client=client, runs=runs, experiment=experiment, out=named_crawl.out, err=named_crawl.err)
 
 
 def cycles_rows(spark, root):
     return [r.asDict() for r in spark.read.format("delta").load(f"{root}/cycles").collect()]
 
 
-def test_crawl_is_an_mlflow_run_with_metrics_per_cycle(tracked, web):
-    assert len(tracked.runs) == 1
+def test_crawl_is_an_mlflow_run_with_metrics_per_cycle(tracked):
+    cycles = list(range(1, tracked.cycles + 1))
+    assert len(tracked.runs) == 1 and len(cycles) >= 2
     run = tracked.runs[0]
     assert run.info.status == "FINISHED"
     assert run.info.run_name == run.data.tags["deltacrawl.crawl_id"]
-    assert run.data.tags["deltacrawl.cycles_run"] == "2"
+    assert run.data.tags["deltacrawl.cycles_run"] == str(tracked.cycles)
     client, run_id = tracked.client, run.info.run_id
     for name in ("generate/urls", "fetch/urls", "fetch/outcome/ok", "fetch/robots_denied", "fetch/bytes",
                  "fetch/pages_per_s", "dedup/duplicates", "update/new_urls", "crawldb/urls",
                  "seconds/generate", "seconds/fetch", "seconds/dedup", "seconds/update", "seconds/cycle"):
-        assert [m.step for m in client.get_metric_history(run_id, name)] == [1, 2], name
+        assert [m.step for m in client.get_metric_history(run_id, name)] == cycles, name
     assert [m.step for m in client.get_metric_history(run_id, "inject/seeds")] == [0]
     fetched = {m.step: m.value for m in client.get_metric_history(run_id, "fetch/urls")}
-    assert fetched[1] == len(web.seed_urls())
+    assert fetched[1] == len(tracked.seeds)
     assert client.get_metric_history(run_id, "fetch/bytes")[0].value > 0
     # politeness: the test web's hosts ask for a Crawl-delay, so some host waited between requests
     assert 0 < run.data.metrics["fetch/politeness_efficiency"] <= 1.0
@@ -266,15 +254,15 @@ def test_run_artifacts_json_and_charts(tracked, spark, tmp_path):
     assert list(tracked.cwd.iterdir()) == []
 
 
-def test_cycles_table_rows_match_the_run(tracked, spark, web):
-    run = tracked.runs[0]
+def test_cycles_table_rows_match_the_run(tracked, spark):
+    run, cycles = tracked.runs[0], range(1, tracked.cycles + 1)
     rows = [r for r in cycles_rows(spark, tracked.root) if r["crawl_id"] == run.data.tags["deltacrawl.crawl_id"]]
     assert sorted((r["cycle"], r["step"]) for r in rows) == sorted(
-        [(0, "inject")] + [(c, s) for c in (1, 2) for s in ("generate", "fetch", "dedup", "update")])
+        [(0, "inject")] + [(c, s) for c in cycles for s in ("generate", "fetch", "dedup", "update")])
     assert {r["mlflow_run_id"] for r in rows} == {run.info.run_id}
     by = {(r["cycle"], r["step"]): r for r in rows}
-    assert by[(0, "inject")]["new_urls"] == len(web.seed_urls()) and by[(0, "inject")]["segment_id"] is None
-    for c in (1, 2):
+    assert by[(0, "inject")]["new_urls"] == len(tracked.seeds) and by[(0, "inject")]["segment_id"] is None
+    for c in cycles:
         seg = by[(c, "generate")]["segment_id"]
         assert seg and all(by[(c, s)]["segment_id"] == seg for s in ("fetch", "dedup", "update"))
         fetch = by[(c, "fetch")]
@@ -283,17 +271,18 @@ def test_cycles_table_rows_match_the_run(tracked, spark, web):
                                                                           ("generate", "fetch", "dedup", "update")))
     # the same figures as MLflow's (one source)
     history = {m.step: m.value for m in tracked.client.get_metric_history(run.info.run_id, "crawldb/urls")}
-    assert history == {c: by[(c, "update")]["crawldb_urls"] for c in (1, 2)}
-    assert by[(2, "update")]["crawldb_urls"] == sum(by[(2, "update")]["crawldb_by_status"].values())
-    assert by[(2, "update")]["crawldb_urls"] == spark.read.format("delta").load(f"{tracked.root}/crawldb").count()
+    assert history == {c: by[(c, "update")]["crawldb_urls"] for c in cycles}
+    last = by[(tracked.cycles, "update")]
+    assert last["crawldb_urls"] == sum(last["crawldb_by_status"].values())
+    assert last["crawldb_urls"] == spark.read.format("delta").load(f"{tracked.root}/crawldb").count()
 
 
-def test_url_rows_say_in_which_segment_they_were_discovered(tracked, spark, web):
+def test_url_rows_say_in_which_segment_they_were_discovered(tracked, spark):
     rows = spark.read.format("delta").load(f"{tracked.root}/crawldb").collect()
     steps = [r for r in cycles_rows(spark, tracked.root) if r["step"] == "update" and r["crawl_id"] ==
              tracked.runs[0].data.tags["deltacrawl.crawl_id"]]
     segments = {r["cycle"]: r["segment_id"] for r in steps}
-    seeds = set(web.seed_urls())
+    seeds = set(tracked.seeds)
     assert all(r["discovered_segment"] is None for r in rows if r["url"] in seeds)
     found = {r["discovered_segment"] for r in rows if r["url"] not in seeds}
     assert found and found <= set(segments.values())
