@@ -187,3 +187,13 @@ def test_an_installed_parser_runs_in_the_guarded_child(plugin):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == repr(("text: In the child", ["http://127.0.0.1:8000/b.txt"], None,
                                         ["http://127.0.0.1:8000/x"], None))
+
+
+@pytest.mark.parametrize("key, value", [("fetch.content_types", ["text/html", "pdf"]),
+                                        ("fetch.content_types", ["text/html", ""]),
+                                        ("parse.disabled", [1]),
+                                        ("parse.pdf_max_pages", 0), ("parse.pdf_max_stream_mb", -1),
+                                        ("fetch.max_pdf_bytes", 0), ("fetch.max_other_body_bytes", -1)])
+def test_bad_parser_options_name_their_key(key, value):
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        ParseOptions.from_config(build_config(overrides={key: value}))

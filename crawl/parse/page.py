@@ -51,6 +51,20 @@ class ParseOptions:
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "ParseOptions":
+        """Raises ValueError naming the key for a content type that is not type/subtype, a parser
+        name that is not a string, or a PDF or body bound that is not a positive number."""
+        for key in ("fetch.content_types", "parse.disabled"):
+            values = cfg[key]
+            if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in values):
+                raise ValueError(f"config key '{key}' must be a list of names, got {values!r}")
+        bad = [t for t in cfg["fetch.content_types"] if not re.fullmatch(r"[\w.+-]+/[\w.+-]+", t.strip())]
+        if bad:
+            raise ValueError(f"config key 'fetch.content_types': not a media type (type/subtype): {bad}")
+        for key in ("parse.pdf_max_pages", "parse.pdf_max_stream_mb", "fetch.max_pdf_bytes"):
+            if not cfg[key] > 0:
+                raise ValueError(f"config key '{key}' must be > 0, got {cfg[key]}")
+        if not cfg["fetch.max_other_body_bytes"] >= 0:
+            raise ValueError(f"config key 'fetch.max_other_body_bytes' must be >= 0, got {cfg['fetch.max_other_body_bytes']}")
         return cls(int(cfg["parse.max_outlinks"]), UrlRules.from_config(cfg), str(cfg["fetch.robots_agent"]),
                    content_types=tuple(str(t).strip().lower() for t in cfg["fetch.content_types"]),
                    disabled=tuple(str(n) for n in cfg["parse.disabled"]),
@@ -232,7 +246,9 @@ _SNIFF_WS = b" \t\n\r\x0c"
 
 def is_parseable(content_type_header: str | None, body_head: bytes) -> bool:
     """True only for text/html and application/xhtml+xml, or (no usable content type) a body that
-    starts like HTML after whitespace and a BOM (WHATWG MIME sniffing patterns)."""
+    starts like HTML after whitespace and a BOM (WHATWG MIME sniffing patterns). The HTML parser's
+    own test; the fetcher asks crawl.parse.registry (detect_media_type, parser_for), which knows
+    every type that has a parser."""
     try:
         media = (content_type_header or "").split(";", 1)[0].strip().lower()
         if media not in _UNKNOWN_TYPES:
