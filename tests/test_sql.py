@@ -2,9 +2,9 @@
 every Delta commit, the Change Data Feed, every SQL and Python example of docs/sql.md and of the
 README's SQL section, the readers without Spark (DuckDB, polars, deltalake), and the analysis notebook.
 
-One two-cycle crawl of the bundled test web serves the whole module (a crawl costs minutes on a
-loaded 2-core machine); the tests only read it, except the CDF upgrade test, which uses its own
-crawl root.
+One crawl serves the whole module, a copy of the suite's shared one (tests/conftest.py,
+named_crawl: a crawl costs minutes on a loaded 2-core machine); the tests only read it, except the
+CDF upgrade test, which uses its own crawl root.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from tests.conftest import FAST, make_config, write_seeds
+from tests.conftest import FAST, copy_named_crawl
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -25,31 +25,20 @@ NOTEBOOK = REPO / "notebooks" / "crawl_analysis.ipynb"
 
 
 @pytest.fixture(scope="module")
-def crawled(spark, tmp_path_factory):
-    """A two-cycle crawl of the test web in <tmp>/crawl-data (the examples' relative path works
-    from <tmp>), with the hosts that misbehave the demo seeds (devweb.hostile), so the examples'
-    questions about failures, traps and duplicates have answers; yields (root, CrawlResult)."""
-    from crawl.devweb.web import DevWeb
-    from jobs import crawl_cycles
+def crawled(spark, named_crawl, tmp_path_factory):
+    """The shared crawl (3 cycles of the named test web, with the hosts that misbehave among the
+    demo seeds, so the examples' questions about failures, traps and duplicates have answers),
+    copied to <tmp>/crawl-data (the examples' relative path works from <tmp>); yields (root,
+    CrawlResult) with the crawl's id and segments as its cycles table has them."""
+    from jobs.crawl_cycles import CrawlResult
     from jobs.engine.crawl_root import CrawlRoot
-    base = tmp_path_factory.mktemp("sql")
-    from crawl.config import with_values
-    web = DevWeb(hosts=10, pages_per_host=8, port=0, seed=7, crawl_delay_s=0.4, hostile=True, named=True)
-    web.seeded_hostile = tuple(make_config()["devweb.hostile"])
-    web.start()
-    built_ahead = lambda: max(spark.sparkContext.statusTracker().getJobIdsForGroup("deltacrawl-snapshots"),  # noqa: E731
-                              default=-1)
-    before = built_ahead()
-    try:
-        seeds = write_seeds(base / "seeds.txt", web.demo_seed_urls())
-        root = CrawlRoot(str(base / "crawl-data"))
-        cfg = make_config()
-        result = crawl_cycles.run(spark, with_values(cfg, web.crawl_config(cfg)), root, seeds, 2)
-    finally:
-        web.stop()
-    assert result.cycles_run == 2
-    assert built_ahead() > before  # the snapshots dedup and update read were built during fetch
-    yield root, result
+    root = CrawlRoot(copy_named_crawl(named_crawl, tmp_path_factory.mktemp("sql")))
+    generated = spark.read.format("delta").load(root.cycles).filter("step = 'generate'").collect()
+    (crawl_id,) = {r["crawl_id"] for r in generated}
+    segments = [r["segment_id"] for r in sorted(generated, key=lambda r: r["cycle"])]
+    assert len(segments) == named_crawl.cycles >= 2 and all(segments)
+    assert named_crawl.snapshots_built_ahead  # the snapshots dedup and update read were built during fetch
+    yield root, CrawlResult(cycles_run=named_crawl.cycles, crawl_id=crawl_id, segments=segments)
 
 
 @pytest.fixture
@@ -76,7 +65,7 @@ def _commit_info(spark, path):
 
 def test_every_commit_says_step_cycle_and_segment(spark, crawled):
     root, result = crawled
-    seg1, seg2 = result.segments
+    segment_of = {cycle: segment for cycle, segment in enumerate(result.segments, 1)}
     for path in (root.crawldb, root.hostdb):
         history = _commit_info(spark, path)
         assert all(info is not None for _, _, info in history), history
@@ -87,13 +76,14 @@ def test_every_commit_says_step_cycle_and_segment(spark, crawled):
                 assert info["cycle"] == 0 and info["segment"] is None
             else:
                 assert info["step"] in ("generate", "update"), (version, operation, info)
-                assert info["segment"] == {1: seg1, 2: seg2}[info["cycle"]], (version, info)
+                assert info["segment"] == segment_of[info["cycle"]], (version, info)
     steps = [(i["cycle"], i["step"]) for _, _, i in _commit_info(spark, root.crawldb)]
     assert steps[0] == (0, "inject") and (1, "generate") in steps and (2, "update") in steps
     # the cycles table: one append per cycle, made by the crawl's background bookkeeping (its own
     # session) while the next cycle ran, and labelled with the cycle it records, never with a step
     appends = [i for _, operation, i in _commit_info(spark, root.cycles) if operation == "WRITE"]
-    assert [(i["cycle"], i["step"], i["crawl_id"]) for i in appends] == [(c, None, result.crawl_id) for c in (0, 1, 2)]
+    assert [(i["cycle"], i["step"], i["crawl_id"]) for i in appends] == [
+        (c, None, result.crawl_id) for c in range(result.cycles_run + 1)]
     # outside a step, commits carry no label of ours
     assert spark.conf.get("spark.databricks.delta.commitInfo.userMetadata", None) is None
 
@@ -121,7 +111,9 @@ def test_history_of_a_url_newest_first_only_changes(spark, crawled):
     assert versions == sorted(versions, reverse=True) and len(versions) >= 3
     assert entries[-1]["status"] == "unfetched" and entries[-1]["step"] == "update"
     assert entries[-1]["commit_segment"] == seg1  # discovered by cycle 1's update
-    assert entries[0]["status"] == "fetched" and entries[0]["step"] == "update" and entries[0]["cycle"] == 2
+    assert entries[0]["status"] == "fetched"
+    fetched = [e for e in entries if e["status"] == "fetched"][-1]  # the first entry that has it fetched
+    assert fetched["step"] == "update" and fetched["cycle"] == 2  # fetched in cycle 2, a level further
     assert any(e["step"] == "generate" and e["lease_until"] is not None for e in entries)
     state = [{k: v for k, v in e.items() if k not in ("version", "timestamp", "operation", "step", "cycle",
                                                        "commit_segment")} for e in entries]
@@ -135,23 +127,23 @@ def test_history_of_a_url_newest_first_only_changes(spark, crawled):
 
 def test_change_data_feed_gives_a_downstream_indexer_the_changed_rows(spark, registered):
     root, result, _ = registered
-    seg2 = result.segments[1]
+    last, segment = result.cycles_run, result.segments[-1]
     for path in (root.crawldb, root.hostdb):
         props = spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
         assert {r["key"]: r["value"] for r in props}.get("delta.enableChangeDataFeed") == "true"
-    first_of_cycle_2 = min(v for v, _, i in _commit_info(spark, root.crawldb) if i["cycle"] == 2)
+    first_of_last_cycle = min(v for v, _, i in _commit_info(spark, root.crawldb) if i["cycle"] == last)
     columns, rows = _sql(spark, f"""
-        SELECT _change_type, url FROM table_changes('crawldb', {first_of_cycle_2})
+        SELECT _change_type, url FROM table_changes('crawldb', {first_of_last_cycle})
         WHERE _change_type IN ('insert', 'update_postimage', 'delete')""")
     inserted = {url for kind, url in rows if kind == "insert"}
     discovered = {r["url"] for r in spark.read.format("delta").load(root.crawldb)
-                  .filter(f"discovered_segment = '{seg2}'").select("url").collect()}
+                  .filter(f"discovered_segment = '{segment}'").select("url").collect()}
     assert inserted == discovered and inserted
-    fetched = {r["url"] for r in spark.read.parquet(f"{root.fetched(seg2)}/kind=url").collect()}
+    fetched = {r["url"] for r in spark.read.parquet(f"{root.fetched(segment)}/kind=url").collect()}
     assert fetched <= {url for kind, url in rows if kind == "update_postimage"}
     # the DataFrame form gives the same rows
     frame = (spark.read.format("delta").option("readChangeFeed", "true")
-             .option("startingVersion", first_of_cycle_2).load(root.crawldb)
+             .option("startingVersion", first_of_last_cycle).load(root.crawldb)
              .filter("_change_type != 'update_preimage'"))
     assert frame.count() == len(rows)
 
