@@ -1,5 +1,5 @@
 """Change hints pushed into the inbox (issue 32, "Change hints"): crawl/crawldb/hints.py parses
-and filters, jobs/hint.py appends, generate applies them (jobs/hint_inbox.py)."""
+and filters, jobs/hint.py appends, generate applies them (jobs/engine/hint_inbox.py)."""
 from __future__ import annotations
 
 import json
