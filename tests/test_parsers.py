@@ -13,10 +13,8 @@ import pytest
 from crawl.config import build_config
 from crawl.crawldb.status import FetchStatus as FS
 from crawl.fetch.fetcher import fetch_partition
-from crawl.parse import registry
 from crawl.parse.page import ParseOptions, parse_page
-from crawl.parse.registry import (BUILT_IN, ParserRegistry, ParserSpec, describe, installed_parsers, parse_document,
-                                  registry_for)
+from crawl.parse.registry import BUILT_IN, ParserRegistry, describe, installed_parsers, parse_document, registry_for
 from tests.fixed_web import FixedWeb
 from tests.test_fetcher import cfg as fetch_cfg, rows_for
 
@@ -96,14 +94,12 @@ def plugin(tmp_path, monkeypatch):
         "missing = dc_plaintext_gone:PARSER\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     installed_parsers(refresh=True)
-    registry._registries.clear()
     try:
         yield tmp_path
     finally:
         monkeypatch.undo()
         sys.modules.pop("dc_plaintext", None)
         installed_parsers(refresh=True)
-        registry._registries.clear()
 
 
 def test_an_installed_parser_is_found_listed_and_used(plugin):

@@ -56,7 +56,7 @@ def make_pdf(pages: list[tuple[list[str], list[str]]], title: str | None = None)
     """A PDF whose page i shows the lines pages[i][0] and has a URI link annotation for each of
     pages[i][1]; ``title`` goes into the document information dictionary."""
     # 1 catalog, 2 page tree, 3 font, 4 info, then per page: page, contents, annotations
-    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", 
+    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b"",
                             b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
                             b"<< /Title " + _pdf_string(title or "") + b" >>" if title else b"<< >>"]
     kids = []

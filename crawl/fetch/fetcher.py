@@ -37,7 +37,8 @@ Bodies are read as a stream and cut at the limit of their declared type (``fetch
 compressed AND decoded: we decompress ourselves, so a gzip bomb costs at most the limit), written
 to WARC (crawl/fetch/warc.py) when an archive is given, and, when their type (the header's, or
 sniffed: crawl/parse/registry.py) is in ``fetch.content_types`` and has a parser, parsed in a
-guarded child process (crawl/parse/pool.py) when a parser is given, in the task otherwise. Redirects are not followed inline (as in Nutch with http.redirect.max=0): the target
+guarded child process (crawl/parse/pool.py) when a parser is given, in the task otherwise.
+Redirects are not followed inline (as in Nutch with http.redirect.max=0): the target
 is recorded in redirect_to and becomes a URL of its own, fetched politely in a later cycle.
 
 Input rows are plain dicts (``FETCHLIST_FIELDS``); output rows are plain dicts with

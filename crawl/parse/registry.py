@@ -115,6 +115,7 @@ def installed_parsers(refresh: bool = False) -> tuple[tuple[ParserSpec, ...], tu
                 seen.add(spec.name)
                 specs.append(spec)
             _installed = (tuple(specs), tuple(broken))
+            _registries.clear()
         return _installed
 
 
