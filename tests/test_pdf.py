@@ -280,3 +280,21 @@ def test_the_fetcher_parses_pdfs_by_type(pdf_web, isolate):
     for name in ("bomb", "cycle"):
         assert by[name]["parse_error"].startswith("parse_error: pdf: "), by[name]
         assert by[name]["text_hash"] is None
+
+
+def _encrypted(user_password: str) -> bytes:
+    import io
+    from pypdf import PdfWriter
+    writer = PdfWriter()
+    writer.add_blank_page(100, 100)
+    writer.add_metadata({"/Title": "Locked"})
+    writer.encrypt(user_password=user_password, owner_password="owner", algorithm="AES-128")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_encrypted_pdfs_are_read_when_no_password_is_needed():
+    assert parse_pdf(_encrypted(""), URL, "application/pdf", OPTIONS).title == "Locked"
+    locked = parse_pdf(_encrypted("secret"), URL, "application/pdf", OPTIONS)
+    assert locked.error == "parse_error: pdf: ValueError: encrypted (a password is needed to read it)"
