@@ -3,7 +3,9 @@ segment, `deltacrawl update` killed right after its first Delta commit; (issue 3
 fetch` killed after a task closed a WARC file, `deltacrawl dedup` killed at its first commit. Each
 is followed by the recovery a user would run, and a check of every table: no URL lost or leased
 twice, host counters equal to what the crawldb implies, the WARC index naming only complete
-records, and every WARC file indexed. (A killed fetch worker: tests/test_fetch_retry.py.)"""
+records, and every WARC file indexed. The four kills are the four steps of one cycle, each step
+killed in turn and recovered before the next one is (each kill a cold JVM of its own; the recovery
+runs in the tests' session). (A killed fetch worker: tests/test_fetch_retry.py.)"""
 from __future__ import annotations
 
 import glob
@@ -85,66 +87,22 @@ def assert_every_table(spark, root):
         assert record["target_uri"] == r["url"]
 
 
-def test_driver_killed_in_generate_and_after_updates_first_commit(spark, cfg, root, devweb, tmp_path):
-    inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", devweb.seed_urls()[:4]))
-    opts, env = step_cli(root, tmp_path)
+def test_each_step_of_a_cycle_killed_in_turn_then_recovered_leaves_every_table_consistent(
+        spark, root, tmp_path):
+    """One cycle over a small web, each step killed -9 in its own cold process at the moment that
+    tests its crash safety, then run again the way a user would:
 
-    # 1. generate, killed as soon as its segment folder appears (the fetchlist being written, the
-    #    lease not yet committed, or just committed: any moment must leave the crawldb consistent)
-    segments_dir = os.path.join(root.root, "segments")
-    outcome = run_and_kill([DELTACRAWL, "generate", *opts],
-                           lambda: bool(glob.glob(os.path.join(segments_dir, "*", "fetchlist"))), env)
-    assert outcome == "killed"
-    [killed] = list_segments(spark, root)
-    held = leased(spark, root)
-    if os.path.exists(root.leased_marker(killed)):  # the kill came after the lease committed
-        live = killed
-    else:  # the usual case: an orphan fetchlist. fetch refuses it; generate again leases anew
-        assert set(held.values()) <= {killed}
-        if not held:
-            with pytest.raises(UserError, match="holds no lease"):
-                fetch.run(spark, cfg, root, killed)
-        live = generate.run(spark, cfg, root).segment_id
-    if live != killed:
-        # a URL is leased to one segment only; whatever the killed one holds is not handed out twice
-        fetchlist = {r["url"] for r in spark.read.parquet(root.fetchlist(live)).collect()}
-        assert fetchlist and not fetchlist & {u for u, s in held.items() if s == killed}
-        assert set(leased(spark, root).values()) <= {killed, live}
-    fetch.run(spark, cfg, root, live)
-
-    # 2. update, killed right after its first commit (the crawldb, hostdb or index: they run side
-    #    by side), then run again by the user
-    versions = {path: table_version(spark, path) for path in (root.crawldb, root.hostdb)}
-    logs = {path: os.path.join(path, "_delta_log", f"{v + 1:020d}.json") for path, v in versions.items()}
-    index_before = len(glob.glob(os.path.join(root.warc_index, "_delta_log", "*.json")))
-    outcome = run_and_kill([DELTACRAWL, "update", live, *opts],
-                           lambda: any(os.path.exists(p) for p in logs.values())
-                           or len(glob.glob(os.path.join(root.warc_index, "_delta_log", "*.json"))) > index_before,
-                           env)
-    assert outcome == "killed"
-    assert not os.path.exists(root.updated_marker(live))
-    result = update.run(spark, cfg, root, live)
-    assert not result.already_applied
-    assert os.path.exists(root.updated_marker(live))
-    assert_every_table(spark, root)
-    fetched = {r["url"]: r for r in spark.read.parquet(root.fetched(live)).filter(F.col("kind") == "url").collect()}
-    rows = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}
-    for url, r in fetched.items():  # every result applied once, every outlink known
-        assert rows[url]["segment_id"] == live and rows[url]["lease_until"] is None
-        assert set(r["outlinks"] or []) <= set(rows)
-    assert {u for u, r in fetched.items() if r["fetch_status"] == "ok"} == {
-        u for u in fetched if rows[u]["status"] == "fetched"}
-    index = spark.read.format("delta").load(root.warc_index).filter(F.col("segment_id") == live).count()
-    assert index == sum(1 for r in fetched.values() if r["warc_file"])
-
-
-def test_fetch_killed_after_a_warc_file_closed_then_dedup_killed_at_its_first_commit(spark, root, tmp_path):
-    """Issue 35, items 2 and 3. kill -9 of `deltacrawl fetch` once a task has closed a WARC file:
-    the run that follows removes the dead run's complete files (no result names them, nothing would
-    index them) and requests the dead run's pages once more (their answers died with it: issue 32,
-    finding 5), so every URL ends with a result. kill -9 of `deltacrawl dedup` when dedup/pages
-    or dedup/bands takes the segment's write: update refuses the segment until dedup has run again,
-    and then the segment's canonical pages all have their band rows."""
+    1. generate, as soon as its segment folder appears (the fetchlist being written, the lease not
+       yet committed, or just committed: any moment must leave the crawldb consistent);
+    2. fetch, once a task has closed a WARC file (issue 35, item 2): the run that follows removes
+       the dead run's complete files (no result names them, nothing would index them) and requests
+       the dead run's pages once more (their answers died with it: issue 32, finding 5), so every
+       URL ends with a result;
+    3. dedup, when dedup/pages or dedup/bands takes the segment's write (issue 35, item 3): update
+       refuses the segment until dedup has run again, and then the segment's canonical pages all
+       have their band rows;
+    4. update, right after its first commit (the crawldb, hostdb or index: they run side by side):
+       run again, every result is applied once."""
     web = DevWeb(hosts=2, pages_per_host=12, port=0, seed=5, crawl_delay_s=0.4)
     web.start()
     try:
@@ -155,20 +113,42 @@ def test_fetch_killed_after_a_warc_file_closed_then_dedup_killed_at_its_first_co
         cfg = make_config(**settings)
         opts, env = step_cli(root, tmp_path, **settings)
         inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", urls))
-        segment = generate.run(spark, cfg, root).segment_id
+
+        # 1. generate, killed as soon as its segment folder appears
+        segments_dir = os.path.join(root.root, "segments")
+        outcome = run_and_kill([DELTACRAWL, "generate", *opts],
+                               lambda: bool(glob.glob(os.path.join(segments_dir, "*", "fetchlist"))), env)
+        assert outcome == "killed"
+        [killed] = list_segments(spark, root)
+        held = leased(spark, root)
+        if os.path.exists(root.leased_marker(killed)):  # the kill came after the lease committed
+            segment = killed
+        else:  # the usual case: an orphan fetchlist. fetch refuses it; generate again leases anew
+            assert set(held.values()) <= {killed}
+            if not held:
+                with pytest.raises(UserError, match="holds no lease"):
+                    fetch.run(spark, cfg, root, killed)
+            segment = generate.run(spark, cfg, root).segment_id
+        fetchlist = {r["url"] for r in spark.read.parquet(root.fetchlist(segment)).collect()}
+        if segment != killed:
+            # a URL is leased to one segment only; whatever the killed one holds is not handed out twice
+            assert fetchlist and not fetchlist & {u for u, s in held.items() if s == killed}
+            assert set(leased(spark, root).values()) <= {killed, segment}
+
+        # 2. fetch, killed once a task has closed a WARC file
         warc_files = os.path.join(root.warc_dir, "*.warc.gz")
         assert run_and_kill([DELTACRAWL, "fetch", segment, *opts], lambda: bool(glob.glob(warc_files)), env) == "killed"
         dead = {os.path.basename(p) for p in glob.glob(warc_files)}
         assert dead and not os.path.exists(os.path.join(root.fetched(segment), "_SUCCESS"))
-
         result = fetch.run(spark, cfg, root, segment)
         assert not dead & set(os.listdir(root.warc_dir)) and result.warc_removed >= len(dead)
         pages = Counter(f"http://{e['host']}{e['path']}" for e in web.requests() if e["path"] != "/robots.txt")
         assert max(pages.values()) <= 2, [u for u, n in pages.items() if n > 2]
         outcomes = {r["url"]: r["fetch_status"] for r in spark.read.parquet(root.fetched(segment))
                     .filter(F.col("kind") == "url").collect()}
-        assert sorted(outcomes) == sorted(urls) and "not_attempted" not in outcomes.values(), outcomes
+        assert sorted(outcomes) == sorted(fetchlist) and "not_attempted" not in outcomes.values(), outcomes
 
+        # 3. dedup, killed when dedup/pages or dedup/bands takes the segment's write
         ensure_dedup_tables(spark, root)  # so that the segment's writes are the next commits
         commits = [next_commit(root.dedup_pages), next_commit(root.dedup_bands)]
         outcome = run_and_kill([DELTACRAWL, "dedup", segment, *opts], lambda: any(c() for c in commits), env)
@@ -177,19 +157,39 @@ def test_fetch_killed_after_a_warc_file_closed_then_dedup_killed_at_its_first_co
         with pytest.raises(UserError, match=f"run 'deltacrawl dedup {segment}' first"):
             update.run(spark, cfg, root, segment)
         dedup.run(spark, cfg, root, segment)
-        update.run(spark, cfg, root, segment)
 
-        fetched = spark.read.parquet(root.fetched(segment)).filter(F.col("kind") == "url")
-        with_text = {r["url"] for r in fetched.filter((F.col("fetch_status") == "ok") & F.col("simhash").isNotNull()
-                                                 & F.col("text_hash").isNotNull())
-                     .collect()}
+        # 4. update, killed right after its first commit, then run again by the user
+        versions = {path: table_version(spark, path) for path in (root.crawldb, root.hostdb)}
+        logs = {path: os.path.join(path, "_delta_log", f"{v + 1:020d}.json") for path, v in versions.items()}
+        index_before = len(glob.glob(os.path.join(root.warc_index, "_delta_log", "*.json")))
+        outcome = run_and_kill([DELTACRAWL, "update", segment, *opts],
+                               lambda: any(os.path.exists(p) for p in logs.values())
+                               or len(glob.glob(os.path.join(root.warc_index, "_delta_log", "*.json"))) > index_before,
+                               env)
+        assert outcome == "killed"
+        assert not os.path.exists(root.updated_marker(segment))
+        result = update.run(spark, cfg, root, segment)
+        assert not result.already_applied
+        assert os.path.exists(root.updated_marker(segment))
+
+        assert_every_table(spark, root)
+        fetched = {r["url"]: r for r in spark.read.parquet(root.fetched(segment)).filter(F.col("kind") == "url").collect()}
+        rows = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}
+        for url, r in fetched.items():  # every result applied once, every outlink known
+            assert rows[url]["segment_id"] == segment and rows[url]["lease_until"] is None
+            assert set(r["outlinks"] or []) <= set(rows)
+        assert {u for u, r in fetched.items() if r["fetch_status"] == "ok"} == {
+            u for u in fetched if rows[u]["status"] == "fetched"}
+        index = spark.read.format("delta").load(root.warc_index).filter(F.col("segment_id") == segment).count()
+        assert index == sum(1 for r in fetched.values() if r["warc_file"])
+        index_files = {r["warc_file"] for r in spark.read.format("delta").load(root.warc_index).collect()}
+        assert index_files == set(os.listdir(root.warc_dir))  # every WARC file indexed
+        with_text = {u for u, r in fetched.items()
+                     if r["fetch_status"] == "ok" and r["simhash"] is not None and r["text_hash"] is not None}
         dups = {r["url"] for r in spark.read.parquet(root.dedup_result(segment)).collect()}
         canonical = {r["url"] for r in spark.read.format("delta").load(root.dedup_pages)
                      .filter(F.col("segment_id") == segment).collect()}
         banded = {r["url"] for r in spark.read.format("delta").load(root.dedup_bands).collect()}
         assert canonical and canonical == with_text - dups and canonical <= banded
-        assert_every_table(spark, root)
-        index = {r["warc_file"] for r in spark.read.format("delta").load(root.warc_index).collect()}
-        assert index == set(os.listdir(root.warc_dir))  # every WARC file indexed
     finally:
         web.stop()
