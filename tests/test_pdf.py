@@ -15,7 +15,7 @@ from crawl.fetch.fetcher import fetch_partition
 from crawl.parse.page import ParseOptions, parse_page
 from crawl.parse.pdf import parse_pdf
 from crawl.parse.pool import ParserPool
-from crawl.parse.registry import body_limit, detect_media_type, parse_document
+from crawl.parse.registry import body_limit, detect_media_type, link_header_canonical, parse_document
 from tests.fixed_web import FixedWeb
 from tests.test_fetcher import cfg as fetch_cfg, rows_for
 
@@ -298,3 +298,49 @@ def test_encrypted_pdfs_are_read_when_no_password_is_needed():
     assert parse_pdf(_encrypted(""), URL, "application/pdf", OPTIONS).title == "Locked"
     locked = parse_pdf(_encrypted("secret"), URL, "application/pdf", OPTIONS)
     assert locked.error == "parse_error: pdf: ValueError: encrypted (a password is needed to read it)"
+
+
+@pytest.mark.parametrize("header, expected", [
+    ('<https://127.0.0.1:8000/docs/report-final.pdf>; rel="canonical"', "https://127.0.0.1:8000/docs/report-final.pdf"),
+    ('</a.html>; rel=preload; as=style, <final.pdf?utm_source=x>; REL="Canonical"', "http://127.0.0.1:8000/docs/final.pdf"),
+    ('<report.pdf>; rel="canonical"', None),            # the document itself
+    ('<https://127.0.0.1:8000/x>; rel="alternate"', None),
+    ('<javascript:alert(1)>; rel=canonical', None),
+    ("rel=canonical", None), ("", None), (None, None),
+])
+def test_link_header_canonical(header, expected):
+    from crawl.net.urls import UrlRules
+    rules = UrlRules.from_config(build_config())
+    assert link_header_canonical(header, URL, rules) == expected
+
+
+def test_the_fetcher_takes_a_pdfs_canonical_from_its_link_header():
+    from aiohttp import web as aioweb
+
+    async def handler(request):
+        return aioweb.Response(body=REPORT, headers={"Content-Type": "application/pdf",
+                                                     "Link": '</canonical/report.pdf>; rel="canonical"'})
+
+    async def robots(request):
+        return aioweb.Response(text="User-agent: *\nAllow: /\n", content_type="text/plain")
+
+    async def run():
+        app = aioweb.Application()
+        app.router.add_get("/robots.txt", robots)
+        app.router.add_get("/{tail:.*}", handler)
+        runner = aioweb.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = aioweb.TCPSite(runner, "127.0.0.78", 0)
+        await site.start()
+        try:
+            port = site._server.sockets[0].getsockname()[1]
+            url = f"http://127.0.0.78:{port}/report.pdf"
+            rows = rows_for([url])
+            out = await asyncio.get_running_loop().run_in_executor(None, fetch_partition, rows, fetch_cfg())
+            return port, {r["url"]: r for r in out if r["kind"] == "url"}[url]
+        finally:
+            await runner.cleanup()
+
+    port, row = asyncio.run(run())
+    canonical = f"http://127.0.0.78:{port}/canonical/report.pdf"
+    assert row["parse_error"] is None and row["canonical"] == canonical and canonical in row["outlinks"]

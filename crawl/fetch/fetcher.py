@@ -60,8 +60,8 @@ import aiohttp
 from crawl.crawldb.discovery import HostLinks, TaskLinks
 from crawl.fetch.http import ERROR_TEXT_LIMIT, Body, accept_encoding, answer_error, error_text, read_body
 from crawl.parse.page import ParseOptions
-from crawl.parse.registry import (SNIFF_BYTES, body_limit, declared_media_type, detect_media_type, parse_document,
-                                  parser_for)
+from crawl.parse.registry import (SNIFF_BYTES, body_limit, declared_media_type, detect_media_type,
+                                  link_header_canonical, parse_document, parser_for)
 from crawl.fetch.politeness import adaptive_gap, decayed_backoff, host_override, next_backoff, parse_retry_after
 from crawl.fetch.requestlog import EarlierRequests, RequestLog
 from crawl.fetch.sitemap_reader import SitemapReader
@@ -739,7 +739,8 @@ class HostQueue:
             if parser_for(media, self.ctx.parse_options) is not None:
                 try:
                     await self._parse(url, int(row["depth"]), body.data, ctype, fields,
-                                      ", ".join(resp.headers.getall("X-Robots-Tag", [])) or None)
+                                      ", ".join(resp.headers.getall("X-Robots-Tag", [])) or None,
+                                      ", ".join(resp.headers.getall("Link", [])) or None)
                 except (asyncio.CancelledError, ArchiveError):
                     raise
                 except Exception as exc:  # the parser reports bad pages in its result: this is ours
@@ -761,7 +762,7 @@ class HostQueue:
         return self._outcome(row, fetch_status, **fields)
 
     async def _parse(self, url: str, depth: int, body: bytes, ctype: str | None, fields: dict[str, Any],
-                     x_robots_tag: str | None) -> None:
+                     x_robots_tag: str | None, link_header: str | None = None) -> None:
         options = self.ctx.parse_options
         if self.ctx.parser is not None:
             result = await self.ctx.parser.parse(body, url, ctype, options, x_robots_tag)
@@ -770,12 +771,15 @@ class HostQueue:
         links = self.links
         links.add_rejects(result.rejected)
         candidates = list(result.outlinks)
-        if result.canonical and result.canonical not in candidates:
-            candidates.append(result.canonical)  # a hint: crawled as a URL of its own
+        canonical = result.canonical
+        if canonical is None and link_header:  # Link: <...>; rel="canonical", the way a PDF names one
+            canonical = link_header_canonical(link_header, url, options.rules)
+        if canonical and canonical not in candidates:
+            candidates.append(canonical)  # a hint: crawled as a URL of its own
         fields["outlinks"] = links.keep(candidates, depth)
         fields["outlinks_total"] = links.in_scope
         self.sitemaps.add_feeds(result.feeds)  # read next, like sitemaps: their dates are change hints
-        fields["canonical"] = result.canonical
+        fields["canonical"] = canonical
         fields["noindex"] = bool(result.noindex)
         fields["parse_error"] = result.error
         links.add_signature(result.signature)

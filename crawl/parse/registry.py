@@ -21,10 +21,12 @@ the highest priority for it and calls it; whatever that parser does, the result 
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from crawl.net.urls import check_url
 from crawl.parse.page import (_BOMS, _HTML_SNIFF, _SNIFF_WS, _UNKNOWN_TYPES, ParseOptions, ParseResult, _exc_text,
                               _parse_error, parse_page)
 
@@ -215,6 +217,28 @@ def body_limit(cfg: Mapping[str, Any], content_type_header: str | None, options:
     if media in wanted:
         return int(cfg["fetch.max_body_bytes"])
     return int(cfg["fetch.max_other_body_bytes"])
+
+
+_LINK_VALUE_RE = re.compile(r"<([^>]*)>((?:\s*;\s*[^;,]*)*)")
+_REL_RE = re.compile(r"""(?:^|;)\s*rel\s*=\s*(?:"([^"]*)"|([^\s;"]+))""", re.I)
+
+
+def link_header_canonical(link_header: str | None, url: str, rules: Any = None) -> str | None:
+    """The target of the first ``rel=canonical`` in an HTTP ``Link`` header (RFC 8288 syntax,
+    RFC 6596; how a PDF or any other non-HTML answer names its canonical URL), resolved
+    against ``url`` and normalised; None when there is none, it is invalid or it is ``url``
+    itself. Never raises."""
+    try:
+        if not link_header or len(link_header) > 8192:
+            return None
+        for match in _LINK_VALUE_RE.finditer(link_header):
+            rel = _REL_RE.search(match.group(2) or "")
+            if rel and "canonical" in (rel.group(1) or rel.group(2) or "").lower().split():
+                target, _reason = check_url(match.group(1).strip(), url, rules)
+                return target if target != url else None
+        return None
+    except Exception:  # recorded: no canonical hint, which is what most answers have
+        return None
 
 
 def parse_document(body: bytes, url: str, content_type_header: str | None, options: ParseOptions | int,
