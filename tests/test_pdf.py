@@ -344,3 +344,32 @@ def test_the_fetcher_takes_a_pdfs_canonical_from_its_link_header():
     port, row = asyncio.run(run())
     canonical = f"http://127.0.0.78:{port}/canonical/report.pdf"
     assert row["parse_error"] is None and row["canonical"] == canonical and canonical in row["outlinks"]
+
+
+_PLAIN = make_pdf([([WORDS, "second line"], ["/a.html", "http://127.0.0.1:8000/b.pdf"]), (["two"], ["/c"])],
+                  title="Plain")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_damaged_pdfs_never_raise(seed):
+    # A document damaged the ways transfers and bad writers damage them (cut, bytes flipped,
+    # bytes dropped or repeated): always a ParseResult, and either read or a pdf parse_error.
+    import random
+    rnd = random.Random(seed)
+    for _ in range(25):
+        data = bytearray(_PLAIN)
+        for _ in range(rnd.randint(1, 4)):
+            at = rnd.randrange(len(data))
+            kind = rnd.choice(("cut", "flip", "drop", "repeat"))
+            if kind == "cut":
+                del data[at:]
+                data += b"\n"
+            elif kind == "flip":
+                data[at] ^= 1 << rnd.randrange(8)
+            elif kind == "drop":
+                del data[at:at + rnd.randint(1, 50)]
+            else:
+                data[at:at] = data[at:at + rnd.randint(1, 50)] * rnd.randint(2, 50)
+        result = parse_document(bytes(data), URL, "application/pdf", BOUNDED)
+        assert result.error is None or result.error.startswith("parse_error: pdf: "), result.error
+        assert all(u.startswith("http") for u in result.outlinks)
