@@ -1,56 +1,109 @@
 """Overlapping cycles (crawl.overlap, issue 33): segment N is fetched while N - 1 is deduplicated
-and updated and N + 1 generated. A real crawl of the test web over loopback HTTP, checked from
-the server's log (politeness across segments fetched back to back, robots.txt once per host)
-and from the crawl root (segments disjoint while leased, every one updated, counts consistent)."""
+and updated and N + 1 generated. A real crawl of the test web over loopback HTTP, killed -9 in a
+fetch and finished by the next crawl, whose own cycles overlap: checked from the server's log
+(politeness across segments fetched back to back and across the kill, robots.txt at most twice
+per host: the dead run's answer is lost) and from the crawl root (segments disjoint while leased, every one updated, counts
+consistent)."""
 from __future__ import annotations
+
+import glob
+import os
 
 from crawl.devweb.web import DevWeb
 from jobs import cli
 from jobs.engine.crawl_root import CrawlRoot, list_segments, path_exists
-from tests.conftest import FAST, write_seeds
+from tests.conftest import write_seeds
 from tests.politeness import assert_polite
-from tests.test_update_recovery import assert_consistent
 
 DELAY_S = 0.3
-CYCLES = 4
+CYCLES = 3  # the middle segment is generated beside one fetch and fetched beside another's update
 
 
-def test_overlapping_cycles_stay_polite_disjoint_and_consistent(spark, tmp_path, capsys):
-    web = DevWeb(hosts=3, pages_per_host=8, port=0, seed=5, crawl_delay_s=0.0, links_per_page=3)
+def test_an_overlapped_crawl_killed_in_a_fetch_is_finished_by_the_next_crawl_whose_cycles_overlap(
+        spark, tmp_path, capsys):
+    """Crash safety across the overlap (issue 49, item 8): `deltacrawl crawl --overlap` killed -9
+    (driver, JVM and workers) while a segment's fetch is under way (its request log has a line, its
+    results are not committed), the one before or after it possibly in flight too. The same command
+    run again finds the dead driver's segments (their owner's process is gone: no waiting for the
+    lease), finishes them, fetch, dedup and update, one line each, before its own cycles, which have
+    URLs to generate ("nothing due" was what it said before). A fetchlist whose lease the kill
+    left uncommitted is named and left alone. Then every other segment is updated, no URL is
+    leased, every table is consistent (no URL twice, host counts as the crawldb implies, the WARC
+    index naming complete records) and the hosts' gaps held from the server's side across the kill
+    too. The second crawl's own cycles overlap (each segment's dedup begins while the next one is
+    fetched) and its consecutive segments are disjoint (N + 1 is generated while N's URLs are
+    leased). (That a segment fetched before the previous one's update asks for robots.txt no more:
+    the test below.)
+
+    (One crawl root for the kill and the overlap: the overlap's checks hold for any crawl, and a
+    crawl of its own cost a second run of the same cycles.)"""
+    from tests.test_fetcher import host_urls
+    from tests.test_kill import DELTACRAWL, assert_every_table, leased, run_and_kill, step_cli
+    web = DevWeb(hosts=3, pages_per_host=16, port=0, seed=5, crawl_delay_s=0.0, links_per_page=3)
     web.start()
     try:
-        seeds = write_seeds(tmp_path / "seeds.txt", web.seed_urls())
-        overrides = {**FAST, "fetch.delay_s": DELAY_S, "generate.top_n": 6, "generate.max_urls_per_host": 2,
-                     "schedule.min_interval_s": 1, "schedule.max_interval_s": 3600,
-                     "schedule.prior_min_change_s": 1, "schedule.prior_max_change_s": 86400,
-                     "sitemaps.enabled": "false", "mlflow.tracking_uri": "off"}
-        conf = [arg for k, v in overrides.items() for arg in ("--conf", f"{k}={v}")]
-        crawl_root = str(tmp_path / "crawl")
-        rc = cli.main(["crawl", "--overlap", "--seeds", seeds, "--cycles", str(CYCLES), "--crawl-root", crawl_root,
-                       *conf])
+        root = CrawlRoot(str(tmp_path / "crawl"))
+        settings = dict(fetch__delay_s=DELAY_S, generate__top_n=6, generate__max_urls_per_host=2,
+                        sitemaps__enabled="false", mlflow__tracking_uri="off")
+        options, env = step_cli(root, tmp_path, **settings)
+        segments_dir = os.path.dirname(root.local_path(root.segment("20000101000000-000000")))
+
+        def fetching() -> bool:  # a segment's fetch has sent a request and not committed
+            for log in glob.glob(os.path.join(segments_dir, "*", "requests", "*.log")):
+                segment = log.split(os.sep)[-3]
+                try:
+                    if os.path.getsize(log) and not os.path.exists(os.path.join(segments_dir, segment, "fetched",
+                                                                                "_SUCCESS")):
+                        return True
+                except OSError:  # removed since it was listed
+                    pass
+            return False
+
+        # many pages seeds: the second generate, beside the first fetch, has URLs to lease, and so
+        # have the second crawl's cycles after the dead driver's two segments (6 URLs each)
+        seeds = write_seeds(tmp_path / "seeds.txt", [u for i in range(3) for u in host_urls(web, i, pages=12)])
+        assert run_and_kill([DELTACRAWL, "crawl", "--overlap", "--seeds", seeds, "--cycles", "2", *options],
+                            fetching, env) == "killed"
+        # the dead driver's segments holding a lease; a kill before the next segment's lease
+        # committed leaves a fetchlist holding none, which fetch refuses and the rerun leaves
+        held = set(leased(spark, root).values())
+        dead = [s for s in list_segments(spark, root) if path_exists(spark, root.fetchlist(s))
+                and not path_exists(spark, root.updated_marker(s))]
+        finished = [s for s in dead if s in held]
+        assert finished and any(not path_exists(spark, root.fetched(s) + "/_SUCCESS") for s in finished)
+        capsys.readouterr()
+
+        assert cli.main(["crawl", "--overlap", "--seeds", seeds, "--cycles", str(CYCLES), *options]) == 0
         _, err = capsys.readouterr()
-        assert rc == 0, err
-        assert f"cycle {CYCLES}/{CYCLES} done" in err
-        root = CrawlRoot(crawl_root)
-        segments = list_segments(spark, root)
-        assert len(segments) == CYCLES
-        for s in segments:
+        assert "nothing due" not in err and f"cycle {CYCLES}/{CYCLES} done" in err, err
+        for s in dead:  # one line each
+            assert sum(f"segment {s}: its crawl driver is gone" in line for line in err.splitlines()) == 1, err
+        segments = [s for s in list_segments(spark, root) if path_exists(spark, root.fetchlist(s))]
+        assert set(dead) < set(segments)
+        assert {s for s in segments if not path_exists(spark, root.updated_marker(s))} == set(dead) - set(finished)
+        assert spark.read.format("delta").load(root.crawldb).filter("lease_until IS NOT NULL").count() == 0
+        assert_every_table(spark, root)
+
+        # the second crawl's own cycles: fetched, disjoint while leased, overlapping
+        own = [s for s in segments if s not in dead]
+        assert len(own) == CYCLES
+        for s in own:
             assert path_exists(spark, root.fetched(s) + "/_SUCCESS")
-        urls = [{r["url"] for r in spark.read.parquet(root.fetchlist(s)).select("url").collect()} for s in segments]
+        urls = [{r["url"] for r in spark.read.parquet(root.fetchlist(s)).select("url").collect()} for s in own]
         for a, b in zip(urls, urls[1:]):
-            assert not a & b  # N + 1 was generated while N's URLs were leased
-        assert_consistent(spark, root)
-        rows = spark.read.format("delta").load(root.crawldb).filter("segment_id IS NOT NULL").collect()
-        assert all(r["lease_until"] is None for r in rows)  # every segment's update ran
-        # the cycles overlapped: each segment's dedup began while the next segment was fetched
-        steps = {(r["cycle"], r["step"]): r for r in spark.read.format("delta").load(root.cycles).collect()}
+            assert a and not a & b  # N + 1 was generated while N's URLs were leased
+        rows = spark.read.format("delta").load(root.cycles).collect()
+        (crawl_id,) = {r["crawl_id"] for r in rows if (r["cycle"], r["step"]) == (CYCLES, "update")}
+        steps = {(r["cycle"], r["step"]): r for r in rows if r["crawl_id"] == crawl_id}
         for k in range(1, CYCLES):
             fetch_next = steps[(k + 1, "fetch")]
             assert steps[(k, "dedup")]["started_at"].timestamp() < (
                 fetch_next["started_at"].timestamp() + fetch_next["seconds"])
-        # politeness from the server's side: gaps between a host's requests, across segments too,
-        # and robots.txt read once per host although segment N + 1 was generated before N's update
-        assert_polite(web, web.requests(), DELAY_S)
+
+        # politeness from the server's side, across segments and the kill. A kill that lands after
+        # the first segment's fetch has asked for robots.txt loses that answer with the rest of the
+        # dead run's (tests/test_kill.py): the second crawl asks again. The gaps must hold either way.
+        assert_polite(web, web.requests(), DELAY_S, robots_per_host=2)
     finally:
         web.stop()
 
@@ -85,71 +138,5 @@ def test_a_segment_fetched_right_after_another_keeps_the_gap_and_the_robots_txt(
         assert sorted(paths) == ["/p0.html", "/p1.html"]
         gaps = [b["ts"] - a["ts"] for a, b in zip(log, log[1:])]
         assert min(gaps) >= delay - 0.05, gaps  # request starts; every request here is short
-    finally:
-        web.stop()
-
-
-def test_an_overlapped_crawl_killed_in_a_fetch_is_finished_by_the_next_crawl(spark, tmp_path, capsys):
-    """Crash safety across the overlap (issue 49, item 8): `deltacrawl crawl --overlap` killed -9
-    (driver, JVM and workers) while a segment's fetch is under way (its request log has a line, its
-    results are not committed), the one before or after it possibly in flight too. The same command
-    run again finds the dead driver's segments (their owner's process is gone: no waiting for the
-    lease), finishes them, fetch, dedup and update, one line each, before its own cycle, which has
-    URLs to generate ("nothing due" was what it said before). A fetchlist whose lease the kill
-    left uncommitted is named and left alone. Then every other segment is updated, no URL is leased, every table is consistent (no URL twice, host counts as the crawldb implies, the
-    WARC index naming complete records) and the hosts' gaps held from the server's side across the
-    kill too."""
-    import glob
-    import os
-
-    from tests.test_fetcher import host_urls
-    from tests.test_kill import DELTACRAWL, assert_every_table, leased, run_and_kill, step_cli
-    web = DevWeb(hosts=3, pages_per_host=8, port=0, seed=5, crawl_delay_s=0.0, links_per_page=3)
-    web.start()
-    try:
-        root = CrawlRoot(str(tmp_path / "crawl"))
-        settings = dict(fetch__delay_s=DELAY_S, generate__top_n=6, generate__max_urls_per_host=2,
-                        sitemaps__enabled="false", mlflow__tracking_uri="off")
-        options, env = step_cli(root, tmp_path, **settings)
-        segments_dir = os.path.dirname(root.local_path(root.segment("20000101000000-000000")))
-
-        def fetching() -> bool:  # a segment's fetch has sent a request and not committed
-            for log in glob.glob(os.path.join(segments_dir, "*", "requests", "*.log")):
-                segment = log.split(os.sep)[-3]
-                try:
-                    if os.path.getsize(log) and not os.path.exists(os.path.join(segments_dir, segment, "fetched",
-                                                                                "_SUCCESS")):
-                        return True
-                except OSError:  # removed since it was listed
-                    pass
-            return False
-
-        # every page a seed: the second generate, beside the first fetch, has URLs to lease
-        seeds = write_seeds(tmp_path / "seeds.txt", [u for i in range(3) for u in host_urls(web, i)])
-        assert run_and_kill([DELTACRAWL, "crawl", "--overlap", "--seeds", seeds, "--cycles", "3", *options],
-                            fetching, env) == "killed"
-        # the dead driver's segments holding a lease; a kill before the next segment's lease
-        # committed leaves a fetchlist holding none, which fetch refuses and the rerun leaves
-        held = set(leased(spark, root).values())
-        dead = [s for s in list_segments(spark, root) if path_exists(spark, root.fetchlist(s))
-                and not path_exists(spark, root.updated_marker(s))]
-        finished = [s for s in dead if s in held]
-        assert finished and any(not path_exists(spark, root.fetched(s) + "/_SUCCESS") for s in finished)
-        capsys.readouterr()
-
-        assert cli.main(["crawl", "--overlap", "--seeds", seeds, "--cycles", "1", *options]) == 0
-        _, err = capsys.readouterr()
-        assert "nothing due" not in err and "cycle 1/1 done" in err, err
-        for s in dead:  # one line each
-            assert sum(f"segment {s}: its crawl driver is gone" in line for line in err.splitlines()) == 1, err
-        segments = [s for s in list_segments(spark, root) if path_exists(spark, root.fetchlist(s))]
-        assert set(dead) < set(segments)
-        assert {s for s in segments if not path_exists(spark, root.updated_marker(s))} == set(dead) - set(finished)
-        assert spark.read.format("delta").load(root.crawldb).filter("lease_until IS NOT NULL").count() == 0
-        assert_every_table(spark, root)
-        # A kill that lands after the first segment's fetch has asked for robots.txt loses that
-        # answer with the rest of the dead run's (tests/test_kill.py): its re-run asks again. The
-        # gaps must hold either way.
-        assert_polite(web, web.requests(), DELAY_S, robots_per_host=2)
     finally:
         web.stop()
