@@ -1,6 +1,7 @@
 """crawl/crawldb/in_memory.py, update's writes for a small segment, on crafted rows: which URLs
 it updates, which new URLs each host's budget lets in (best first) and counts out, which known
-URLs become due now. (tests/update_paths.py compares it with the Spark queries on real crawls.)"""
+URLs become due now. (tests/both_paths.py compares it with the Spark queries on a real crawl, and
+tests/test_both_paths_property.py on generated ones.)"""
 from __future__ import annotations
 
 from crawl.crawldb import in_memory
