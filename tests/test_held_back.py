@@ -172,7 +172,9 @@ def test_held_back_urls_carry_their_hosts_reason_until_it_recovers(spark, root, 
 
         # both hosts recover; their backoff and the 503's retry wait are over
         web.failing.clear()
-        DeltaTable.forPath(spark, root.hostdb).update(set={"backoff_until": F.lit(None).cast("timestamp")})
+        # (and the wait they asked for, which the next fetch would carry over: backoff_s)
+        DeltaTable.forPath(spark, root.hostdb).update(set={"backoff_until": F.lit(None).cast("timestamp"),
+                                                           "backoff_s": F.lit(None).cast("double")})
         DeltaTable.forPath(spark, root.crawldb).update(F.col("url").isin(*robots_down, *unavailable),
                                                        {"next_fetch_at": "timestamp'2000-01-01'"})
         cycle()
