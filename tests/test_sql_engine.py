@@ -30,6 +30,16 @@ def crawled(named_crawl):
     return named_crawl.root, named_crawl.cycles
 
 
+def test_duckdb_has_every_name_spark_registers(spark, crawled):
+    """The first test to ask for the shared crawl waits for it (or builds it) within its own time
+    bound, so the comparisons below have theirs for themselves."""
+    from crawl.sqlengine import DuckDBEngine
+    from jobs.engine.crawl_root import CrawlRoot
+    from jobs.sql import register_tables
+    root, _ = crawled
+    assert sorted(DuckDBEngine(root).names()) == sorted(register_tables(spark, CrawlRoot(root)))
+
+
 # ---------------------------------------------------------------------------------------------
 # the documented queries on both engines
 
