@@ -8,6 +8,7 @@
     deltacrawl warc-get URL           deltacrawl devweb             deltacrawl jars [--s3]
     deltacrawl package [--code]       (what a cluster's executors need: docs/cluster.md)
     deltacrawl sql "SELECT ..."       deltacrawl shell              deltacrawl history URL
+    deltacrawl parsers                (the parsers installed, by media type: docs/parsers.md)
 
 Global options (before or after the subcommand): --crawl-root PATH, --conf key=value (repeatable),
 --conf-file FILE, -v/--verbose (debug lines, and Spark's own log on stderr instead of a file).

@@ -47,7 +47,9 @@ SPARK_SUPPLIED = ("pyspark", "py4j")
 KEEP_ARCHIVES = 3
 # deltacrawl's requirements that only the driver imports (jobs/engine/tracking.py, crawl/charts.py,
 # crawl/sqltext.py): the executors' archive leaves them out, with whatever only they require.
-DRIVER_ONLY = ("mlflow-skinny", "sqlalchemy", "alembic", "matplotlib", "sqlparse")
+DRIVER_ONLY = ("mlflow-skinny", "sqlalchemy", "alembic", "matplotlib", "sqlparse",
+               # deltacrawl sql's embedded engine (crawl/sqlengine.py): ~270 MB no executor needs
+               "duckdb", "duckdb-extension-delta", "deltalake")
 
 
 def default_cache_dir() -> Path:
