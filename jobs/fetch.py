@@ -27,7 +27,7 @@ Outputs:  <crawl_root>/segments/<id>/fetched (Parquet, partitioned by kind: one 
           answers died with it: nothing is lost; a page two attempts died with is left due);
           segments/<id>/_fetched_run names the run that succeeded. Once the results are committed, the segment's complete WARC files
           they do not name (closed by task attempts or runs that died) are removed: nothing would
-          ever index them (crawl.fetch.warc.unindexed_files).
+          ever index them (crawl.fetch.warc_store.unindexed_files).
 Re-run:   safe. A segment whose results are committed is not fetched again (every URL has its
           result, and a second request would break the lease's one request per URL): the run
           only finishes the clean-up above (what a driver that died after the commit left) and
@@ -60,7 +60,7 @@ from crawl.fetch.fetcher import FETCHLIST_FIELDS, fetch_partition
 from crawl.net.addresses import REASON_PATTERN
 from crawl.s3 import is_s3_uri
 from crawl.tracking import merge_counts
-from crawl.fetch.warc import WarcStore, remove_files, sweep_unfinished, unindexed_files, warc_store
+from crawl.fetch.warc_store import WarcStore, remove_files, sweep_unfinished, unindexed_files, warc_store
 from jobs.engine.common import run_segment_step
 from jobs.engine.errors import UserError
 from jobs.engine.logs import Progress, step_logger

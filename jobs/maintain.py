@@ -19,7 +19,7 @@ Outputs:  per table, in this order:
           is deleted; one never updated whose lease has expired ("abandoned") likewise, only past that
           retention; a segment any crawldb URL is still leased to is never deleted. Then WARC
           leftovers (local *.warc.gz.open files, S3 in-progress uploads) started more than
-          generate.lease_s ago are removed (crawl.fetch.warc.sweep_unfinished), and so are complete
+          generate.lease_s ago are removed (crawl.fetch.warc_store.sweep_unfinished), and so are complete
           WARC files as old that nothing indexes or will index, of segments not in flight
           (unindexed_warc: left by a task attempt or a fetch run that died). On stdout: one row per
           table (files and MB before / after, deletion vectors purged, files vacuumed) and what
@@ -52,7 +52,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawl.crawldb.segment_ids import segment_time
-from crawl.fetch.warc import WarcStore, remove_files, segment_of_file, sweep_unfinished, unindexed_files, warc_store
+from crawl.fetch.warc_store import WarcStore, remove_files, segment_of_file, sweep_unfinished, unindexed_files, warc_store
 from crawl.s3 import is_s3_uri
 from jobs.engine.common import run_spark_step
 from jobs.engine.errors import EXIT_OK, UserError
@@ -217,7 +217,7 @@ def warc_leftovers(cfg: Mapping[str, Any], store: WarcStore, now: float, dry_run
 
 def unindexed_warc(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, store: WarcStore,
                    in_flight: set[str], now: float, dry_run: bool) -> list[str]:
-    """Complete WARC files nothing indexes or will index (crawl.fetch.warc.unindexed_files), of
+    """Complete WARC files nothing indexes or will index (crawl.fetch.warc_store.unindexed_files), of
     segments not in flight, written more than generate.lease_s ago (as for leftovers: a fetch
     started on a segment whose lease had expired may still be running): a file is wanted while
     warc_index names it, or while the segment's committed fetch results (not yet updated) name

@@ -48,7 +48,7 @@ from crawl.crawldb.segment_ids import segment_time
 from crawl.crawldb.selection import budget_split
 from crawl.crawldb.status import (DUPLICATE, FETCHED, NOTMODIFIED, UNFETCHED, apply_fetch,
                                   mark_duplicate, schedule_policy)
-from crawl.fetch.warc import warc_location_uri
+from crawl.fetch.warc_store import warc_location_uri
 from jobs.engine import discover
 from jobs.engine.column_ops import COLUMN_OPS
 from jobs.engine.commit_info import writes_commits

@@ -16,7 +16,7 @@ from crawl.devweb.web import DevWeb
 from crawl.fetch.fetcher import LOST_ANSWER, fetch_partition
 from crawl.fetch.requestlog import RequestLog, log_name, read_earlier
 from crawl.crawldb.status import FetchStatus as FS
-from crawl.fetch.warc import read_record
+from crawl.fetch.warc_read import read_record
 from tests.conftest import make_config, write_seeds
 from tests.politeness import TOLERANCE_S, requests_by_host
 from tests.test_fetcher import cfg as fetcher_cfg

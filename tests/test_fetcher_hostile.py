@@ -18,7 +18,8 @@ from crawl.devweb.web import HOSTILE, DevWeb
 from crawl.fetch.fetcher import fetch_partition
 from crawl.parse.pool import ParserPool
 from crawl.crawldb.status import FetchStatus as FS
-from crawl.fetch.warc import WarcWriter, read_record
+from crawl.fetch.warc import WarcWriter
+from crawl.fetch.warc_read import read_record
 from tests.test_fetcher import DEAD_ADDRESS, _closed_port, rows_for
 from tests.conftest import TEST_WEB_NETWORKS
 

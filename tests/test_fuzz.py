@@ -26,7 +26,8 @@ from crawl.parse.page import ParseOptions, ParseResult, parse_page
 from crawl.fetch.robots import RobotsPolicy, effective_delay, policy_from_fetch
 from crawl.parse.sitemaps import parse_sitemap
 from crawl.net.urls import InvalidUrl, UrlRules, check_url, host_of, normalize_url
-from crawl.fetch.warc import WarcWriter, read_record
+from crawl.fetch.warc import WarcWriter
+from crawl.fetch.warc_read import read_record
 
 EXAMPLES = int(os.environ.get("DELTACRAWL_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(max_examples=EXAMPLES, derandomize=not os.environ.get("DELTACRAWL_FUZZ_RANDOM"), database=None,

@@ -212,7 +212,8 @@ def test_fetch_tasks_write_warc_files_to_s3(spark, cfg, devweb, moto_s3):
     own) and upload their WARC files; every fetched row points at a complete object, read back by
     a ranged GET as warc-get reads it."""
     from crawl.net.urls import host_bucket, host_of, url_hash
-    from crawl.fetch.warc import S3WarcStore, read_record_at, sweep_unfinished, warc_store
+    from crawl.fetch.warc_store import S3WarcStore, sweep_unfinished, warc_store
+    from crawl.fetch.warc_read import read_record_at
     from jobs.engine.schemas import FETCHLIST_SCHEMA
     from tests.s3server import aws_environ, new_bucket
     seg = "20261201000000-5e5e5e"

@@ -20,7 +20,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from crawl.devweb.web import DevWeb
-from crawl.fetch.warc import read_record
+from crawl.fetch.warc_read import read_record
 from jobs import dedup, fetch, generate, inject, update
 from jobs.engine.errors import UserError
 from jobs.engine.crawl_root import list_segments

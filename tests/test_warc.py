@@ -10,7 +10,8 @@ import zlib
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawl.fetch.warc import REVISIT_PROFILE_NOT_MODIFIED, WarcLocation, WarcWriter, read_record
+from crawl.fetch.warc import REVISIT_PROFILE_NOT_MODIFIED, WarcLocation, WarcWriter
+from crawl.fetch.warc_read import read_record
 
 PREFIX = "CC-SEG-20250101000000-part-00007"
 NAME_RX = re.compile(re.escape(PREFIX) + r"-(\d{14})-(\d{5})\.warc\.gz$")

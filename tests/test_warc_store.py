@@ -8,8 +8,9 @@ import sys
 import pytest
 
 from crawl.s3 import S3Settings, make_client
-from crawl.fetch.warc import (LocalWarcStore, S3WarcStore, WarcWriter, read_record_at, remove_files, segment_of_file,
-                              sweep_unfinished, unindexed_files, warc_location_uri, warc_store)
+from crawl.fetch.warc import WarcWriter
+from crawl.fetch.warc_store import LocalWarcStore, S3WarcStore, remove_files, segment_of_file, sweep_unfinished, unindexed_files, warc_location_uri, warc_store
+from crawl.fetch.warc_read import read_record_at
 from tests.conftest import make_config
 from tests.s3server import (ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY, TEST_PART_BYTES, aws_environ, moto_server,
                             new_bucket)
