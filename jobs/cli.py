@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 
-from jobs.engine.common import run_main
+from jobs.engine.runtime import run_main
 from jobs.engine.errors import EXIT_OK, UserError
 
 STEPS = ("inject", "generate", "fetch", "dedup", "update", "stats", "crawl", "maintain", "hint")

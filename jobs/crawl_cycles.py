@@ -52,7 +52,7 @@ from crawl.crawldb.segment_owner import this_process
 from crawl.tracking import INJECT_CYCLE
 from jobs import dedup, fetch, generate, inject, stats, update
 from jobs.engine.commit_info import set_crawl_cycle
-from jobs.engine.common import run_main
+from jobs.engine.runtime import run_main
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.logs import step_logger
 from jobs.engine.crawl_root import CrawlRoot

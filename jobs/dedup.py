@@ -59,7 +59,7 @@ from crawl.dedup.rules import (BANDS_PER_PAGE, EXACT, NEAR, SIMHASH_BANDS, band_
 from crawl.crawldb.status import FetchStatus
 from jobs.engine.column_ops import COLUMN_OPS
 from jobs.engine.commit_info import writes_commits
-from jobs.engine.common import run_segment_step
+from jobs.engine.runtime import run_segment_step
 from jobs.engine.errors import UserError
 from jobs.engine.crawl_root import CrawlRoot, delete_path, path_exists, write_marker
 from jobs.engine.reads import arrow_rows, fits_driver, read_delta

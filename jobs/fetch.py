@@ -61,7 +61,7 @@ from crawl.net.addresses import REASON_PATTERN
 from crawl.s3 import is_s3_uri
 from crawl.tracking import merge_counts
 from crawl.fetch.warc_store import WarcStore, remove_files, sweep_unfinished, unindexed_files, warc_store
-from jobs.engine.common import run_segment_step
+from jobs.engine.runtime import run_segment_step
 from jobs.engine.errors import UserError
 from jobs.engine.logs import Progress, step_logger
 from jobs.engine.seen_filter import SeenFilter, seen_filter

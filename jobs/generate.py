@@ -49,7 +49,7 @@ Re-run:   safe: leased URLs are not selected again, so a second run makes a disj
           committed before this one's began, this lease passes over the rows it holds: fewer rows
           leased than chosen, so this one gives its leases back, removes its segment and exits 3
           the same way.
-Exit:     0 segment written · 99 nothing due (Airflow's skip code; jobs/engine/common.py says why not Nutch's 1)
+Exit:     0 segment written · 99 nothing due (Airflow's skip code; jobs/engine/runtime.py says why not Nutch's 1)
           · 2 bad input · 3 failure (also: lost the race to a concurrent step; retry).
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/generate.py --crawl-root /data/crawl
 """
@@ -77,8 +77,8 @@ from crawl.crawldb.schedule import importance_rule, priority_rule, staleness_rul
 from crawl.rule_ops import NUMPY_OPS, epoch_micros
 from jobs.engine.column_ops import COLUMN_OPS, spark_order
 from jobs.engine.commit_info import note_segment, writes_commits
-from jobs.engine.common import add_run_options, is_commit_conflict, run_spark_step
-from jobs.engine.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError
+from jobs.engine.runtime import add_run_options, run_spark_step
+from jobs.engine.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError, is_commit_conflict
 from jobs.engine.crawl_root import CrawlRoot, check_segment_id, delete_path, write_marker
 from jobs.engine.reads import CachedFrames, fits_driver, read_host_state, read_url_state, rows_where
 from jobs.engine.schemas import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, epoch_schema, from_epoch,

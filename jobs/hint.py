@@ -31,7 +31,7 @@ from crawl.crawldb.seeds import check_encoding
 from crawl.fetch.identity import identity_refusal
 from crawl.net.filters import LinkFilter
 from crawl.net.urls import host_of
-from jobs.engine.common import reading_input_file, run_spark_step
+from jobs.engine.runtime import reading_input_file, run_spark_step
 from jobs.engine.crawl_root import CrawlRoot
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.hint_inbox import append_hints

@@ -28,7 +28,7 @@ from crawl.fetch.identity import identity_refusal
 from crawl.net.addresses import AddressPolicy
 from crawl.net.urls import host_bucket, host_of, url_hash
 from jobs.engine.commit_info import writes_commits
-from jobs.engine.common import add_run_options, reading_input_file, run_spark_step
+from jobs.engine.runtime import add_run_options, reading_input_file, run_spark_step
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.logs import step_logger
 from jobs.engine.crawl_root import CrawlRoot

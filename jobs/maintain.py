@@ -54,7 +54,7 @@ from pyspark.sql import functions as F
 from crawl.crawldb.segment_ids import segment_time
 from crawl.fetch.warc_store import WarcStore, remove_files, segment_of_file, sweep_unfinished, unindexed_files, warc_store
 from crawl.s3 import is_s3_uri
-from jobs.engine.common import run_spark_step
+from jobs.engine.runtime import run_spark_step
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.logs import log_step, step_logger
 from jobs.engine.crawl_root import CrawlRoot, check_segment_id, delete_path, list_segments, path_exists

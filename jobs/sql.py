@@ -38,7 +38,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Mapping
 
 from crawl.sqltext import FORMATS, KNOWN_WRITING_VERBS, format_rows, split_statements, write_verb
-from jobs.engine.common import no_crawl_root, run_main
+from jobs.engine.runtime import no_crawl_root, run_main
 from jobs.engine.errors import EXIT_NOTHING_TO_DO, EXIT_OK, UserError
 
 if TYPE_CHECKING:  # Spark is imported where it is used: `deltacrawl sql` on DuckDB starts without it

@@ -21,7 +21,7 @@ from crawl import native
 from crawl.report import format_stats
 from crawl.crawldb.status import BLOCKED_ADDRESS
 from crawl.net.addresses import REASON_PATTERN
-from jobs.engine.common import add_run_options, run_spark_step
+from jobs.engine.runtime import add_run_options, run_spark_step
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.logs import log_step
 from jobs.engine.crawl_root import CrawlRoot

@@ -52,7 +52,7 @@ from crawl.fetch.warc_store import warc_location_uri
 from jobs.engine import discover
 from jobs.engine.column_ops import COLUMN_OPS
 from jobs.engine.commit_info import writes_commits
-from jobs.engine.common import run_segment_step
+from jobs.engine.runtime import run_segment_step
 from jobs.engine.errors import UserError
 from jobs.engine.logs import step_logger
 from jobs.engine.discover import HOST_TOTAL_CAP

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from crawl.s3 import is_s3_uri, s3_settings
 from crawl.net.urls import InvalidUrl, normalize_url, url_hash
 from crawl.fetch.warc_read import read_record_at
-from jobs.engine.common import run_spark_step
+from jobs.engine.runtime import run_spark_step
 from jobs.engine.errors import EXIT_NOTHING_TO_DO, EXIT_OK, UserError
 from jobs.engine.crawl_root import CrawlRoot
 from jobs.engine.tables import table_exists

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.engine.common import describe_failure
+from jobs.engine.errors import describe_failure
 
 
 def _raise_in_task(_):
@@ -30,11 +30,11 @@ def test_a_plain_error_keeps_its_first_line():
 
 
 class ConcurrentAppendException(Exception):
-    """Named as Delta's (the Python classes Delta raises are matched by name, see jobs/engine/common.py)."""
+    """Named as Delta's (the Python classes Delta raises are matched by name, see jobs/engine/runtime.py)."""
 
 
 def test_a_delta_commit_conflict_is_one_line_and_exit_3(capsys, monkeypatch):
-    from jobs.engine.common import run_main
+    from jobs.engine.runtime import run_main
     from jobs.engine.errors import EXIT_FAILURE
 
     def body(_args, _cfg):

@@ -80,7 +80,7 @@ def test_a_cold_step_maps_the_class_archive(cold_inject):
 
 
 def test_a_failure_names_sparks_log(monkeypatch, capsys):
-    from jobs.engine.common import run_main
+    from jobs.engine.runtime import run_main
 
     def body(args, cfg):
         monkeypatch.setitem(logs._state, "jvm_log", "/var/log/example.log")

@@ -37,10 +37,9 @@ from crawl.crawldb.in_memory import within_budget_rule
 from crawl.crawldb.status import new_url_state
 from crawl.net.urls import host_bucket, host_of, url_hash
 from jobs.engine.column_ops import COLUMN_OPS
-from jobs.engine.common import describe_failure, is_commit_conflict
 from jobs.engine.discover import host_total_cap, split_known
 from jobs.engine.crawl_root import CrawlRoot, read_marker, write_marker
-from jobs.engine.errors import ConcurrentStepError
+from jobs.engine.errors import ConcurrentStepError, describe_failure, is_commit_conflict
 from jobs.engine.logs import step_logger
 from jobs.engine.reads import read_host_state, read_url_state
 from jobs.engine.schemas import URL_STATE_SCHEMA, from_epoch_col

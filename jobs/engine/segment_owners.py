@@ -31,7 +31,7 @@ from pyspark.sql import SparkSession
 
 from crawl.crawldb.segment_owner import SegmentOwner, owner_is_gone
 from crawl.rule_ops import epoch_micros
-from jobs.engine.common import is_commit_conflict
+from jobs.engine.errors import is_commit_conflict
 from jobs.engine.crawl_root import (CrawlRoot, check_segment_id, list_segments, modified_at, path_exists, read_marker,
                                     segments_with, write_marker)
 from jobs.engine.logs import step_logger

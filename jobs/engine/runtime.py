@@ -1,12 +1,12 @@
-"""What every job shares: the global options, config loading, crawl-root checks and the
-error policy (a user's mistake is one clear line on stderr and exit code 2, never a traceback;
-the exit codes and errors themselves are in jobs/engine/errors.py).
+"""The command-line runtime every job runs in: the global options, config loading, crawl-root
+checks, and the error policy applied (a user's mistake is one clear line on stderr and exit code 2,
+never a traceback; the exit codes, the errors and how a failure is classified and described are
+jobs/engine/errors.py's).
 """
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import tempfile
 import traceback
@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 from crawl.config import ConfigError, build_config, parse_pairs
 from crawl.crawldb.seeds import SeedFileEncodingError
-from jobs.engine.errors import ConcurrentStepError, EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, UserError
+from jobs.engine.errors import (ConcurrentStepError, EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, UserError,
+                               describe_failure, is_commit_conflict)
 
 
 def add_global_options(parser: argparse.ArgumentParser) -> None:
@@ -83,65 +84,6 @@ def check_crawl_root(root: str, cfg: Mapping[str, Any] | None = None, create: bo
     except OSError as exc:
         raise UserError(f"crawl root {root} is not writable ({exc.strerror})") from None
     return root
-
-
-_PYTHON_ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
-
-
-# Delta's optimistic concurrency: the commit of a step that read a table another commit changed
-# meanwhile is refused with one of these (Python classes converted from the JVM's, by name: the
-# classes delta.exceptions exports are not the ones raised, and do not share a base).
-_CONFLICTS = {"DeltaConcurrentModificationException", "ConcurrentWriteException", "ConcurrentAppendException",
-              "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
-              "ConcurrentTransactionException", "MetadataChangedException", "ProtocolChangedException"}
-
-
-def is_commit_conflict(exc: BaseException) -> bool:
-    """``exc`` is Delta refusing a commit because another one came first (also when it reaches
-    Python as a Py4JJavaError: then the JVM exception's class says it)."""
-    if any(cls.__name__ in _CONFLICTS for cls in type(exc).__mro__):
-        return True
-    cause = getattr(exc, "java_exception", None)
-    try:
-        return cause is not None and str(cause.getClass().getSimpleName()) in _CONFLICTS
-    except Exception:  # the JVM may be gone
-        return False
-
-
-_STORE_URI = re.compile(r"\b(?:s3a?|s3n|gs|hdfs|abfss?|wasbs?|file)://[^\s'\"]+")
-
-
-def describe_failure(exc: BaseException) -> str:
-    """"Type: message" of what really failed. An error raised in a Spark task reaches the driver
-    wrapped: its first line says only that "an exception was thrown from the Python worker", and
-    the error itself is the last "SomethingError: message" line of the Python traceback inside; a
-    JVM failure (Py4JJavaError) says "An error occurred while calling o123.parquet", and the
-    reason is its innermost cause."""
-    text = str(exc).strip()
-    if "Traceback (most recent call last)" in text:
-        python_part = text.split("JVM stacktrace")[0]
-        found = [m for m in (_PYTHON_ERROR_LINE.match(line.strip()) for line in python_part.splitlines()) if m]
-        if found:
-            return f"{found[-1].group(1).rsplit('.', 1)[-1]}: {found[-1].group(2)}"
-    cause = getattr(exc, "java_exception", None)
-    if cause is not None:
-        try:  # the JVM may be gone: then the Python side's text is all there is
-            chain = [str(cause.toString())]
-            while cause.getCause() is not None and not cause.getCause().equals(cause):
-                cause = cause.getCause()
-                chain.append(str(cause.toString()))
-            line = " ".join(chain[-1].split())
-            # "Connection refused" alone does not say where: name the store an outer cause names
-            if not _STORE_URI.search(line):
-                where = next((m.group(0) for m in map(_STORE_URI.search, reversed(chain)) if m), None)
-                if where:
-                    line += f" ({where.rstrip('.,;:')})"
-            return line
-        except Exception:  # the plain first line below is the message then
-            pass
-    first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first}"
-
 
 
 @contextmanager
