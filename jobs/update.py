@@ -615,12 +615,16 @@ def fitted_schedule(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
     quota, _ = budget_split(int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"]))
     refresh = schedule.refresh_budget(int(cfg["generate.top_n"]), quota, pending_new)
     fitted = schedule_fit.fit(histories, cfg, refresh_per_cycle=refresh, cycle_s=cycle_s, sampled_share=share)
+    # what a user can check against the crawl: the budget is generate.top_n less the new URLs it
+    # takes first, the value is what the schedule trades a fetch against (docs/architecture.md)
     step_logger("update").info(
-        "schedule fitted to the crawl: fetch value %.4g s (%d refresh fetches per %.0f s cycle), rate prior %s, "
-        "information horizon %.0f s; %d URL histories read",
-        fitted.get("schedule.fetch_value_s", cfg["schedule.fetch_value_s"]), refresh, cycle_s,
-        "fitted" if fitted["fitted.rate_prior"] is not None else "log-uniform", fitted["fitted.information_horizon_s"],
-        histories["observed_count"].size)
+        "schedule fitted to %d URL histories: a refresh budget of %d fetches a cycle (generate.top_n %d less "
+        "%d new URLs taken first), a cycle every %.0f s; a fetch is worth %.3g s of freshness "
+        "(schedule.fetch_value_s); change-rate prior: %s; information horizon: %.0f s",
+        histories["observed_count"].size, refresh, int(cfg["generate.top_n"]), int(cfg["generate.top_n"]) - refresh,
+        cycle_s, fitted.get("schedule.fetch_value_s", cfg["schedule.fetch_value_s"]),
+        "fitted to the crawl" if fitted["fitted.rate_prior"] is not None else "log-uniform (not fitted: too few histories, or schedule.fit_rate_prior off)",
+        fitted["fitted.information_horizon_s"])
     return with_values(cfg, fitted)
 
 
