@@ -538,7 +538,7 @@ def sources_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: Data
         return None
     rewrites = {(b, h, u): reason for b, h, u, reason in
                 held_back.rewrites(of_changed, changed, {(o["url_hash"], o["url"]) for o in outcomes})}
-    marks = {key: [at, None, False] for *key, at in plan.hints}
+    marks = {(bucket, hashed, url): [at, None, False] for bucket, hashed, url, at in plan.hints}
     for key, reason in rewrites.items():
         marks.setdefault(key, [None, None, False])[1:] = [reason, True]
 
