@@ -69,7 +69,9 @@ $(STAMP): setup.py pyproject.toml crawl/dedup/_fasthash.c $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r $(LOCK)
-	$(BIN)/python -m pip install -q --no-deps -e .
+	@# setuptools warns on every editable install that a folder named like a package may shadow it (ours
+	@# are the package): one known line of noise, silenced
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q --no-deps -e .
 	$(BIN)/python -m pip check
 	$(BIN)/python -c "$$LOCK_CHECK"
 	touch $(STAMP)
