@@ -30,11 +30,24 @@ SQL_COMMANDS = ("sql", "shell", "history")  # jobs/sql.py
 USAGE = __doc__
 
 
+def config_toml(options: dict) -> str:
+    """``{"section.key": value}`` (strings and lists of strings) as a TOML config file in the layout
+    of conf/defaults.toml (JSON strings are TOML basic strings)."""
+    sections: dict[str, list[str]] = {}
+    for key, value in options.items():
+        section, _, name = key.partition(".")
+        sections.setdefault(section, []).append(f"{name} = {json.dumps(value)}")
+    return "".join(f"[{section}]\n" + "\n".join(lines) + "\n\n" for section, lines in sections.items())
+
+
 def devweb_main(argv: list[str] | None) -> int:
     def configure(parser) -> None:
         parser.description = ("Serve the bundled local test web in the foreground (loopback only; "
                               "options devweb.*); prints its seed URLs.")
         parser.add_argument("--log", metavar="FILE", help="append every request as a JSON line to FILE")
+        parser.add_argument("--conf-out", metavar="FILE",
+                            help="write the options a crawl of this web needs as a TOML config file (for "
+                                 "--conf-file, or the conf_file of the Airflow DAG)")
 
     def body(args, cfg) -> int:
         from crawl.devweb.web import DevWeb
@@ -47,11 +60,14 @@ def devweb_main(argv: list[str] | None) -> int:
         except OSError as exc:
             raise UserError(f"cannot serve on port {cfg['devweb.port']}: {exc.strerror or exc} "
                             f"(try --conf devweb.port=0)") from None
-        for url in web.demo_seed_urls():
-            print(url, flush=True)
         # the address guard refuses loopback: a crawl of this web must allow its addresses (and,
         # named, ask its DNS server and trust its CA)
         options = web.crawl_config(cfg)
+        if args.conf_out:  # before the seeds: a script that has read the seeds finds the file there
+            with open(args.conf_out, "w", encoding="utf-8") as out:
+                out.write(config_toml(options))
+        for url in web.demo_seed_urls():  # stdout: the seeds only, so `deltacrawl devweb > seeds.txt` works
+            print(url, flush=True)
         print("crawl it with: " + " ".join(f"--conf '{k}={json.dumps(v)}'" for k, v in options.items()),
               file=sys.stderr, flush=True)
         web.serve_forever()

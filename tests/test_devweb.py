@@ -251,3 +251,33 @@ def test_stop_idempotent_and_frees_port():
         assert fetch(again.seed_urls()[0])[0] == 200
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.2:{port}/", timeout=2)
+
+
+def test_the_devweb_command_prints_only_seeds_on_stdout_and_writes_the_crawls_options(tmp_path):
+    """`deltacrawl devweb > seeds.txt` keeps only seed URLs (status on stderr), and --conf-out writes
+    the options a crawl of it needs as a config file the crawler loads (docs/airflow.md's first run)."""
+    import subprocess
+    import sys
+    import time
+
+    from crawl.config import build_config
+    conf_out = tmp_path / "devweb.toml"
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "devweb", "--conf", "devweb.port=0",
+                             "--conf", "devweb.https_port=0", "--conf-out", str(conf_out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120  # a bound for a hang, not a timing
+        while not (conf_out.exists() and conf_out.stat().st_size):
+            assert proc.poll() is None and time.monotonic() < deadline, "deltacrawl devweb did not start"
+            time.sleep(0.2)
+        time.sleep(1)  # the seeds are printed right after the file is written
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+    seeds = out.splitlines()
+    assert seeds and all(line.startswith("https://") and ".devweb.test:" in line for line in seeds), out
+    assert "crawl it with:" in err
+    cfg = build_config(str(conf_out))
+    assert cfg["fetch.tls_ca_file"] and cfg["fetch.dns_servers"] and len(cfg["fetch.allow_networks"]) > 1
+    import ipaddress
+    assert not any(ipaddress.ip_address("127.0.0.1") in ipaddress.ip_network(n) for n in cfg["fetch.allow_networks"])
