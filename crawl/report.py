@@ -50,7 +50,7 @@ def format_stats(stats: Mapping[str, Any]) -> str:
         lines += ["hosts held back",
                   f"  {'deferred (Crawl-delay too large)':<36}{int(hostdb['deferred']):>8,}",
                   f"  {'backing off (429/503, robots.txt)':<36}{int(hostdb['backing_off']):>8,}",
-                  f"  {'robots.txt failed (robots_error)':<36}{int(hostdb.get('robots_errors') or 0):>8,}",
+                  f"  {'robots.txt unreachable/unparsable':<36}{int(hostdb.get('robots_errors') or 0):>8,}",
                   f"  {'name did not resolve (dns_error)':<36}{int(hostdb.get('dns_errors') or 0):>8,}",
                   f"  {'TLS handshake failed (tls_error)':<36}{int(hostdb.get('tls_errors') or 0):>8,}"]
         lines += _section("hosts stopped in their last cycle, by reason", hostdb["stopped"])

@@ -103,7 +103,12 @@ def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:
     newer = {c: F.col(c) if c in hosts.columns else F.lit(None) for c in ("dns_error", "tls_error", "dns_queries")}
     counts = hosts.agg(F.sum((F.col("deferred_until") > now_ts).cast("int")).alias("deferred"),
                        F.sum((F.col("backoff_until") > now_ts).cast("int")).alias("backing_off"),
-                       F.count("robots_error").alias("robots_errors"), F.count(newer["dns_error"]).alias("dns_errors"),
+                       # not crawled for its robots.txt (RFC 9309's complete disallow): it could not
+                       # be read or parsed (robots_error), or it answered 5xx/429 (the error is then
+                       # the status alone)
+                       F.sum((F.col("robots_error").isNotNull() | (F.col("robots_status") >= 500)
+                              | (F.col("robots_status") == 429)).cast("int")).alias("robots_errors"),
+                       F.count(newer["dns_error"]).alias("dns_errors"),
                        F.count(newer["tls_error"]).alias("tls_errors"), F.sum(newer["dns_queries"]).alias("dns_queries"),
                        F.count(newer["dns_queries"]).alias("resolved")).collect()[0]
     dns = {"queries": int(counts["dns_queries"] or 0), "hosts": int(counts["resolved"] or 0),
