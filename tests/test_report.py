@@ -14,7 +14,7 @@ def test_format_stats_sections_and_shares():
     assert "fetched" in text and "75.0%" in text and "(none)" in text
     assert "top 2 hosts by URLs" in text
     assert "backing off" in text and "3 network errors in a row" in text and "a.com (gap 0.2s)" in text
-    assert re.search(r"robots\.txt failed \(robots_error\) +4\n", text)
+    assert re.search(r"robots\.txt unreachable/unparsable +4\n", text)
 
 
 def test_format_stats_empty_crawldb():
