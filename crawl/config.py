@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tomllib
 from importlib import resources
 from types import MappingProxyType
@@ -206,6 +207,7 @@ def _validate(cfg: dict[str, Any]) -> None:
         raise ConfigError(f"config key 'warc.gzip_level' must be 1..9, got {cfg['warc.gzip_level']}")
     _validate_s3(cfg)
     _validate_maintain(cfg)
+    _validate_parse(cfg)
     level = str(cfg["spark.log_level"]).upper()
     if level not in SPARK_LOG_LEVELS:  # Spark would refuse it from inside the JVM, as a failure
         raise ConfigError(f"config key 'spark.log_level' must be one of {', '.join(SPARK_LOG_LEVELS)}, "
@@ -228,6 +230,23 @@ def _validate(cfg: dict[str, Any]) -> None:
     for key in ("devweb.port", "devweb.https_port", "devweb.dns_port"):  # 0: any free port
         if not 0 <= cfg[key] <= 65535:
             raise ConfigError(f"config key '{key}' must be a port number (0 to 65535), got {cfg[key]}")
+
+
+def _validate_parse(cfg: dict[str, Any]) -> None:
+    """What is fetched in full and parsed (fetch.content_types, parse.*): checked at load, not when
+    a fetch task first builds its parser options."""
+    for key in ("fetch.content_types", "parse.disabled"):
+        values = cfg[key]
+        if not all(isinstance(v, str) and v.strip() for v in values):
+            raise ConfigError(f"config key '{key}' must be a list of names, got {values!r}")
+    bad = [t for t in cfg["fetch.content_types"] if not re.fullmatch(r"[\w.+-]+/[\w.+-]+", t.strip())]
+    if bad:
+        raise ConfigError(f"config key 'fetch.content_types': not a media type (type/subtype): {bad}")
+    for key in ("parse.pdf_max_pages", "parse.pdf_max_stream_mb", "fetch.max_pdf_bytes"):
+        if not cfg[key] > 0:
+            raise ConfigError(f"config key '{key}' must be > 0, got {cfg[key]}")
+    if not cfg["fetch.max_other_body_bytes"] >= 0:
+        raise ConfigError(f"config key 'fetch.max_other_body_bytes' must be >= 0, got {cfg['fetch.max_other_body_bytes']}")
 
 
 def _validate_maintain(cfg: dict[str, Any]) -> None:

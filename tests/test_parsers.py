@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from crawl.config import build_config
+from crawl.config import ConfigError, build_config
 from crawl.crawldb.status import FetchStatus as FS
 from crawl.fetch.fetcher import fetch_partition
 from crawl.parse.page import ParseOptions, parse_page
@@ -191,5 +191,6 @@ def test_an_installed_parser_runs_in_the_guarded_child(plugin):
                                         ("parse.pdf_max_pages", 0), ("parse.pdf_max_stream_mb", -1),
                                         ("fetch.max_pdf_bytes", 0), ("fetch.max_other_body_bytes", -1)])
 def test_bad_parser_options_name_their_key(key, value):
-    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
-        ParseOptions.from_config(build_config(overrides={key: value}))
+    # refused when the config is loaded, before any step starts (one line, exit 2)
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        build_config(overrides={key: value})
