@@ -286,7 +286,8 @@ def test_documented_sql_examples_run_as_written(spark, registered, monkeypatch):
         except Exception as exc:  # noqa: BLE001 - say which example broke
             pytest.fail(f"{where} example fails: {statement}\n{exc}")
     # the demo web gives the questions about failures, traps and duplicates something to answer
-    for words in ("WHERE status IN ('retry', 'gone')", "WHERE url_budget IS NOT NULL"):
+    for words in ("WHERE held_back IS NOT NULL OR error IS NOT NULL", "WHERE u.held_back IS NOT NULL",
+                  "WHERE url_budget IS NOT NULL"):
         asked = [s for _, s in statements if words in s]
         assert asked and all(answers[s] for s in asked), f"no rows for the documented {words!r} question"
     # and the Python ones (Spark, DuckDB, polars, deltalake), in order in one namespace, as a
