@@ -240,20 +240,22 @@ def is_parseable(content_type_header: str | None, body_head: bytes) -> bool:
         media = (content_type_header or "").split(";", 1)[0].strip().lower()
         if media not in _UNKNOWN_TYPES:
             return media in _PARSEABLE_TYPES
-        head = bytes(body_head or b"")[:1024]
-        for bom, charset in _BOMS:
-            if head.startswith(bom):
-                head = head[len(bom):]
-                if charset != "utf-8":
-                    head = head.decode(charset, "replace").encode("utf-8", "replace")
-                break
-        head = head.lstrip(_SNIFF_WS).lower()
-        for pattern in _HTML_SNIFF:
-            if head.startswith(pattern) and head[len(pattern):len(pattern) + 1] in (b" ", b">"):
-                return True
-        return False
+        return sniffs_as_html(bytes(body_head or b"")[:1024])
     except Exception:  # recorded: not sniffed as HTML, so the page is stored and not parsed
         return False
+
+
+def sniffs_as_html(head: bytes) -> bool:
+    """The first bytes of a body start like HTML after a BOM and whitespace (the WHATWG MIME
+    sniffing patterns for HTML)."""
+    for bom, charset in _BOMS:
+        if head.startswith(bom):
+            head = head[len(bom):]
+            if charset != "utf-8":
+                head = head.decode(charset, "replace").encode("utf-8", "replace")
+            break
+    head = head.lstrip(_SNIFF_WS).lower()
+    return any(head.startswith(p) and head[len(p):len(p) + 1] in (b" ", b">") for p in _HTML_SNIFF)
 
 
 # Element nesting is capped before lexbor builds the tree, as browsers cap it (Blink's HTML parser:

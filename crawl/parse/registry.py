@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from crawl.net.urls import check_url
-from crawl.parse.page import (_BOMS, _HTML_SNIFF, _SNIFF_WS, _UNKNOWN_TYPES, ParseOptions, ParseResult, _exc_text,
+from crawl.parse.page import (_UNKNOWN_TYPES, ParseOptions, ParseResult, _exc_text, sniffs_as_html,
                               _parse_error, parse_page)
 
 ENTRY_POINT_GROUP = "deltacrawl.parsers"
@@ -163,17 +163,6 @@ def declared_media_type(content_type_header: str | None) -> str:
     return (content_type_header or "").split(";", 1)[0].strip().lower()
 
 
-def _sniffs_as_html(head: bytes) -> bool:
-    for bom, charset in _BOMS:
-        if head.startswith(bom):
-            head = head[len(bom):]
-            if charset != "utf-8":
-                head = head.decode(charset, "replace").encode("utf-8", "replace")
-            break
-    head = head.lstrip(_SNIFF_WS).lower()
-    return any(head.startswith(p) and head[len(p):len(p) + 1] in (b" ", b">") for p in _HTML_SNIFF)
-
-
 def detect_media_type(content_type_header: str | None, body_head: bytes) -> str:
     """The media type of an answer: the Content-Type header's, unless that is missing or generic
     (application/octet-stream, unknown/unknown, ...); then the bytes decide: "application/pdf" for
@@ -187,7 +176,7 @@ def detect_media_type(content_type_header: str | None, body_head: bytes) -> str:
         head = bytes(body_head or b"")[:SNIFF_BYTES]
         if _PDF_SIGNATURE in head[:_PDF_SIGNATURE_WITHIN]:
             return PDF
-        if media in _UNKNOWN_TYPES and _sniffs_as_html(head):
+        if media in _UNKNOWN_TYPES and sniffs_as_html(head):
             return "text/html"
         return media
     except Exception:  # recorded: the declared type stands, so the answer is stored and not parsed
