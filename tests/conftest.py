@@ -231,6 +231,44 @@ LONGEST_FIRST = ("test_cluster",        # 788, ~560 since its local twin crawl w
                  "test_fetch_retry")
 
 
+def _tree_cpu_s() -> float:
+    """CPU seconds (user + system) of this process, the children it has waited for, and every live
+    process below it (the shared session's JVM, servers, subprocess steps), from /proc."""
+    import os
+    stats = {}
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(pid)] = (int(fields[1]), sum(int(v) for v in fields[11:15]))
+    below, todo = set(), [os.getpid()]
+    while todo:
+        parent = todo.pop()
+        below.add(parent)
+        todo.extend(pid for pid, (ppid, _) in stats.items() if ppid == parent and pid not in below)
+    return sum(stats[pid][1] for pid in below if pid in stats) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """DELTACRAWL_TEST_CPU=FILE: one line per test (its set-up, call and tear-down) appended to FILE
+    with its CPU seconds (the worker's process tree: _tree_cpu_s) and wall seconds, tab-separated,
+    to rank the suite's tests by what they cost the machine rather than by a loaded run's durations."""
+    import os
+    import time
+    out = os.environ.get("DELTACRAWL_TEST_CPU")
+    if not out:
+        yield
+        return
+    cpu, wall = _tree_cpu_s(), time.monotonic()
+    yield
+    with open(out, "a") as f:
+        f.write(f"{item.nodeid}\t{_tree_cpu_s() - cpu:.1f}\t{time.monotonic() - wall:.1f}\n")
+
+
 def pytest_collection_modifyitems(config, items):
     """The markers of pyproject.toml, from what each test uses: ``spark`` for every test that needs
     the shared SparkSession (directly or through another fixture), ``cluster`` and ``airflow`` by
