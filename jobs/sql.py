@@ -1,6 +1,12 @@
-"""sql, shell, history — ask the crawl root's tables questions by name, with Spark SQL.
+"""sql, shell, history — ask the crawl root's tables questions by name.
 
-    deltacrawl sql "SELECT status, count(*) FROM crawldb GROUP BY status" [--format table|csv|json] [--write]
+``deltacrawl sql`` answers through embedded DuckDB (crawl/sqlengine.py: about a second a query, no
+JVM) unless given ``--engine spark`` (option sql.engine); without a query it is a SQL shell that
+keeps its engine. What follows describes the Spark side: what ``--engine spark``, ``shell`` and
+``history`` register, and what the notebook uses.
+
+    deltacrawl sql "SELECT status, count(*) FROM crawldb GROUP BY status" [--format table|csv|json]
+                   [--engine duckdb|spark] [--write]
     deltacrawl shell [--plain]
     deltacrawl history URL [--format table|csv|json]
 
