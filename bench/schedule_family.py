@@ -18,7 +18,10 @@ A web:    hosts (2-8) of drawn sizes (equal: 20-60 pages each, or skewed: lognor
           fast pages important, or fast pages deep (a rank correlation with noise). Budget: top_n
           = 1/8 .. 1/2 of the pages (log-uniform). Last-Modified: sent by every host, by half the
           hosts, or by none. Changes are Poisson with the drawn rate; a page's first age is a draw
-          of its own process.
+          of its own process. As live: the fetch step starts 0-6.4 s after generate decided, each
+          host's URLs fetch.delay_s (0.25 s) apart; the crawler's link score varies within a kind
+          (lognormal, sigma 0-1) and normal and deep pages sit 0-3 links deeper than their kind's
+          depth.
 Ours:     the crawler's own decision code on the driver path, no Spark and no HTTP (as
           tests/test_refresh_allocation.py): generate's selection (crawl.crawldb.selection.select:
           due URLs, the fill with early URLs, priorities, host turns, discovery/refresh pools),
@@ -27,9 +30,11 @@ Ours:     the crawler's own decision code on the driver path, no Spark and no HT
           the default config with the clock compressed (schedule.min_interval_s 5, max_interval_s
           7200, prior 5 s .. 1 day, as bench/freshness.py). Each fetch answers 304 when the ETag
           matches. The crawler's importance comes from score and depth by kind (home 1.0 / 0,
-          important 0.06 / 1, normal 0.01 / 2, deep 0.002 / 4), never from the benchmark's weights.
+          important 0.06 / 1, normal 0.01 / 2, deep 0.002 / 4, with the noise above), never from
+          the benchmark's weights.
 Baselines: the same fetches at the same instants: every policy makes ours' discovery fetches and
-          shares ours' refetch count of each cycle among the pages discovered before it:
+          shares ours' refetches of each cycle (count and instants, the first chosen fetched first)
+          among the pages discovered before the fetch step starts, deciding at its start:
           uniform       round-robin, the page fetched longest ago first;
           nutch         Nutch's AdaptiveFetchSchedule with its defaults (inc_rate 0.4: interval
                         x 1.4 after an unchanged fetch; dec_rate 0.2: x 0.8 after a change;
@@ -79,7 +84,7 @@ KIND_SCORE = {"home": 1.0, "important": 0.06, "normal": 0.01, "deep": 0.002}
 KIND_DEPTH = {"home": 0, "important": 1, "normal": 2, "deep": 4}
 # the compressed clock (bench/freshness.py's)
 CLOCK = {"schedule.min_interval_s": 5, "schedule.max_interval_s": 7200, "schedule.prior_min_change_s": 5,
-         "schedule.prior_max_change_s": 86400}
+         "schedule.prior_max_change_s": 86400, "fetch.delay_s": 0.25}
 NUTCH = {"inc_rate": 0.4, "dec_rate": 0.2, "sync_delta_rate": 0.3}
 
 
@@ -108,6 +113,11 @@ def draw_params(seed: int) -> dict[str, Any]:
         "last_modified": str(rng.choice(["all", "all", "half the hosts", "none"])),
         "bimodal_fast_share": round(float(rng.uniform(0.3, 0.7)), 3),
         "tail_alpha": round(float(rng.uniform(0.4, 1.2)), 3),
+        # live-like: the fetch step starts this long after generate, one host's URLs fetch_delay_s apart
+        "fetch_lag_s": round(float(rng.uniform(0.0, 0.4 * CYCLE_S)), 2),
+        # the crawler's link score of a page varies within its kind (lognormal, this sigma), and
+        # normal and deep pages sit 0-3 links deeper than their kind's depth
+        "score_noise": round(float(rng.uniform(0.0, 1.0)), 3),
     }
 
 
@@ -167,6 +177,11 @@ class Web:
         sends = np.ones(h, bool) if lm == "all" else np.zeros(h, bool) if lm == "none" else np.arange(h) % 2 == 0
         self.sends_last_modified = sends[self.host]
         self.rate = np.where(np.isinf(self.mean), 0.0, 1.0 / self.mean)
+        noise = np.random.default_rng(params["seed"] + 104729)
+        self.score = np.array([KIND_SCORE[k] for k in self.kind]) * np.exp(noise.normal(0.0, params["score_noise"], n))
+        self.score[self.kind == "home"] = 1.0  # the seeds
+        self.depth = np.array([KIND_DEPTH[k] for k in self.kind]) + np.where(
+            np.isin(self.kind, ["normal", "deep"]), noise.integers(0, 4, n), 0)
 
     def version(self, page: int, t: float) -> int:
         return int(np.searchsorted(self.changes[page], t - START, side="right"))
@@ -180,12 +195,14 @@ class Web:
 
 # --------------------------------------------------------------------------- ours: the crawler's code
 
-def crawl(web: Web, top_n: int, cycles: int, cfg) -> tuple[list[tuple[int, float, int]], list[int], float]:
+def crawl(web: Web, top_n: int, cycles: int, cfg, lag_s: float) -> tuple[list[tuple[int, float, int]], list[list[float]], float]:
     """The crawler's rules over ``cycles`` cycles: (page, time, version) of every fetch, each
-    cycle's refetch count, and the CPU seconds the fit took."""
+    cycle's refetch instants, and the CPU seconds the fit took. generate decides at the cycle's
+    start; its URLs are fetched from ``lag_s`` later, each host's in their order, fetch.delay_s
+    apart (less when they would not fit in the cycle)."""
     policy = dict(schedule_policy(cfg))
-    rows = {p: new_url_state(web.url(p), f"h{web.host[p]}.example", 0, p, KIND_DEPTH[web.kind[p]],
-                             KIND_SCORE[web.kind[p]], START) for p in range(web.n)}
+    rows = {p: new_url_state(web.url(p), f"h{web.host[p]}.example", 0, p, int(web.depth[p]), float(web.score[p]),
+                             START) for p in range(web.n)}
     events, refetches, starts = [], [], []
     quotas = selection.budget_split(top_n, float(cfg["generate.discovery_share"]))
     fit_s = 0.0
@@ -213,20 +230,28 @@ def crawl(web: Web, top_n: int, cycles: int, cfg) -> tuple[list[tuple[int, float
                and (e or (r["next_fetch_at"] is not None and r["next_fetch_at"] <= now))]
         cap = int(cfg["generate.max_urls_per_host"])
         chosen = selection.select(due, lambda host: cap, {}, quotas, top_n, cfg, now)
-        refetches.append(sum(1 for row, _ in chosen if row["fetch_count"]))
+        # fetch.delay_s apart, squeezed when a host's URLs would not fit in the cycle (the replay
+        # applies each answer before the next cycle decides)
+        last_rank = max((rank for _, rank in chosen), default=1)
+        delay = min(float(cfg["fetch.delay_s"]), (0.9 * CYCLE_S - lag_s) / max(last_rank, 1))
+        at = {}
+        for row, rank in chosen:
+            at[row["url_hash"]] = now + lag_s + (rank - 1) * delay
+        refetches.append(sorted(at[row["url_hash"]] for row, _ in chosen if row["fetch_count"]))
         for row, _ in chosen:
             p = row["url_hash"]
-            v = web.version(p, now)
+            fetched_at = at[p]
+            v = web.version(p, fetched_at)
             state = lease(rows[p], "s", now, 600.0)
             etag = f'"{p}-{v}"'
             last_modified = (email.utils.formatdate(web.changed_at(p, v), usegmt=True)
                              if web.sends_last_modified[p] else None)
-            outcome = {"fetched_at": now, "etag": etag, "http_status": 200, "error": None,
+            outcome = {"fetched_at": fetched_at, "etag": etag, "http_status": 200, "error": None,
                        "last_modified": last_modified, "content_hash": etag, "text_hash": hash(etag),
                        "content_type": "text/html"}
             outcome["fetch_status"] = FetchStatus.NOT_MODIFIED if state["etag"] == etag else FetchStatus.OK
             rows[p] = apply_fetch(state, outcome, policy)
-            events.append((p, now, v))
+            events.append((p, fetched_at, v))
     return events, refetches, fit_s
 
 
@@ -236,26 +261,45 @@ def _cycle_times(cycles: int) -> list[float]:
     return [START + 5.0 + c * CYCLE_S for c in range(cycles)]
 
 
+def _steps(refetches: list[list[float]], lag_s: float):
+    """Per cycle: when a baseline decides (the fetch step's start) and ours' refetch instants."""
+    return zip((t + lag_s for t in _cycle_times(len(refetches))), refetches)
+
+
 def _first_events(web: Web, first: dict[int, float]) -> list[tuple[int, float, int]]:
     return [(p, t, web.version(p, t)) for p, t in first.items()]
 
 
-def uniform(web: Web, first: dict[int, float], refetches: list[int]):
+def uniform(web: Web, first: dict[int, float], refetches: list[list[float]], lag_s: float):
     last = np.full(web.n, np.inf)
     events = _first_events(web, first)
-    for now, count in zip(_cycle_times(len(refetches)), refetches):
+    for now, instants in _steps(refetches, lag_s):
         for p, t in first.items():
             if t < now and math.isinf(last[p]):
                 last[p] = t
         order = np.lexsort((np.arange(web.n), last))
-        for p in [int(p) for p in order if math.isfinite(last[p])][:count]:
-            last[p] = now
-            events.append((p, now, web.version(p, now)))
+        for p, t in zip([int(p) for p in order if math.isfinite(last[p])], instants):
+            last[p] = t
+            events.append((p, t, web.version(p, t)))
     return events
 
 
-def nutch(web: Web, first: dict[int, float], refetches: list[int], *, sync_delta: bool, first_interval: float,
-          min_interval: float, max_interval: float):
+def nutch_next(interval: float, changed: bool, at: float, modified_at: float | None, *, sync_delta: bool,
+               min_interval: float, max_interval: float) -> tuple[float, float]:
+    """Nutch's AdaptiveFetchSchedule.setFetchSchedule after a fetch at ``at``: (new interval, next
+    fetch time). ``modified_at``: the answer's Last-Modified (None: not sent)."""
+    interval *= (1.0 - NUTCH["dec_rate"]) if changed else (1.0 + NUTCH["inc_rate"])
+    ref = at
+    if changed and sync_delta and modified_at is not None:
+        delta = at - modified_at
+        interval = max(interval, delta)
+        ref = at - NUTCH["sync_delta_rate"] * delta
+    interval = min(max(interval, min_interval), max_interval)
+    return interval, ref + interval
+
+
+def nutch(web: Web, first: dict[int, float], refetches: list[list[float]], lag_s: float, *, sync_delta: bool,
+          first_interval: float, min_interval: float, max_interval: float):
     """Nutch's AdaptiveFetchSchedule (module docstring), most overdue first."""
     interval = np.full(web.n, first_interval)
     next_at = np.full(web.n, np.inf)
@@ -264,42 +308,37 @@ def nutch(web: Web, first: dict[int, float], refetches: list[int], *, sync_delta
     events = _first_events(web, first)
     for p, t in first.items():
         version[p] = web.version(p, t)
-    for now, count in zip(_cycle_times(len(refetches)), refetches):
+    for now, instants in _steps(refetches, lag_s):
         for p, t in first.items():
             if t < now and not known[p]:
                 known[p], next_at[p] = True, t + first_interval
         idx = np.flatnonzero(known)
         overdue = (now - next_at[idx]) / interval[idx]
-        for p in [int(i) for i in idx[np.lexsort((idx, -overdue))][:count]]:
-            v = web.version(p, now)
+        for p, t in zip([int(i) for i in idx[np.lexsort((idx, -overdue))]], instants):
+            v = web.version(p, t)
             changed = v != version[p]
             version[p] = v
-            ref = now
-            iv = interval[p] * ((1.0 - NUTCH["dec_rate"]) if changed else (1.0 + NUTCH["inc_rate"]))
-            if changed and sync_delta and web.sends_last_modified[p]:
-                delta = now - web.changed_at(p, v)
-                iv = max(iv, delta)
-                ref = now - NUTCH["sync_delta_rate"] * delta
-            interval[p] = min(max(iv, min_interval), max_interval)
-            next_at[p] = ref + interval[p]
-            events.append((p, now, v))
+            interval[p], next_at[p] = nutch_next(
+                interval[p], changed, t, web.changed_at(p, v) if web.sends_last_modified[p] else None,
+                sync_delta=sync_delta, min_interval=min_interval, max_interval=max_interval)
+            events.append((p, t, v))
     return events
 
 
-def credits(web: Web, freq: np.ndarray, first: dict[int, float], refetches: list[int]):
+def credits(web: Web, freq: np.ndarray, first: dict[int, float], refetches: list[list[float]], lag_s: float):
     """A fixed frequency per page as fetch credits: every cycle the pages with the most credit are
     refetched, as many as ours refetched (pages the optimum never refreshes only to fill)."""
     credit = np.zeros(web.n)
     events = _first_events(web, first)
-    for now, count in zip(_cycle_times(len(refetches)), refetches):
+    for now, instants in _steps(refetches, lag_s):
         known = np.array([p in first and first[p] < now for p in range(web.n)])
         credit += np.where(known, freq, 0.0) * CYCLE_S
         order = np.lexsort((np.arange(web.n), freq <= 0, -credit, ~known))
-        for p in order[:count]:
+        for p, t in zip(order, instants):
             if not known[p]:
                 break
             credit[p] -= 1.0
-            events.append((int(p), now, web.version(int(p), now)))
+            events.append((int(p), t, web.version(int(p), t)))
     return events
 
 
@@ -338,7 +377,8 @@ def run_draw(seed: int, cycles: int, overrides: dict[str, str]) -> dict[str, Any
     top_n = max(1, int(round(params["budget_share"] * web.n)))
     cfg = build_config(overrides={**CLOCK, "generate.top_n": top_n, "generate.max_urls_per_host": top_n,
                                   **overrides})
-    events, refetches, fit_s = crawl(web, top_n, cycles, cfg)
+    lag = params["fetch_lag_s"]
+    events, refetches, fit_s = crawl(web, top_n, cycles, cfg, lag)
     first: dict[int, float] = {}
     for p, t, _ in events:
         first.setdefault(p, t)
@@ -346,18 +386,18 @@ def run_draw(seed: int, cycles: int, overrides: dict[str, str]) -> dict[str, Any
     warm = max(cycles // 3, int(round((last_first - START - 5.0) / CYCLE_S)) + 1)
     times = _cycle_times(cycles)
     t_lo, t_hi = times[warm], times[-1] + CYCLE_S
-    steady = sum(refetches[warm:])
+    steady = sum(len(r) for r in refetches[warm:])
     budget_per_s = steady / (t_hi - t_lo)
-    refetch_total = sum(refetches)
+    refetch_total = sum(len(r) for r in refetches)
     uniform_period = web.n / max(refetch_total / (cycles * CYCLE_S), 1e-9)
     limits = {"min_interval": float(cfg["schedule.min_interval_s"]), "max_interval": float(cfg["schedule.max_interval_s"])}
     runs = {
         "ours": events,
-        "uniform": uniform(web, first, refetches),
-        "nutch": nutch(web, first, refetches, sync_delta=True, first_interval=uniform_period, **limits),
-        "nutch_plain": nutch(web, first, refetches, sync_delta=False, first_interval=uniform_period, **limits),
-        "optimum_plain": credits(web, optimum(web, np.ones(web.n), budget_per_s), first, refetches),
-        "optimum_weighted": credits(web, optimum(web, web.weight, budget_per_s), first, refetches),
+        "uniform": uniform(web, first, refetches, lag),
+        "nutch": nutch(web, first, refetches, lag, sync_delta=True, first_interval=uniform_period, **limits),
+        "nutch_plain": nutch(web, first, refetches, lag, sync_delta=False, first_interval=uniform_period, **limits),
+        "optimum_plain": credits(web, optimum(web, np.ones(web.n), budget_per_s), first, refetches, lag),
+        "optimum_weighted": credits(web, optimum(web, web.weight, budget_per_s), first, refetches, lag),
     }
     out: dict[str, Any] = {"params": params, "pages": web.n, "top_n": top_n, "warmup_cycles": warm,
                            "refetches_per_cycle_steady": steady / max(cycles - warm, 1),
