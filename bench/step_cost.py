@@ -1,21 +1,26 @@
 #!/usr/bin/env python
 """Fixed cost per step (issue 13, "report each step's fixed cost and what it is spent on").
 
-Run:      .venv/bin/python bench/step_cost.py [--baseline REV] [--repeats 2] [--hosts 10]
-          [--conf key=value ...] [--out-json FILE]
+Run:      .venv/bin/python bench/step_cost.py [--baseline REV] [--baseline-conf key=value ...]
+          [--repeats 2] [--hosts 10] [--conf key=value ...] [--out-json FILE]
 What:     builds a small crawl root on the bundled test web (inject, one whole cycle, then cycle
           2's generate and fetch), then times, on fresh copies of it, cycle 2's dedup and update,
           cycle 3's generate, stats, and a generate with nothing due: each step's seconds (what
-          the crawl log shows) and the Spark jobs it ran (a job group per step, read from the
-          status tracker: the unit of Spark's fixed cost on small input).
+          the crawl log shows), the Spark jobs it ran (a job group per step, read from the
+          status tracker: the unit of Spark's fixed cost on small input) and the CPU seconds
+          of the child's process tree (Python driver, JVM, Python workers: what the step costs
+          the machine, whatever else runs on it).
           Each measurement is a child process with one SparkSession that first runs the same
           steps once on another copy (JIT and Delta's caches warm, as in cycle 2+ of
           `deltacrawl crawl`) and then the measured round.
           With --baseline REV, the same is done with REV's code (a temporary git worktree),
           alternating baseline and current child by child on the same crawl root, and the
           ratio current / baseline is printed: only same-run ratios compare on this noisy
-          machine. --conf applies config overrides to every child.
-Prints:   per step: median seconds and Spark jobs (and the baseline's, and the ratio); the sum
+          machine. --conf applies config overrides to every child, --baseline-conf to the
+          baseline's only (without --baseline, this tree with those overrides is the baseline:
+          a setting compared side by side).
+Prints:   per step: median seconds, Spark jobs and CPU seconds (and the baseline's, and the
+          ratios); the sum
           dedup + update + generate (a warm cycle's cost outside fetch; issue 13's target is
           15 s); machine facts.
 
@@ -41,19 +46,46 @@ if os.environ.get("STEP_COST_TREE"):  # a child measures that tree's code (the b
     sys.path.insert(0, os.environ["STEP_COST_TREE"])
 
 
+def tree_cpu_s(root_pid: int | None = None) -> float:
+    """User + system CPU seconds of ``root_pid`` (this process by default) and of every process
+    below it now (the JVM, its Python workers), from /proc: what a step costs the machine, which
+    a loaded machine's waits do not change (a process that ended between two readings is missed)."""
+    root_pid = os.getpid() if root_pid is None else root_pid
+    parent, cpu = {}, {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii") as fh:
+                rest = fh.read().rsplit(")", 1)[1].split()  # after "(comm)": ppid = 1, utime, stime = 11, 12
+        except (OSError, ValueError):
+            continue
+        parent[int(name)], cpu[int(name)] = int(rest[1]), (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid, seconds in cpu.items():
+        p = pid
+        while p and p != root_pid:
+            p = parent.get(p, 0)
+        if p == root_pid:
+            total += seconds
+    return total
+
+
 def timed(spark, name: str, call):
-    """(result, seconds, Spark jobs) of one step run in its own job group."""
+    """(result, seconds, Spark jobs, CPU seconds of this process tree) of one step run in its own job group."""
     sc = spark.sparkContext
     group = f"bench-{name}-{time.monotonic_ns()}"
     sc.setJobGroup(group, name)
+    cpu_before = tree_cpu_s()
     started = time.perf_counter()
     try:
         result = call()
     finally:
         seconds = time.perf_counter() - started
+        cpu = tree_cpu_s() - cpu_before
         jobs = len(sc.statusTracker().getJobIdsForGroup(group))
         sc.setLocalProperty("spark.jobGroup.id", None)
-    return result, seconds, jobs
+    return result, seconds, jobs, cpu
 
 
 STEPS = ("dedup", "update", "generate", "stats", "generate (nothing due)")
@@ -90,8 +122,8 @@ def child_build(base: str, hosts: int, overrides: dict[str, str]) -> None:
         web.stop()
 
 
-def child_measure(base: str, overrides: dict[str, str]) -> dict[str, tuple[float, int]]:
-    """{step: (seconds, jobs)} of the measured round, after a warm-up round."""
+def child_measure(base: str, overrides: dict[str, str]) -> dict[str, tuple[float, int, float]]:
+    """{step: (seconds, jobs, CPU seconds)} of the measured round, after a warm-up round."""
     import contextlib
     import io
     from crawl.config import build_config
@@ -101,7 +133,7 @@ def child_measure(base: str, overrides: dict[str, str]) -> dict[str, tuple[float
     cfg = build_config(None, overrides)
     segment = open(os.path.join(base, "bench-segment")).read().strip()
     spark = build_spark(cfg, base)
-    out: dict[str, tuple[float, int]] = {}
+    out: dict[str, tuple[float, int, float]] = {}
     for round_ in ("warm-up", "measured"):
         root = CrawlRoot(f"{base}-{round_}")
         shutil.copytree(base, root.root)
@@ -112,8 +144,8 @@ def child_measure(base: str, overrides: dict[str, str]) -> dict[str, tuple[float
                  ("generate (nothing due)", lambda: generate.run(spark, cfg, root)))
         for name, call in steps:
             with contextlib.redirect_stdout(io.StringIO()):  # stats prints its report
-                _, seconds, jobs = timed(spark, name, call)
-            out[name] = (seconds, jobs)
+                _, seconds, jobs, cpu = timed(spark, name, call)
+            out[name] = (seconds, jobs, cpu)
         shutil.rmtree(root.root, ignore_errors=True)
     return out
 
@@ -131,6 +163,9 @@ def run_child(tree: str, argv: list[str]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--baseline", metavar="REV", help="git revision to compare with")
+    ap.add_argument("--baseline-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="config overrides for the baseline's children only (without --baseline: this tree "
+                         "with them is the baseline)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--hosts", type=int, default=10)
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
@@ -148,35 +183,50 @@ def main() -> int:
         return 0
     work = tempfile.mkdtemp(prefix="deltacrawl-stepcost-")
     conf_args = [a for item in args.conf for a in ("--conf", item)]
+    child_conf = {"current": conf_args, "baseline": conf_args + [a for item in args.baseline_conf
+                                                                  for a in ("--conf", item)]}
     trees = {"current": REPO}
     try:
         if args.baseline:
             trees = {"baseline": os.path.join(work, "baseline-tree"), "current": REPO}
             rev = checkout(args.baseline, trees["baseline"])
+        elif args.baseline_conf:
+            trees = {"baseline": REPO, "current": REPO}
+            rev = "this tree with " + " ".join(args.baseline_conf)
         base = os.path.join(work, "base")
         run_child(REPO, ["--child", "build", base, "--hosts", str(args.hosts), *conf_args])
         runs: dict[str, list[dict]] = {name: [] for name in trees}
         for repeat in range(args.repeats):
             for name, tree in trees.items():
-                runs[name].append(json.loads(run_child(tree, ["--child", "measure", base, *conf_args]).splitlines()[-1]))
+                runs[name].append(json.loads(run_child(tree, ["--child", "measure", base, *child_conf[name]])
+                                             .splitlines()[-1]))
                 print(f"repeat {repeat + 1} {name}: {runs[name][-1]}", file=sys.stderr, flush=True)
-        medians = {name: {step: (statistics.median(r[step][0] for r in rs), statistics.median(r[step][1] for r in rs))
-                          for step in STEPS} for name, rs in runs.items()}
+        # per step: median seconds, Spark jobs and CPU seconds (a child from before CPU was
+        # measured has none)
+        medians = {name: {step: tuple(statistics.median(r[step][i] for r in rs) if len(rs[0][step]) > i else None
+                                      for i in range(3)) for step in STEPS} for name, rs in runs.items()}
         warm = {name: sum(m[s][0] for s in ("dedup", "update", "generate")) for name, m in medians.items()}
-        report = {"machine": machine_facts(), "overrides": overrides, "hosts": args.hosts, "runs": runs,
-                  "median_s_jobs": medians, "warm_cycle_outside_fetch_s": warm}
-        if args.baseline:
+        warm_cpu = {name: sum(m[s][2] for s in ("dedup", "update", "generate")) for name, m in medians.items()}
+        report = {"machine": machine_facts(), "overrides": overrides, "baseline_overrides": args.baseline_conf,
+                  "hosts": args.hosts, "runs": runs, "median_s_jobs_cpu": medians,
+                  "warm_cycle_outside_fetch_s": warm, "warm_cycle_outside_fetch_cpu_s": warm_cpu}
+        if args.baseline or args.baseline_conf:
             report["baseline"] = rev
         names = list(trees)
-        print(f"median of {args.repeats}, seconds (Spark jobs)" + (f"; baseline {rev[:10]}" if args.baseline else ""))
-        print(f"{'step':24s}" + "".join(f"{n:>16s}" for n in names) + ("   ratio" if len(names) == 2 else ""))
+        print(f"median of {args.repeats}: seconds (Spark jobs) [CPU seconds of the process tree]"
+              + (f"; baseline {rev[:40]}" if len(names) == 2 else ""))
+        print(f"{'step':24s}" + "".join(f"{n:>24s}" for n in names) + ("   ratio  CPU ratio" if len(names) == 2 else ""))
+
+        def ratio(i: int, step: str) -> str:
+            return f"x{medians['current'][step][i] / medians['baseline'][step][i]:.2f}"
+
         for step in STEPS:
-            cells = "".join(f"{medians[n][step][0]:9.2f} ({medians[n][step][1]:3.0f})" for n in names)
-            ratio = (f"   x{medians['current'][step][0] / medians['baseline'][step][0]:.2f}"
-                     if len(names) == 2 else "")
-            print(f"{step:24s}{cells}{ratio}")
-        print(f"{'outside fetch (d+u+g)':24s}" + "".join(f"{warm[n]:9.2f}      " for n in names)
-              + (f"   x{warm['current'] / warm['baseline']:.2f}" if len(names) == 2 else "") + "   (target <= 15 s)")
+            cells = "".join(f"{medians[n][step][0]:9.2f} ({medians[n][step][1]:3.0f}) [{medians[n][step][2]:6.2f}]"
+                            for n in names)
+            print(f"{step:24s}{cells}" + (f"   {ratio(0, step)}   {ratio(2, step)}" if len(names) == 2 else ""))
+        print(f"{'outside fetch (d+u+g)':24s}" + "".join(f"{warm[n]:9.2f}       [{warm_cpu[n]:6.2f}]" for n in names)
+              + (f"   x{warm['current'] / warm['baseline']:.2f}   x{warm_cpu['current'] / warm_cpu['baseline']:.2f}"
+                 if len(names) == 2 else "") + "   (target <= 15 s)")
         print(json.dumps(report["machine"]))
         if args.out_json:
             with open(args.out_json, "w") as fh:
@@ -186,7 +236,7 @@ def main() -> int:
         print(f"step_cost: {exc}", file=sys.stderr)
         return 1
     finally:
-        if args.baseline and not args.child:
+        if args.baseline and not args.child:  # (a --baseline-conf run's baseline is this tree)
             subprocess.run(["git", "worktree", "remove", "--force", trees["baseline"]], cwd=REPO, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
 
