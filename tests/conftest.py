@@ -36,6 +36,12 @@ FAST = {
     # own collector (G1) too, not the documented throughput one: the suite's figures were taken so.
     "spark.jit": "quick",
     "spark.jvm_options": "",
+    # ... and run their queries interpreted, as the session does (the spark fixture, below): a cold
+    # JVM that runs a step on a few rows pays more to compile each query's generated Java than it
+    # saves (a cold stats of a 364-URL crawl: 30.3 CPU s with code generation, 26.5 without). The
+    # users' way, with code generation, is what test_cli's spark-submit step runs.
+    "spark.conf.spark.sql.codegen.wholeStage": "false",
+    "spark.conf.spark.sql.codegen.factoryMode": "NO_CODEGEN",
     # No MLflow run: a crawl's MLflow bookkeeping (a new SQLite store, its schema migrations, metrics
     # per step, the charts) made test_e2e.py and test_sql.py cost 312 CPU s instead of 279
     # (docs/development.md). The tests of
@@ -58,14 +64,10 @@ def spark():
     from jobs.engine.session import build_spark
     # it lives as long as the whole run, where the optimising compiler can pay for itself: both JIT
     # compilers, not FAST's quick one alone, and the documented JVM options. Its queries run
-    # interpreted, without Spark's code generation: on test-sized data, compiling each query's Java
+    # interpreted, without Spark's code generation (FAST): on test-sized data, compiling each query's Java
     # (Janino, then the JIT compiling Janino and the generated classes) costs more than it saves:
-    # over a whole run the two session JVMs used 804 CPU s instead of 984 (docs/development.md). The
-    # JVMs of the CLI, kill, cluster and Airflow tests run every step the way users do, with code
-    # generation.
-    session = build_spark(make_config(**{"spark.jit": "full", "spark.jvm_options": build_config()["spark.jvm_options"],
-                                         "spark.conf.spark.sql.codegen.wholeStage": "false",
-                                         "spark.conf.spark.sql.codegen.factoryMode": "NO_CODEGEN"}))
+    # over a whole run the two session JVMs used 804 CPU s instead of 984 (docs/development.md).
+    session = build_spark(make_config(**{"spark.jit": "full", "spark.jvm_options": build_config()["spark.jvm_options"]}))
     yield session
     session.stop()
 

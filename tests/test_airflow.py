@@ -567,14 +567,9 @@ def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
         state = tmp_path / "state"
         # the JIT compiler as shipped (spark.jit "auto": each task runs one step, so the quick
         # compiler alone), which every task's JVM reports in its log (-XX:+PrintFlagsFinal, below).
-        # Each task's queries run interpreted, as the session's do (tests/conftest.py): in a cold JVM
-        # that runs one step on a few rows, compiling their generated Java costs more than it saves
-        # (a generate: 32 CPU s with code generation, 26 without), and this test is about the DAG
-        # run, not about code generation, which the CLI tests' steps keep.
+        # Each task's queries run interpreted, as every test JVM's do (tests/conftest.py FAST).
         conf = {**{k: v for k, v in TRACKED.items() if k != "spark.jit"}, "generate.top_n": (len(urls) + 1) // 2,
-                "spark.jvm_options": f"{FAST['spark.jvm_options']} -XX:+PrintFlagsFinal".strip(),
-                "spark.conf.spark.sql.codegen.wholeStage": "false",
-                "spark.conf.spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+                "spark.jvm_options": f"{FAST['spark.jvm_options']} -XX:+PrintFlagsFinal".strip()}
         params = {"crawl_root": root, "spark_master": FAST["spark.master"], "deltacrawl_bin": DELTACRAWL,
                   "conf": [f"{k}={v}" for k, v in conf.items() if k != "spark.master"]}
         run = dag_run(airflow_home, {**params, "cycles": 2}, tmp_path / "run1.log", 3600,
