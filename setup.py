@@ -9,8 +9,9 @@ FASTHASH = Extension("crawl.dedup._fasthash", ["crawl/dedup/_fasthash.c"], optio
 # The engine of `deltacrawl sql` (crawl/sqlengine.py): DuckDB reading the Delta tables in place, and
 # deltalake for their history and Change Data Feed. DuckDB's delta extension comes from PyPI, not from
 # extensions.duckdb.org (unreachable here, and a download at run time): duckdb-extension-delta ships
-# DuckDB's signed binary for exactly one DuckDB version, so the two are pinned together.
-SQL_ENGINE = ["duckdb==1.5.5", "duckdb-extension-delta==1.5.5", "deltalake>=1.6"]
+# DuckDB's signed binary for exactly one DuckDB version, so the two are pinned together; so is
+# duckdb-extension-httpfs, with which DuckDB reads a crawl root on S3.
+SQL_ENGINE = ["duckdb==1.5.5", "duckdb-extension-delta==1.5.5", "duckdb-extension-httpfs==1.5.5", "deltalake>=1.6"]
 # Reading the tables without Spark in Python besides (crawl/readers.py, docs/readers.md): polars reads
 # deletion vectors through deltalake (>= 1.4.2). pandas: Spark's toPandas() in
 # notebooks/crawl_analysis.ipynb (PySpark 4.2 does not fully support pandas >= 3).

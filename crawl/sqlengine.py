@@ -20,20 +20,37 @@ What Spark SQL has that DuckDB lacks, and how it is answered here without Spark:
   ``collect_set``: macros that spell DuckDB's equivalents; backquoted names become double-quoted.
 
 Everything else is DuckDB's own SQL (https://duckdb.org/docs/sql/introduction). Names are
-registered on first use in a statement, so a query pays only for the tables it reads. Local crawl
-roots only; the Spark engine serves object storage.
+registered on first use in a statement, so a query pays only for the tables it reads.
+
+A crawl root on S3 (``s3a://``, ``s3://``) is read in place as well, through DuckDB's httpfs
+extension (from PyPI like the delta one: ``duckdb-extension-httpfs``, pinned to DuckDB's version),
+with the endpoint, region, addressing style and keys the crawler's own S3 client uses
+(crawl/s3.py ``s3_settings``: the ``[s3]`` options, else the standard AWS configuration). The
+tables present and the segments' files are found by listing the bucket, the history and Change
+Data Feed are read by delta-rs with the same settings. Where DuckDB cannot do it (the extension
+missing or not loading, credentials only a machine role holds), ``EngineUnavailable`` says why and
+``deltacrawl sql`` answers with Spark.
 """
 from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Mapping
 
-from crawl.readers import HISTORY_VIEWS, _sql_string, duckdb_delta_extension, segment_files, table_paths
+from crawl.readers import TABLE_DIRS, HISTORY_VIEWS, _sql_string, duckdb_delta_extension, segment_files, table_paths
+from crawl.s3 import is_s3_uri
 
 
 class SqlError(Exception):
     """A mistake in the SQL a user typed (or a question this engine cannot answer): one line."""
+
+
+class EngineUnavailable(Exception):
+    """DuckDB cannot read this crawl root here (why, in a few words): Spark answers instead."""
+
+
+# a segment's fetched URL rows, as crawl.readers.segment_files finds them on a local disk
+_SEGMENT_FILE = re.compile(r"segments/[^/]+/fetched/kind=url/[^/]+\.parquet$")
 
 
 # Spark SQL functions the documented queries (or habit) use, spelt in DuckDB
@@ -100,6 +117,21 @@ def _epoch_ms(value: Any) -> int:
     raise SqlError(f"not a timestamp: {value!r}")
 
 
+def duckdb_httpfs_extension() -> str:
+    """Path of DuckDB's httpfs extension (S3) for the installed DuckDB, from duckdb-extension-httpfs."""
+    import importlib.util
+    import os
+
+    import duckdb
+    spec = importlib.util.find_spec("duckdb_extension_httpfs")
+    if spec is None or spec.origin is None:
+        raise ImportError("DuckDB's httpfs extension is not installed (pip install -e .: duckdb-extension-httpfs)")
+    path = os.path.join(os.path.dirname(spec.origin), "extensions", f"v{duckdb.__version__}", "httpfs.duckdb_extension")
+    if not os.path.exists(path):
+        raise ImportError(f"duckdb-extension-httpfs does not match duckdb {duckdb.__version__}")
+    return path
+
+
 def one_line(exc: Exception) -> str:
     """DuckDB's message as one line in Spark's manner: ``[Binder Error] Referenced column ...``."""
     lines = [line for line in str(exc).splitlines() if line.strip()]
@@ -116,13 +148,20 @@ class DuckDBEngine:
 
     name = "duckdb"
 
-    def __init__(self, crawl_root: str):
+    def __init__(self, crawl_root: str, cfg: Mapping[str, Any] | None = None):
+        """``cfg``: the configuration, for the ``[s3]`` options of a crawl root on S3 (None: the
+        defaults, so the standard AWS configuration alone)."""
         import duckdb
         self.root = crawl_root
-        self.paths = table_paths(crawl_root)
+        self.con = duckdb.connect()
+        # deltalake's options for the same store (None: a local crawl root)
+        self._storage: dict[str, str] | None = None
+        if is_s3_uri(crawl_root):
+            self.paths, self._segments = self._open_s3(crawl_root, cfg)
+        else:
+            self.paths, self._segments = table_paths(crawl_root), segment_files(crawl_root)
         if "crawldb" not in self.paths:
             raise FileNotFoundError(f"no crawldb in {crawl_root} (wrong --crawl-root? 'deltacrawl inject' makes one)")
-        self.con = duckdb.connect()
         self.con.load_extension(duckdb_delta_extension())
         self.con.execute("SET TimeZone = 'UTC'")  # timestamps print in UTC, as Spark's sessions have them
         for macro in MACROS:
@@ -130,7 +169,54 @@ class DuckDBEngine:
         self._registered: set[str] = set()
         self._histories: dict[str, list[dict[str, Any]]] = {}
         self._temp = 0
-        self._segments = segment_files(crawl_root)
+
+    def _open_s3(self, crawl_root: str, cfg: Mapping[str, Any] | None) -> tuple[dict[str, str], list[str]]:
+        """Load httpfs, give DuckDB and delta-rs the crawler's S3 settings, and list what the crawl
+        root holds: (name -> s3:// path of each table present, the segments' fetched URL files)."""
+        from urllib.parse import urlsplit
+
+        import duckdb
+
+        from crawl import config, s3
+        settings = s3.s3_settings(cfg if cfg is not None else config.load_defaults())
+        if not (settings.access_key_id and settings.secret_access_key):
+            raise EngineUnavailable("S3 credentials other than keys (an instance or container role)")
+        try:
+            self.con.load_extension(duckdb_httpfs_extension())
+        except ImportError as exc:
+            raise EngineUnavailable(str(exc)) from None
+        except duckdb.Error as exc:
+            raise EngineUnavailable(f"DuckDB's httpfs extension does not load: {one_line(exc)}") from None
+        options = {"TYPE": "s3", "KEY_ID": settings.access_key_id, "SECRET": settings.secret_access_key,
+                   "REGION": settings.region, "URL_STYLE": "path" if settings.path_style else "vhost"}
+        storage = {"AWS_ACCESS_KEY_ID": settings.access_key_id, "AWS_SECRET_ACCESS_KEY": settings.secret_access_key,
+                   "AWS_REGION": settings.region,
+                   "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false" if settings.path_style else "true"}
+        if settings.session_token:
+            options["SESSION_TOKEN"] = storage["AWS_SESSION_TOKEN"] = settings.session_token
+        if settings.endpoint_url:
+            endpoint = urlsplit(settings.endpoint_url)
+            options.update(ENDPOINT=endpoint.netloc, USE_SSL="true" if endpoint.scheme == "https" else "false")
+            storage.update(AWS_ENDPOINT_URL=settings.endpoint_url, AWS_ALLOW_HTTP=str(endpoint.scheme == "http").lower())
+        listed = ", ".join(f"{k} {v}" if k in ("TYPE", "USE_SSL") else f"{k} '{_sql_string(v)}'" for k, v in options.items())
+        self.con.execute(f"CREATE SECRET deltacrawl_s3 ({listed})")
+        self._storage = storage
+        bucket, key = s3.split_s3_uri(crawl_root)
+        prefix = f"{key}/" if key else ""
+        client = s3.make_client(settings)
+        try:
+            paths = {}
+            for name, folder in TABLE_DIRS.items():
+                found = client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}{folder}/_delta_log/", MaxKeys=1)
+                if found.get("KeyCount"):
+                    paths[name] = f"s3://{bucket}/{prefix}{folder}"
+            files = []
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}segments/"):
+                files += [f"s3://{bucket}/{o['Key']}" for o in page.get("Contents", [])
+                          if _SEGMENT_FILE.fullmatch(o["Key"][len(prefix):])]
+        except Exception as exc:  # botocore's: a missing bucket, bad keys, the endpoint down
+            raise s3.object_store_error(exc, f"listing {crawl_root}", settings.endpoint_url) from None
+        return paths, sorted(files)
 
     # ------------------------------------------------------------------ names
 
@@ -143,9 +229,12 @@ class DuckDBEngine:
     def _history(self, table: str) -> list[dict[str, Any]]:
         """The table's commits, oldest first, as delta-rs reads them (read once per engine)."""
         if table not in self._histories:
-            from deltalake import DeltaTable
-            self._histories[table] = sorted(DeltaTable(self.paths[table]).history(), key=lambda h: h["version"])
+            self._histories[table] = sorted(self._delta_table(table).history(), key=lambda h: h["version"])
         return self._histories[table]
+
+    def _delta_table(self, name: str) -> Any:
+        from deltalake import DeltaTable
+        return DeltaTable(self.paths[name], storage_options=self._storage)
 
     def _history_arrow(self, table: str) -> Any:
         """DESCRIBE HISTORY's columns, then step, cycle, segment and crawl_id from userMetadata
@@ -256,7 +345,6 @@ class DuckDBEngine:
             if match is None:
                 return statement
             import pyarrow as pa
-            from deltalake import DeltaTable
             open_at = match.end() - 1
             close_at = _closing(masked, open_at)
             args = _split_arguments(statement[open_at + 1:close_at])
@@ -272,7 +360,7 @@ class DuckDBEngine:
                     options[f"{bound}_version"] = int(value)
                 else:
                     options[f"{bound}_timestamp"] = self._scalar(arg, "TIMESTAMPTZ")
-            table = DeltaTable(self.paths[name])
+            table = self._delta_table(name)
             changes = pa.table(table.load_cdf(**options).read_all())
             order = [f.name for f in table.schema().fields] + ["_change_type", "_commit_version", "_commit_timestamp"]
             changes = changes.select([c for c in order if c in changes.column_names])

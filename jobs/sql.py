@@ -313,12 +313,14 @@ def _is_local(crawl_root: str) -> bool:
 
 def spark_reason(statements: list[str], crawl_root: str, write: bool) -> str | None:
     """Why a script asked of the DuckDB engine needs Spark after all, or None: --write (DuckDB
-    reads Delta only), an object-storage crawl root, or a Spark-only statement (DECLARE, CACHE,
-    ...). Time travel, the Change Data Feed and DESCRIBE HISTORY need no Spark (crawl/sqlengine.py)."""
+    reads Delta only), a crawl root on object storage other than S3, or a Spark-only statement
+    (DECLARE, CACHE, ...). Time travel, the Change Data Feed, DESCRIBE HISTORY and S3 need no
+    Spark (crawl/sqlengine.py)."""
+    from crawl.s3 import is_s3_uri
     from crawl.sqlengine import SPARK_ONLY_VERBS
     if write:
         return "--write"
-    if not _is_local(crawl_root):
+    if not _is_local(crawl_root) and not is_s3_uri(crawl_root):
         return f"a crawl root on {crawl_root.split('://')[0]}://"
     for statement in statements:
         verb = (statement.lstrip("( \t\r\n").split(None, 1) or [""])[0].upper()
@@ -334,12 +336,13 @@ class _Answerer:
     def __init__(self, engine: str, cfg: Mapping[str, Any], crawl_root: str, write: bool):
         self.engine, self.write = engine, write
         if engine == "duckdb":
+            from crawl.s3 import is_s3_uri
             from crawl.sqlengine import DuckDBEngine
-            if not path_exists_local_path(crawl_root):
+            if not is_s3_uri(crawl_root) and not path_exists_local_path(crawl_root):
                 raise no_crawl_root(crawl_root)
-            try:
-                self.duck = DuckDBEngine(crawl_root.removeprefix("file://"))
-            except FileNotFoundError as exc:
+            try:  # (crawl.sqlengine.EngineUnavailable goes to the caller: Spark answers then)
+                self.duck = DuckDBEngine(crawl_root.removeprefix("file://"), cfg)
+            except OSError as exc:  # no crawldb; on S3: no bucket, bad keys, the endpoint down
                 raise UserError(str(exc)) from None
         else:
             self.spark, self.root = _session(cfg, crawl_root)
@@ -475,7 +478,13 @@ def sql_main(argv: list[str] | None = None) -> int:
                 print(f"deltacrawl sql: {reason} needs Spark: answering with --engine spark", file=sys.stderr,
                       flush=True)
                 engine = "spark"
-        answerer = _Answerer(engine, cfg, args.crawl_root, args.write)
+        from crawl.sqlengine import EngineUnavailable  # pure Python: neither DuckDB nor Spark yet
+        try:
+            answerer = _Answerer(engine, cfg, args.crawl_root, args.write)
+        except EngineUnavailable as exc:
+            print(f"deltacrawl sql: DuckDB cannot read {args.crawl_root} here ({exc}): answering with --engine "
+                  f"spark", file=sys.stderr, flush=True)
+            answerer = _Answerer("spark", cfg, args.crawl_root, args.write)
         if args.statements is None:
             return sql_shell(answerer, args.crawl_root, args.format)
         columns, rows = answerer.ask(statements)

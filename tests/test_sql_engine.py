@@ -244,3 +244,92 @@ def test_sql_command_on_duckdb_starts_no_spark(crawled):
     done = subprocess.run([sys.executable, "-c", code, root], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["n"] > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# a crawl root on S3
+
+
+def _upload(endpoint: str, local: Path, bucket: str, prefix: str) -> None:
+    """The crawl root copied into the bucket as s3a writes one (the same relative paths; the local
+    file system's .crc checksum files stay behind)."""
+    import boto3
+
+    from tests.s3server import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY
+    client = boto3.session.Session().client("s3", endpoint_url=endpoint, region_name=REGION,
+                                            aws_access_key_id=ACCESS_KEY_ID, aws_secret_access_key=SECRET_ACCESS_KEY)
+    for path in sorted(local.rglob("*")):
+        if path.is_file() and not (path.name.startswith(".") and path.name.endswith(".crc")):
+            client.upload_file(str(path), bucket, f"{prefix}{path.relative_to(local).as_posix()}")
+
+
+MARK = "-- answer {} --"
+
+
+def test_a_crawl_root_on_s3_is_answered_by_duckdb_as_on_disk(crawled, moto_s3, tmp_path):
+    """The shared crawl copied into a bucket of the moto server, and every documented query asked
+    of it in one `deltacrawl sql` shell, a process of its own as a user runs it (the moto server
+    lives in this process: delta-rs's calls hold the GIL while they wait for it), with the standard
+    AWS variables pointing at the server: the answers are the ones DuckDB gives on the local copy,
+    which the test above checks against Spark's; and no JVM started. A bucket that does not exist
+    is one line, exit 2."""
+    from crawl.sqlengine import DuckDBEngine
+    from crawl.sqltext import format_rows
+    from tests.s3server import aws_environ, new_bucket
+    root, _ = crawled
+    bucket = new_bucket(moto_s3, "sql")
+    _upload(moto_s3, Path(root), bucket, "crawl/")
+    queries = documented_queries()
+    script = "".join(f"SELECT '{MARK.format(i)}' AS mark;\n{query};\n" for i, query in enumerate(queries))
+    env = dict(__import__("os").environ, **aws_environ(moto_s3))
+    code = ("import sys; from jobs.cli import main; rc = main(sys.argv[1:]); "
+            "assert 'pyspark' not in sys.modules, 'pyspark imported'; sys.exit(rc)")
+    done = subprocess.run([sys.executable, "-c", code, "sql", "--format", "json", "--crawl-root",
+                           f"s3a://{bucket}/crawl"], input=script, capture_output=True, text=True, timeout=300,
+                          cwd=REPO, env=env)
+    assert done.returncode == 0 and "error" not in done.stderr, done.stderr
+    answers = re.split(r'^\{"mark": "-- answer \d+ --"\}\n', done.stdout, flags=re.M)[1:]
+    assert len(answers) == len(queries), done.stdout[-2000:]
+    local = DuckDBEngine(root)
+
+    def rows(lines: str) -> list[str]:  # (a map's entries may come in another order: the same map)
+        return sorted(json.dumps(json.loads(line), sort_keys=True) for line in lines.splitlines())
+    for query, answer in zip(queries, answers):
+        want = format_rows("json", *local.run([query]))
+        if rows(answer) != rows(want) and "current_timestamp()" in query:
+            want = format_rows("json", *local.run([query]))  # "now" moved: a URL may have come due
+        assert rows(answer) == rows(want), query
+    assert sum(bool(a) for a in answers) >= len(queries) - 1
+    missing = subprocess.run([sys.executable, "-m", "jobs.cli", "sql", "--crawl-root", "s3a://no-such-bucket-here/crawl",
+                              "SELECT 1"], capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    assert missing.returncode == 2 and missing.stderr.strip().splitlines() == [
+        "deltacrawl sql: error: listing s3a://no-such-bucket-here/crawl: no such bucket "
+        "(The specified bucket does not exist)"], missing.stderr
+
+
+def test_duckdb_says_why_it_cannot_read_s3_so_spark_answers(moto_s3, tmp_path, monkeypatch):
+    """When DuckDB cannot read an S3 crawl root here, the engine says why in a few words
+    (deltacrawl sql prints them in its one line before answering with Spark): an httpfs extension
+    that does not load (a damaged file in its place, in a process of its own), or no keys to give
+    it (credentials only a machine role holds)."""
+    import os
+    import duckdb
+
+    from crawl.sqlengine import DuckDBEngine, EngineUnavailable
+    from tests.s3server import aws_environ
+    damaged = tmp_path / "duckdb_extension_httpfs"
+    (damaged / "extensions" / f"v{duckdb.__version__}").mkdir(parents=True)
+    (damaged / "__init__.py").write_text("")
+    (damaged / "extensions" / f"v{duckdb.__version__}" / "httpfs.duckdb_extension").write_bytes(b"\0not an extension" * 64)
+    code = ("from crawl.sqlengine import DuckDBEngine, EngineUnavailable\n"
+            "try:\n    DuckDBEngine('s3a://bucket/crawl')\nexcept EngineUnavailable as exc:\n    print(exc)")
+    env = dict(os.environ, **aws_environ(moto_s3), PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
+    assert done.returncode == 0 and done.stdout.startswith("DuckDB's httpfs extension does not load: "), done
+    assert len(done.stdout.strip().splitlines()) == 1
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    with pytest.raises(EngineUnavailable, match="instance or container role"):
+        DuckDBEngine("s3a://bucket/crawl")

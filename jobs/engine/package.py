@@ -48,8 +48,8 @@ KEEP_ARCHIVES = 3
 # deltacrawl's requirements that only the driver imports (jobs/engine/tracking.py, crawl/charts.py,
 # crawl/sqltext.py): the executors' archive leaves them out, with whatever only they require.
 DRIVER_ONLY = ("mlflow-skinny", "sqlalchemy", "alembic", "matplotlib", "sqlparse",
-               # deltacrawl sql's embedded engine (crawl/sqlengine.py): ~270 MB no executor needs
-               "duckdb", "duckdb-extension-delta", "deltalake")
+               # deltacrawl sql's embedded engine (crawl/sqlengine.py): ~290 MB no executor needs
+               "duckdb", "duckdb-extension-delta", "duckdb-extension-httpfs", "deltalake")
 
 
 def default_cache_dir() -> Path:
