@@ -114,6 +114,11 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
     now = time.time() if now is None else now
     ensure_tables(spark, root)
     source = rows_to_url_state(spark, seed_rows(parsed.urls, cfg, now))
+    hosts = spark.read.format("delta").load(root.hostdb)
+    if "held_back" in hosts.columns:  # a seed of a host held back takes its reason at once (crawl/crawldb/held_back.py)
+        reasons = hosts.select("host_bucket", "host", hosts["held_back"].alias("_reason"))
+        source = (source.drop("held_back").join(reasons, ["host_bucket", "host"], "left")
+                  .withColumnRenamed("_reason", "held_back").select(*source.columns))
     crawldb = DeltaTable.forPath(spark, root.crawldb)
     inserted = merge_counts(crawldb.alias("t").merge(source.alias("s"), MERGE_KEY)
                             .whenNotMatchedInsertAll().execute())["inserted"]

@@ -175,9 +175,14 @@ def host_reasons(hosts: DataFrame, host_state: DataFrame, segment_id: str) -> Da
                                                 COLUMN_OPS).alias("_changed"))
 
 
-def with_host_reason(rows: DataFrame, reasons: DataFrame) -> DataFrame:
-    """The segment's updated crawldb rows with their host's new held_back reason."""
-    return (rows.drop("held_back").join(reasons.select(*_HOST, "held_back"), _HOST, "left")
+def with_host_reason(rows: DataFrame, reasons: DataFrame, outcomes: DataFrame) -> DataFrame:
+    """The segment's updated crawldb rows with their held_back reason: their own from their
+    ``outcomes`` row, else their host's new one (crawl.crawldb.held_back.url_reason_rule)."""
+    own = outcomes.select("host_bucket", "url_hash", "url", F.col("fetch_status").alias("_fs"), F.col("error").alias("_error"))
+    return (rows.drop("held_back").join(reasons.select(*_HOST, F.col("held_back").alias("_host_reason")), _HOST, "left")
+            .join(own, ["host_bucket", "url_hash", "url"], "left")
+            .withColumn("held_back", held_back.url_reason_rule(F.col("_fs"), F.col("_error"), F.col("_host_reason"),
+                                                               COLUMN_OPS).cast("string"))
             .select(*_URL_FIELDS))
 
 
@@ -419,7 +424,7 @@ def sources_by_spark(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataF
     outcomes = with_duplicates(fetched.filter(F.col("kind") == "url"), dups, cfg)
     hosts = fetched.filter(F.col("kind") == "host")
     reasons = host_reasons(hosts, host_state, segment_id).cache()
-    updates = with_host_reason(updated_states(spark, url_state, outcomes, cfg), reasons)
+    updates = with_host_reason(updated_states(spark, url_state, outcomes, cfg), reasons, outcomes)
     # what the segment discovered: new URLs within each host's budget, and lastmod hints
     unknown, known = discover.split_known(discover.candidates(spark, outcomes, hosts, cfg), url_state)
     budgeted = discover.within_host_budget(unknown, host_state, cfg).cache()
@@ -531,7 +536,7 @@ def sources_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: Data
     # the hosts' held_back reasons (crawl.crawldb.held_back): on the segment's rows, the new rows,
     # and the other rows of the hosts whose reason changed
     reasons = held_back.host_reasons(host_rows, previous)
-    held_back.with_reasons(plan.updates, plan.new_rows, reasons, previous)
+    held_back.with_reasons(plan.updates, plan.new_rows, reasons, previous, outcomes)
     changed = held_back.changed_hosts(reasons, previous, segment_id)
     of_changed = _held_back_rows(url_state, sorted(changed))
     if of_changed is None:

@@ -18,12 +18,22 @@ object, crawl/rule_ops.py) and copies it onto every URL row of the host:
     host_stopped        stopped for a reason this list does not name (host_state.stop_reason says it)
     trap_budget         it looked like a crawler trap: its per-cycle budget is lowered (host_state.url_budget)
 
-The first that applies wins, in this order. The column is kept in sync by update, with a cost
+The first that applies wins, in this order. Two reasons are a URL's own rather than its host's, set
+on the segment's URLs the fetch did not attempt (``url_reason_rule``, over the outcome's error):
+
+    robots_unreachable  the robots.txt of the URL's own origin (scheme) failed while the host's other
+    robots_unparsable   origin was read: only that origin's URLs are held back (RFC 9309 2.3), the
+                        host is not stopped, and its other URLs carry no reason
+    time_limit          fetch.time_limit_s cut the fetch task before the URL's turn
+
+A URL's own reason wins over its host's (it is why that URL was not fetched); the next cycle that
+reaches the URL replaces it. The column is kept in sync by update, with a cost
 bounded by what changes: the segment's own URLs (rewritten anyway) and the URLs it inserts get
 their host's reason; the other URLs of a host are rewritten only in the update where the host's
 reason changes (set, changed or cleared: host_state.held_back holds the previous one), and only
 those whose value differs. A host that generate keeps away (backoff_until, deferred_until) is in
 no segment, so its URLs keep the reason until a cycle reaches the host again and finds it well.
+Seeds that inject adds for a host already held back take host_state's reason at once (jobs/inject.py).
 """
 from __future__ import annotations
 
@@ -42,9 +52,10 @@ SLOW_HOST = "slow_host"
 NETWORK_ERRORS = "network_errors"
 HOST_STOPPED = "host_stopped"
 TRAP_BUDGET = "trap_budget"
+TIME_LIMIT = "time_limit"
 
 REASONS = (ROBOTS_UNREACHABLE, ROBOTS_UNPARSABLE, HOST_BACKOFF, CRAWL_DELAY, TLS_ERROR, DNS_ERROR, BLOCKED_ADDRESS,
-           SLOW_HOST, NETWORK_ERRORS, HOST_STOPPED, TRAP_BUDGET)
+           SLOW_HOST, NETWORK_ERRORS, HOST_STOPPED, TRAP_BUDGET, TIME_LIMIT)
 
 # How the fetcher's stop_reason starts (crawl/fetch/fetcher.py), and the reason it gives
 STOP_REASON_PREFIXES = (
@@ -57,6 +68,14 @@ STOP_REASON_PREFIXES = (
     ("slow", SLOW_HOST),
 )
 NETWORK_ERRORS_SUFFIX = "network errors in a row"
+# How the fetcher words the error of a URL it did not attempt (FetchStatus.NOT_ATTEMPTED) for a
+# reason of the URL's own, and the reason it gives
+NOT_ATTEMPTED = "not_attempted"  # crawl.crawldb.status.FetchStatus.NOT_ATTEMPTED
+URL_ERROR_PREFIXES = (
+    ("robots.txt unreachable", ROBOTS_UNREACHABLE),
+    ("robots.txt unparsable", ROBOTS_UNPARSABLE),
+    ("fetch.time_limit_s", TIME_LIMIT),
+)
 
 Host = tuple[int, str]  # (host_bucket, host)
 
@@ -72,6 +91,16 @@ def held_back_rule(stop_reason, deferred, trap_signal, url_budget, ops):
     for prefix, name in reversed(STOP_REASON_PREFIXES):
         reason = ops.when(ops.startswith(stop_reason, prefix), ops.lit(name), reason)
     return reason
+
+
+def url_reason_rule(fetch_status, error, host_reason, ops):
+    """The reason on a URL of the segment: its own (``URL_ERROR_PREFIXES``) when the fetch did not
+    attempt it (``fetch_status``, ``error``: its outcome), else its host's ``host_reason``."""
+    own = ops.lit(None)
+    for prefix, name in reversed(URL_ERROR_PREFIXES):
+        own = ops.when(ops.startswith(error, prefix), ops.lit(name), own)
+    own = ops.when(ops.coalesce(fetch_status == ops.lit(NOT_ATTEMPTED), ops.lit(False)), own, ops.lit(None))
+    return ops.coalesce(own, host_reason)
 
 
 def rewrite_rule(host_changed, url_held_back, host_held_back, ops):
@@ -134,11 +163,15 @@ def rewrites(rows: Iterable[Mapping[str, Any]], changed: Mapping[Host, str | Non
 
 
 def with_reasons(updates: list[dict[str, Any]], new_rows: list[dict[str, Any]], reasons: Mapping[Host, str | None],
-                 previous: Mapping[Host, Mapping[str, Any]]) -> None:
-    """Set ``held_back`` on the segment's updated rows (their host's new reason) and on the new
-    rows (the new reason of a host in the segment, else host_state's), in place."""
+                 previous: Mapping[Host, Mapping[str, Any]], outcomes: Iterable[Mapping[str, Any]] = ()) -> None:
+    """Set ``held_back`` on the segment's updated rows (url_reason_rule: their own reason from
+    their ``outcomes`` row, else their host's new one) and on the new rows (the new reason of a
+    host in the segment, else host_state's), in place."""
+    by_url = {(o["url_hash"], o["url"]): o for o in outcomes}
     for row in updates:
-        row["held_back"] = reasons.get((row["host_bucket"], row["host"]))
+        outcome = by_url.get((row["url_hash"], row["url"])) or {}
+        row["held_back"] = url_reason_rule(outcome.get("fetch_status"), outcome.get("error"),
+                                           reasons.get((row["host_bucket"], row["host"])), NUMPY_OPS)
     for row in new_rows:
         key = (row["host_bucket"], row["host"])
         row["held_back"] = reasons[key] if key in reasons else (previous.get(key) or {}).get("held_back")
