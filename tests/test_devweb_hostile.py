@@ -94,7 +94,7 @@ def noise(caplog):
 
 def test_names_and_urls(web):
     assert list(web.hostile_hosts) == list(HOSTILE)
-    assert len(HOSTILE) == 17
+    assert len(HOSTILE) == 18
     for j, name in enumerate(HOSTILE):
         assert web.hostile_hosts[name] == f"{host_address(HOSTS + j)}:{web.port}"
         urls = web.hostile_urls(name)

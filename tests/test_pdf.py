@@ -1,16 +1,17 @@
 """The PDF parser (crawl/parse/pdf.py), type detection and body limits by type
 (crawl/parse/registry.py), and PDFs through the fetcher against a loopback web. The PDFs are
-built here, byte by byte (``make_pdf``): nothing is downloaded."""
+built byte by byte (crawl/devweb/pdfs.py, ``make_pdf``, which the test web serves too): nothing
+is downloaded."""
 from __future__ import annotations
 
 import asyncio
-import zlib
 
 import pytest
 
 from crawl.config import build_config
 from crawl.crawldb.status import FetchStatus as FS
 from crawl.dedup.fingerprint import fingerprint
+from crawl.devweb.pdfs import MIB, assemble, bomb, cycle, deep, make_pdf, many_pages, stream
 from crawl.fetch.fetcher import fetch_partition
 from crawl.parse.page import ParseOptions, parse_page
 from crawl.parse.pdf import parse_pdf
@@ -21,60 +22,6 @@ from tests.test_fetcher import cfg as fetch_cfg, rows_for
 
 URL = "http://127.0.0.1:8000/docs/report.pdf"
 OPTIONS = ParseOptions(100)
-MIB = 2**20
-
-
-def _pdf_string(text: str) -> bytes:
-    return b"(" + text.encode("latin-1").replace(b"\\", b"\\\\").replace(b"(", b"\\(").replace(b")", b"\\)") + b")"
-
-
-def assemble(objects: list[bytes], root: int = 1, info: int | None = None, xref: bool = True) -> bytes:
-    """A PDF file of ``objects`` (object n is objects[n-1]) with a cross-reference table."""
-    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    if not xref:
-        return bytes(out) + b"trailer << /Root %d 0 R >>\n%%%%EOF\n" % root
-    start = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer << /Size %d /Root %d 0 R" % (len(objects) + 1, root)
-    out += (b" /Info %d 0 R" % info if info else b"") + b" >>\nstartxref\n%d\n%%%%EOF\n" % start
-    return bytes(out)
-
-
-def stream(data: bytes, compress: bool = True) -> bytes:
-    if compress:
-        data = zlib.compress(data)
-        return b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data) + data + b"\nendstream"
-    return b"<< /Length %d >>\nstream\n" % len(data) + data + b"\nendstream"
-
-
-def make_pdf(pages: list[tuple[list[str], list[str]]], title: str | None = None) -> bytes:
-    """A PDF whose page i shows the lines pages[i][0] and has a URI link annotation for each of
-    pages[i][1]; ``title`` goes into the document information dictionary."""
-    # 1 catalog, 2 page tree, 3 font, 4 info, then per page: page, contents, annotations
-    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b"",
-                            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-                            b"<< /Title " + _pdf_string(title or "") + b" >>" if title else b"<< >>"]
-    kids = []
-    for lines, links in pages:
-        page_no = len(objects) + 1
-        kids.append(b"%d 0 R" % page_no)
-        annots = []
-        for i, link in enumerate(links):
-            annots.append(b"<< /Type /Annot /Subtype /Link /Rect [72 %d 300 %d] /Border [0 0 0] "
-                          b"/A << /S /URI /URI %s >> >>" % (100 + 20 * i, 115 + 20 * i, _pdf_string(link)))
-        content = b"BT /F1 12 Tf 14 TL 72 720 Td " + b" ".join(_pdf_string(line) + b" Tj T*" for line in lines) + b" ET"
-        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
-                       b"/Resources << /Font << /F1 3 0 R >> >> /Annots [%s] >>"
-                       % (page_no + 1, b" ".join(b"%d 0 R" % (page_no + 2 + i) for i in range(len(annots)))))
-        objects.append(stream(content))
-        objects.extend(annots)
-    objects[1] = b"<< /Type /Pages /Kids [" + b" ".join(kids) + b"] /Count %d >>" % len(kids)
-    return assemble(objects, info=4)
 
 
 WORDS = "the annual report of the river authority on water quality and flood defences in the valley"
@@ -133,36 +80,11 @@ def test_a_pdf_without_a_cross_reference_table_is_read():
     assert result.error is None and result.title == "no xref here"
 
 
-def _bomb(inflated_mib: int) -> bytes:
-    z = zlib.compressobj(9)
-    chunk = b"(" + b"A" * (MIB - 10) + b") Tj\n"
-    data = z.compress(b"BT /F1 12 Tf 10 10 Td\n") + b"".join(z.compress(chunk) for _ in range(inflated_mib)) + z.flush()
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
-               b"/Resources << /Font << /F1 5 0 R >> >> >>",
-               b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data) + data + b"\nendstream",
-               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
-    return assemble(objects)
-
-
-def _deep(depth: int) -> bytes:
-    objects = [b"<< /Type /Catalog /Pages 2 0 R /Deep " + b"[" * depth + b"]" * depth + b" >>",
-               b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >>"]
-    return assemble(objects)
-
-
-def _cycle() -> bytes:
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >>",
-               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] >>",
-               b"<< /Type /Pages /Parent 2 0 R /Kids [2 0 R] /Count 1 >>"]
-    return assemble(objects)
-
-
 HOSTILE = {
-    "bomb": _bomb(8),              # one stream inflating to 8 MiB, over the 1 MiB limit below
-    "deep": _deep(100_000),        # arrays nested 100,000 deep
-    "cycle": _cycle(),             # the page tree's kid points back at its parent
+    "bomb": bomb(8),              # one stream inflating to 8 MiB, over the 1 MiB limit below
+    "deep": deep(100_000),        # arrays nested 100,000 deep
+    "cycle": cycle(),             # the page tree's kid points back at its parent
+    "pages": many_pages(200_000),  # 200,000 page entries, over pypdf's 100,000
     "truncated": REPORT[: len(REPORT) // 3],
     "garbage": b"%PDF-1.4\n" + bytes(range(256)) * 64,
     "empty": b"%PDF-",
@@ -178,10 +100,33 @@ def test_a_hostile_pdf_is_a_parse_error(name):
     assert parse_document(HOSTILE[name], URL, "application/octet-stream", BOUNDED) == result
 
 
+def test_the_test_webs_pdf_host_is_what_its_link_graph_says():
+    """crawl/devweb/pdfs.py: what the parser makes of each document of the ``pdfs`` host, with the
+    default options, is what its oracle (LINKS, PdfSite) says: the links, the twin's text, which
+    documents are parse errors."""
+    from crawl.devweb import pdfs
+    options = ParseOptions.from_config(build_config())
+    site = pdfs.PdfSite("https://pdfs.example.test")
+    got = {path: parse_document(body, site.url(path), ctype, options) for path, (body, ctype) in pdfs.pdf_site().items()}
+    assert set(got) == set(pdfs.LINKS)
+    for path, result in got.items():
+        if path == "/picture":
+            assert result.error == "parse_error: no parser for image/png"
+        elif path in pdfs.HOSTILE_PDFS:
+            assert result.error.startswith("parse_error: pdf: ") and result.text_hash is None, (path, result.error)
+        else:
+            assert result.error is None and result.text_hash is not None, path
+            assert result.outlinks == site.outlinks(site.url(path)), path
+    assert got["/report.pdf"].text_hash == got["/twin.html"].text_hash == fingerprint(pdfs.TWIN_TEXT).text_hash
+    others = [r.text_hash for p, r in got.items() if p not in ("/report.pdf", "/twin.html") and r.text_hash]
+    assert len(set(others)) == len(others) and got["/report.pdf"].text_hash not in others
+    assert "LimitReachedError" in got["/hostile/bomb.pdf"].error  # the stream bound, not a crash
+
+
 def test_the_stream_limit_is_what_stops_the_bomb():
-    result = parse_pdf(_bomb(2), URL, "application/pdf", ParseOptions(100, pdf_max_stream_bytes=4 * MIB))
+    result = parse_pdf(bomb(2), URL, "application/pdf", ParseOptions(100, pdf_max_stream_bytes=4 * MIB))
     assert result.error is None and result.text_hash is not None
-    assert "LimitReachedError" in parse_pdf(_bomb(2), URL, "application/pdf", BOUNDED).error
+    assert "LimitReachedError" in parse_pdf(bomb(2), URL, "application/pdf", BOUNDED).error
 
 
 def test_hostile_pdfs_in_the_guarded_child_cost_a_parse_error_each():

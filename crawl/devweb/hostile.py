@@ -59,6 +59,10 @@ Unless the behaviour says otherwise, robots.txt allows everything::
     duplicates            /d/0.html ... /d/5.html: 0, 1 and 2 have the same article text
                           under different navigation (exact duplicates of the text), 3 is
                           0 with one word changed (a near duplicate), 4 and 5 stand alone
+    pdfs                  a small site of PDFs (crawl/devweb/pdfs.py): URI link annotations,
+                          pages only a PDF links to, a PDF served as application/octet-stream,
+                          an HTML page with a PDF's text (twins), a PNG and four hostile PDFs
+                          (bomb, page-tree cycle, truncated, 200,000 pages); no /p/ pages
 
 Streamed responses (drip, no_headers, huge) end within a moment when the client
 disconnects or ``stop()`` is called. Big bodies (gzip bomb, huge robots.txt,
@@ -77,6 +81,7 @@ from typing import Any
 
 from aiohttp import web
 
+from crawl.devweb import pdfs
 from crawl.devweb.hostile_bodies import (_BOM, _DRIP_BODY, _HUGE_BYTES, _MALFORMED, _MANY_LINKS, _NUL, _PDF,
                                          _SJIS, _WRONG_CHARSET, _XHTML, _cached, _cached_async, _huge_chunk,
                                          _make_gzip_bomb, _make_huge_robots, _make_many_links, _make_png)
@@ -85,7 +90,7 @@ from crawl.devweb.site import _PAGE_RE, DOMAIN, _html_escape, netloc_of
 HOSTILE = (
     "robots_500", "robots_redirect", "robots_redirect_loop", "robots_huge", "robots_429",
     "crawl_delay_big", "drip", "no_headers", "huge", "gzip_bomb", "redirects",
-    "rate_limited", "unavailable", "conditional", "messy", "traps", "duplicates",
+    "rate_limited", "unavailable", "conditional", "messy", "traps", "duplicates", "pdfs",
 )
 
 _HOSTILE_PAGES = 5
@@ -136,6 +141,8 @@ def _hostile_entry_paths(name: str, seed: int) -> list[str]:
         return ["/cal/2026/11", f"/s/{_session_id(f'{seed}:traps')}/page", "/a/"]
     if name == "duplicates":
         return ["/d/0.html"]  # it links to the others
+    if name == "pdfs":
+        return list(pdfs.ENTRY_PATHS)
     raise KeyError(name)  # pragma: no cover
 
 
@@ -324,6 +331,9 @@ class HostileHosts:
             got = _duplicate_page(path)
             if got is not None:
                 return got
+        if name == "pdfs":
+            got = (await _cached_async("pdf_site", pdfs.pdf_site)).get(path)  # type: ignore[arg-type]
+            return _raw(*got) if got is not None else _not_found()
         page = self._hostile_page(name, path)
         return page if page is not None else _not_found()
 
