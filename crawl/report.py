@@ -39,6 +39,10 @@ def format_stats(stats: Mapping[str, Any]) -> str:
     lines += _section("by status", stats["by_status"], total)
     lines += _section("by HTTP status", [(str(k) if k is not None else "(none)", v)
                                          for k, v in stats["by_http_status"]], total)
+    if stats.get("by_content_type"):
+        lines += _section("by content type (url_state.content_type), with parse errors",
+                          [(f"{ctype} ({errors:,} parse errors)" if errors else ctype, n)
+                           for ctype, n, errors in stats["by_content_type"]], total)
     if "held_back" in stats:
         lines += _section("held back by their host, by reason (url_state.held_back)", stats["held_back"], total)
     if stats.get("blocked"):

@@ -2,7 +2,8 @@
 
 Inputs:   <crawl_root>/crawldb (read only).
 Outputs:  on stdout, a table (or with --format json one JSON object): totals, URLs per status,
-          per HTTP status, held back by their host per reason (``held_back``), top hosts, URLs due now.
+          per HTTP status, held back by their host per reason (``held_back``), per content type
+          (with its parse errors), top hosts, URLs due now.
 Re-run:   always safe (reads only).
 Exit:     0 done · 2 no crawldb · 3 failure.
 Example:  spark-submit --jars "$(deltacrawl jars)" jobs/stats.py --crawl-root /data/crawl
@@ -35,22 +36,28 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
     version = table_version(spark, root.crawldb)
-    # One pass over the crawldb, its seven columns only, down to one row per (host, status, HTTP
-    # status): ~hosts x a few rows, whatever the URL count. Everything the report says comes from
+    # One pass over the crawldb, its ten columns only, down to one row per (host, status, HTTP
+    # status, content type): ~hosts x a few rows, whatever the URL count. Everything the report says comes from
     # that small table (cached), so the crawldb is read once and never held: caching its rows
     # (all columns, then seven) made stats the one step whose time grew faster than the crawldb
     # (bench/scale.py: 7.9x for 10x the URLs).
     table = read_url_state(spark, root)
     # held_back: absent from a crawldb no update has written since it was added (then none)
     reason = F.col("held_back") if "held_back" in table.columns else F.lit(None).cast("string")
+    # the media type of the URL's last answer (its Content-Type, corrected by sniffing: "application/pdf"
+    # for a PDF sent as application/octet-stream), without parameters; null before any answer
+    media = (F.lower(F.trim(F.split("content_type", ";").getItem(0))) if "content_type" in table.columns
+             else F.lit(None).cast("string"))
+    failed = F.col("parse_error").isNotNull() if "parse_error" in table.columns else F.lit(False)
     urls = table.select("host", "status", "http_status", "depth", "next_fetch_at", "lease_until", "segment_id",
-                        reason.alias("held_back"))
+                        reason.alias("held_back"), media.alias("content_type"), failed.alias("parse_failed"))
     now_ts = from_epoch_col(F.lit(now))
     leased = F.col("lease_until").isNotNull() & (F.col("lease_until") > now_ts)
     due = (F.col("next_fetch_at") <= now_ts) & ~F.coalesce(leased, F.lit(False))
     # (held_back is the host's reason, the same on all its rows: grouping by it adds no groups)
-    groups = (urls.groupBy("host", "status", "http_status", "held_back")
+    groups = (urls.groupBy("host", "status", "http_status", "held_back", "content_type")
               .agg(F.count("*").alias("n"), F.sum(due.cast("long")).alias("due"),
+                   F.sum(F.col("parse_failed").cast("long")).alias("parse_errors"),
                    F.sum(leased.cast("long")).alias("leased"), F.max("depth").alias("max_depth"))
               .cache())
     try:
@@ -64,6 +71,10 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
         held = [(r["held_back"], r["n"]) for r in
                 groups.filter(F.col("held_back").isNotNull()).groupBy("held_back").agg(F.sum("n").alias("n"))
                 .orderBy(F.desc("n"), "held_back").collect()]
+        by_type = [(r["content_type"], r["n"], r["parse_errors"] or 0) for r in
+                   groups.filter(F.col("content_type").isNotNull()).groupBy("content_type")
+                   .agg(F.sum("n").alias("n"), F.sum("parse_errors").alias("parse_errors"))
+                   .orderBy(F.desc("n"), "content_type").collect()]
         top_hosts = [(r["host"], r["n"]) for r in
                      groups.groupBy("host").agg(F.sum("n").alias("n")).orderBy(F.desc("n"), "host")
                      .limit(int(cfg["stats.top_hosts"])).collect()]
@@ -86,7 +97,7 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     return {"hostdb": hosts, "crawl_root": root.root, "version": version, "total_urls": totals["total"] or 0,
             "hosts": totals["hosts"], "due_now": totals["due"] or 0, "leased": totals["leased"] or 0,
             "max_depth": totals["max_depth"], "by_status": by_status, "by_http_status": by_http, "held_back": held,
-            "top_hosts": top_hosts, "leases": leases, "native_code": native.status(), "blocked": blocked}
+            "by_content_type": by_type, "top_hosts": top_hosts, "leases": leases, "native_code": native.status(), "blocked": blocked}
 
 
 def host_stats(spark: SparkSession, root: CrawlRoot, now_ts) -> dict[str, Any]:

@@ -318,3 +318,15 @@ def test_damaged_pdfs_never_raise(seed):
         result = parse_document(bytes(data), URL, "application/pdf", BOUNDED)
         assert result.error is None or result.error.startswith("parse_error: pdf: "), result.error
         assert all(u.startswith("http") for u in result.outlinks)
+
+
+def test_stats_show_urls_by_content_type_with_their_parse_errors():
+    from crawl.report import format_stats
+    stats = {"crawl_root": "/c", "version": 0, "total_urls": 10, "hosts": 1, "due_now": 0, "leased": 0,
+             "max_depth": 1, "by_status": [("fetched", 10)], "by_http_status": [(200, 10)], "top_hosts": [],
+             "by_content_type": [("text/html", 6, 0), ("application/pdf", 3, 2), ("image/png", 1, 0)]}
+    text = format_stats(stats)
+    assert "by content type (url_state.content_type), with parse errors\n" in text
+    assert "  application/pdf (2 parse errors)           3   30.0%\n" in text
+    assert "  text/html                                  6   60.0%\n" in text
+    assert "by content type" not in format_stats({**stats, "by_content_type": []})
