@@ -5,11 +5,12 @@ adaptive rule and the Cho & Garcia-Molina optimum for the same number of fetches
 
 Run:      .venv/bin/python bench/schedule_family.py [--draws 20] [--first 1] [--held-out]
           [--cycles 60] [--jobs 1] [--out-json FILE] [--conf key=value ...]
-          (tuning draws 1..20: ~5 min of CPU; --held-out: draws 9001..9004 instead)
+          (tuning draws 1..20: ~3 min of CPU; --held-out: draws 9001..9004 instead)
 Draws:    draw k is the web drawn from numpy's default_rng(k). Tuning draws are 1, 2, ...;
           the held-out draws are 9001..9004 (``--held-out``): they were never looked at while the
           schedule was tuned, and are run once, as they are, for the closing report.
-A web:    hosts (2-8) of drawn sizes (equal: 20-60 pages each, or skewed: lognormal, 6-160), each
+A web:    hosts (2-8) of drawn sizes (equal: 20-60 pages each, or skewed: lognormal, 6-160; scaled
+          down to about 400 pages in all when larger, so the replay stays fast), each
           a home page, important pages (10 %), deep pages (20 %) and normal ones (bench/freshness.py's
           kinds and weights: home 4, important 2, normal 1, deep 0.5). Mean time between changes:
           log-uniform, bimodal (two lognormal clusters) or heavy-tailed (rates Pareto-distributed
