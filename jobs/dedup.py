@@ -65,7 +65,7 @@ from jobs.engine.crawl_root import CrawlRoot, delete_path, path_exists, write_ma
 from jobs.engine.reads import arrow_rows, fits_driver, read_delta
 from jobs.engine.schemas import DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, from_epoch_col, to_epoch
 from jobs.engine.tables import ensure_dedup_tables
-from jobs.engine.writes import append_once, merge_mode, run_concurrently, txn_app_id
+from jobs.engine.writes import append_once, local_merge_sources, merge_mode, run_concurrently, txn_app_id
 
 _PAGE_COLUMNS = ("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score", "first")
 _BAND_ROW = "url_hash long, url string, band int, value long, simhash long"
@@ -458,7 +458,7 @@ def _resolve_chains(dups: DataFrame, cached: list[DataFrame]) -> DataFrame:
 
 def merge_dedup_tables(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, pages: DataFrame,
                        dups: DataFrame, segment_id: str, new_bands: DataFrame | None = None,
-                       all_new: bool = False) -> None:
+                       all_new: bool = False, local: bool = False) -> None:
     """Canonical pages of the segment into dedup/pages and dedup/bands (their old band rows
     replaced); pages found to be duplicates out of both. ``new_bands``: page_bands(pages) if
     the caller has it already. ``all_new``: the caller read dedup/pages and none of the
@@ -466,7 +466,9 @@ def merge_dedup_tables(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlR
     there is nothing to replace or delete, and the rows are appended, once per segment (Delta's
     idempotent write, as update's warc_index append), instead of MERGEd: an append does not join
     the table (0.3 s against ~1 s for a MERGE on tiny input: docs/decisions.md "Cycle cost, second
-    round")."""
+    round"). ``local``: ``pages``, ``dups`` and ``new_bands`` are rows the driver holds (local
+    relations, decide_in_memory's), so the MERGEs need not copy their sources first
+    (jobs.engine.writes.local_merge_sources)."""
     flagged = pages.join(dups.select("url_hash", "url", F.lit(True).alias("_dup")), ["url_hash", "url"], "left") \
                    .withColumn("_dup", F.coalesce("_dup", F.lit(False)))
     source = flagged.select("url", "url_hash", "host_bucket", "text_hash", "simhash", "signature", "score",
@@ -505,7 +507,7 @@ def merge_dedup_tables(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlR
                          lambda: append_once(kept_bands.select(*DEDUP_BANDS_SCHEMA.fieldNames()), root.dedup_bands,
                                              app_id))
         return
-    with merge_mode(spark, cfg, root.dedup_pages, root.dedup_bands):
+    with merge_mode(spark, cfg, root.dedup_pages, root.dedup_bands), local_merge_sources(spark, local):
         run_concurrently(merge_pages, merge_bands)  # two tables, neither reads the other
 
 
@@ -530,13 +532,14 @@ def _deduplicate(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, s
     known, old_bands = read_delta(spark, root.dedup_pages, pinned=True), read_delta(spark, root.dedup_bands, pinned=True)
     small = decide_in_memory(spark, cfg, fetched_pages(spark, root, segment_id), known, old_bands, root)
     if small is not None:
-        spark.createDataFrame(small.decision.duplicates, _RESULT_SCHEMA).write.mode("overwrite") \
-            .parquet(root.dedup_result(segment_id))
+        # the decision's rows as they are written, and as the MERGEs' source: with the pages and
+        # band rows, all rows the driver holds
+        dups = spark.createDataFrame(small.decision.duplicates, _RESULT_SCHEMA)
+        dups.write.mode("overwrite").parquet(root.dedup_result(segment_id))
         matches = [d[4] for d in small.decision.duplicates]
         result = DedupResult(segment_id, small.n_pages, matches.count(EXACT), matches.count(NEAR),
                              small.decision.collisions, small.decision.hot_values)
-        written = spark.read.parquet(root.dedup_result(segment_id))
-        merge_dedup_tables(spark, cfg, root, small.pages, written, segment_id, small.new_bands, small.all_new)
+        merge_dedup_tables(spark, cfg, root, small.pages, dups, segment_id, small.new_bands, small.all_new, local=True)
         return result
     pages = segment_pages(spark, root, segment_id, known).cache()
     new_bands = page_bands(spark, pages).cache()  # Python: computed once for the join and the MERGE

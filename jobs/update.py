@@ -58,7 +58,8 @@ from jobs.engine.logs import step_logger
 from jobs.engine.discover import HOST_TOTAL_CAP
 from jobs.engine.host_caps import per_host_cap
 from jobs.engine.crawl_root import CrawlRoot, list_segments, path_exists, write_marker
-from jobs.engine.reads import CachedFrames, fits_driver, read_host_state, read_url_state, rows_where, url_counts
+from jobs.engine.reads import (CachedFrames, arrow_rows, fits_driver, read_host_state, read_url_state, rows_where,
+                               url_counts)
 from jobs.engine.schemas import (FETCHED_SCHEMA, HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch,
                                  from_epoch_col, to_epoch)
 from jobs.engine.tables import ensure_tables
@@ -442,16 +443,29 @@ _LOCAL_MAX_ROWS = 200_000
 _KEYS = "host_bucket int, url_hash long, url string"
 
 
-def _crawldb_rows(url_state: DataFrame, keys: list[tuple], urls: list[str]) -> list[dict] | None:
+def whole_crawldb(url_state: DataFrame) -> pa.Table:
+    """The crawldb ``url_state`` read whole through Arrow (URL_STATE_SCHEMA's columns, epoch
+    times): update reads it once, for the schedule's fit and for local_sources."""
+    return to_epoch(url_state, URL_STATE_TIMES).select(*_URL_FIELDS).toArrow()
+
+
+def _whole_crawldb_if_small(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot) -> pa.Table | None:
+    """whole_crawldb of ``root`` when the crawldb fits the driver (crawldb.local_read_max_mb) and
+    the schedule's fit or local_sources reads it; else None (each reads what it needs then)."""
+    fits = (cfg["schedule.fit_fetch_value"] or cfg["schedule.fit_rate_prior"]
+            or cfg["schedule.information_horizon_cycles"] > 0 or int(cfg["update.local_max_urls"]) > 0)
+    return whole_crawldb(read_url_state(spark, root)) if fits and fits_driver(spark, cfg, root.crawldb) else None
+
+
+def _crawldb_rows(crawldb: pa.Table, keys: list[tuple], urls: list[str]) -> list[dict] | None:
     """The crawldb rows (epoch times) of ``keys`` (and of any URL sharing a url_hash with one),
-    and of the duplicates whose dup_of is one of ``urls``; None if more than _LOCAL_MAX_ROWS. The
-    crawldb is read whole (it fits the driver: local_sources checks) and filtered through Arrow."""
+    and of the duplicates whose dup_of is one of ``urls``, from the crawldb read whole
+    (whole_crawldb); None if more than _LOCAL_MAX_ROWS."""
     hashes = pa.array(sorted({k[1] for k in keys}), pa.int64())
     dup_of = pa.array(sorted(set(urls)), pa.string())
-    rows = rows_where(to_epoch(url_state, URL_STATE_TIMES).select(*_URL_FIELDS),
-                      lambda t: pc.or_kleene(pc.is_in(t["url_hash"], value_set=hashes),
-                                             pc.and_kleene(pc.equal(t["status"], DUPLICATE),
-                                                           pc.is_in(t["dup_of"], value_set=dup_of))))
+    rows = arrow_rows(crawldb, pc.or_kleene(pc.is_in(crawldb["url_hash"], value_set=hashes),
+                                            pc.and_kleene(pc.equal(crawldb["status"], DUPLICATE),
+                                                          pc.is_in(crawldb["dup_of"], value_set=dup_of))))
     return None if len(rows) > 2 * _LOCAL_MAX_ROWS else rows
 
 
@@ -469,37 +483,43 @@ def _host_rows(host_state: DataFrame, hosts: list[tuple]) -> dict[tuple[int, str
     return {(r["host_bucket"], r["host"]): r for r in rows}
 
 
-def _held_back_rows(url_state: DataFrame, hosts: list[tuple]) -> list[dict] | None:
+def _held_back_rows(crawldb: pa.Table, hosts: list[tuple]) -> list[dict] | None:
     """The crawldb rows (keys, host, held_back) of ``hosts`` ((host_bucket, host) pairs whose
-    held_back reason changed); None if more than _LOCAL_MAX_ROWS."""
+    held_back reason changed), from the crawldb read whole (whole_crawldb); None if more than
+    _LOCAL_MAX_ROWS."""
     if not hosts:
         return []
     names = pa.array(sorted({h for _, h in hosts}), pa.string())
-    rows = rows_where(url_state.select("host_bucket", "host", "url_hash", "url", "held_back"),
-                      lambda t: pc.is_in(t["host"], value_set=names))
+    table = crawldb.select(["host_bucket", "host", "url_hash", "url", "held_back"])
+    rows = arrow_rows(table, pc.is_in(table["host"], value_set=names))
     return None if len(rows) > _LOCAL_MAX_ROWS else rows
 
 
 def local_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
-                  now: float) -> Sources | None:
+                  now: float, crawldb: pa.Table | None = None) -> Sources | None:
     """The sources of a segment of at most update.local_max_urls URLs, computed on the driver
     (crawl/crawldb/in_memory.py) from what it collects: the segment, dedup's answer, the crawldb
     rows the segment can touch and its hosts' url_count; four reads instead of a dozen planned
     queries. None when the segment is larger, or the crawldb larger than
     crawldb.local_read_max_mb, or what it discovered or touches is larger than _LOCAL_MAX_ROWS
-    (or a URL appears twice in it): spark_sources computes them then."""
-    if int(cfg["update.local_max_urls"]) <= 0 or not fits_driver(spark, cfg, root.crawldb):
+    (or a URL appears twice in it): spark_sources computes them then. ``crawldb``: the crawldb
+    read whole (whole_crawldb), if the caller has it (run() read it for the schedule's fit)."""
+    if int(cfg["update.local_max_urls"]) <= 0:
         return None
+    if crawldb is None:
+        if not fits_driver(spark, cfg, root.crawldb):
+            return None
+        crawldb = whole_crawldb(read_url_state(spark, root))
     return sources_in_memory(spark, cfg, spark.read.parquet(root.fetched(segment_id)),
-                             lambda: _dedup_result(spark, root, segment_id), read_url_state(spark, root),
+                             lambda: _dedup_result(spark, root, segment_id), crawldb,
                              read_host_state(spark, root), segment_id, now)
 
 
 def sources_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataFrame,
-                      dups: Callable[[], DataFrame | None], url_state: DataFrame, host_state: DataFrame,
+                      dups: Callable[[], DataFrame | None], crawldb: pa.Table, host_state: DataFrame,
                       segment_id: str, now: float) -> Sources | None:
     """local_sources of the segment's ``fetched`` rows, dedup's answer (``dups``: a reader of
-    it, None if dedup did not run), the crawldb ``url_state`` (read whole: it must fit the
+    it, None if dedup did not run), the crawldb read whole (whole_crawldb: it must fit the
     driver) and the hostdb ``host_state``; None when the segment is too large."""
     limit = int(cfg["update.local_max_urls"])
     fetched = fetched.select(*[c for c in fetched.columns if c != "signature"])  # dedup's, not needed here
@@ -524,21 +544,21 @@ def sources_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: Data
     if len(cands) > _LOCAL_MAX_ROWS:
         return None
     segment_hosts = {(h["host_bucket"], h["host"]) for h in host_rows}
-    crawldb, previous = run_concurrently(
-        lambda: _crawldb_rows(url_state, sorted(keys | {in_memory.key_of(c) for c in cands}),
+    touched, previous = run_concurrently(
+        lambda: _crawldb_rows(crawldb, sorted(keys | {in_memory.key_of(c) for c in cands}),
                               sorted({o["url"] for o in outcomes})),
         lambda: _host_rows(host_state, sorted(segment_hosts | {(c["host_bucket"], c["host"]) for c in cands})))
-    if crawldb is None:
+    if touched is None:
         return None
     counts = {key: row["url_count"] for key, row in previous.items()}
-    plan = in_memory.plan(outcomes, cands, {in_memory.key_of(r): r for r in crawldb}, counts,
+    plan = in_memory.plan(outcomes, cands, {in_memory.key_of(r): r for r in touched}, counts,
                           lambda host: discover.host_total_cap_of(cfg, host), schedule_policy(cfg), now, segment_id)
     # the hosts' held_back reasons (crawl.crawldb.held_back): on the segment's rows, the new rows,
     # and the other rows of the hosts whose reason changed
     reasons = held_back.host_reasons(host_rows, previous)
     held_back.with_reasons(plan.updates, plan.new_rows, reasons, previous, outcomes)
     changed = held_back.changed_hosts(reasons, previous, segment_id)
-    of_changed = _held_back_rows(url_state, sorted(changed))
+    of_changed = _held_back_rows(crawldb, sorted(changed))
     if of_changed is None:
         return None
     rewrites = {(b, h, u): reason for b, h, u, reason in
@@ -563,22 +583,26 @@ def sources_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: Data
                    segment_df.filter(F.col("kind") == "url"), segment_df.filter(F.col("kind") == "host"), local=True)
 
 
-def sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str, now: float) -> Sources:
-    return local_sources(spark, cfg, root, segment_id, now) or spark_sources(spark, cfg, root, segment_id, now)
+def sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str, now: float,
+            crawldb: pa.Table | None = None) -> Sources:
+    """``crawldb``: the crawldb read whole (whole_crawldb), if the caller has it."""
+    return (local_sources(spark, cfg, root, segment_id, now, crawldb)
+            or spark_sources(spark, cfg, root, segment_id, now))
 
 
-def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot) -> tuple[dict, int, float]:
+def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot,
+                     crawldb: pa.Table | None) -> tuple[dict, int, float]:
     """({column: numpy array} of the histories of (a random sample of at most
     schedule.fit_sample_urls of) the URLs update schedules from their history (fetched or not
-    modified), the number of never-fetched URLs, the share sampled)."""
+    modified), the number of never-fetched URLs, the share sampled). ``crawldb``: the crawldb
+    read whole (whole_crawldb), None when it does not fit the driver (then Spark filters it)."""
     import numpy as np
     limit = int(cfg["schedule.fit_sample_urls"])
     known = F.col("status").isin(FETCHED, NOTMODIFIED) & (F.coalesce("observed_count", F.lit(0)) > 0)
     pending = F.col("status") == UNFETCHED  # what generate's discovery pool will take first
     times = ["first_observed_at", "last_observed_at"]
-    table = read_url_state(spark, root)
-    if fits_driver(spark, cfg, root.crawldb):
-        whole = to_epoch(table.select(*schedule_fit.HISTORY_COLUMNS, "status"), times).toArrow()
+    if crawldb is not None:
+        whole = crawldb.select([*schedule_fit.HISTORY_COLUMNS, "status"])
         is_known = pc.fill_null(pc.and_kleene(pc.is_in(whole["status"], value_set=pa.array([FETCHED, NOTMODIFIED])),
                                               pc.greater(whole["observed_count"], 0)), False)
         is_new = pc.fill_null(pc.equal(whole["status"], UNFETCHED), False)
@@ -588,6 +612,7 @@ def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoo
             pick = np.sort(np.random.default_rng().choice(n_known, size=limit, replace=False))
             rows = rows.take(pa.array(pick))
     else:
+        table = read_url_state(spark, root)
         counts = table.agg(F.sum(known.cast("long")).alias("known"), F.sum(pending.cast("long")).alias("new")).first()
         n_known, n_new = int(counts["known"] or 0), int(counts["new"] or 0)
         chosen = table.filter(known).select(*schedule_fit.HISTORY_COLUMNS)
@@ -599,14 +624,15 @@ def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoo
 
 
 def fitted_schedule(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
-                    now: float) -> Mapping[str, Any]:
+                    now: float, crawldb: pa.Table | None = None) -> Mapping[str, Any]:
     """``cfg`` with what update fits to the crawl (crawl.crawldb.schedule_fit): schedule.fetch_value_s
     fitted to the fetch budget, the change-rate prior and the information horizon, and one line
-    saying what it chose; ``cfg`` as it is when nothing is fitted or no URL has a history yet."""
+    saying what it chose; ``cfg`` as it is when nothing is fitted or no URL has a history yet.
+    ``crawldb``: the crawldb read whole (whole_crawldb), None when it does not fit the driver."""
     if not (cfg["schedule.fit_fetch_value"] or cfg["schedule.fit_rate_prior"]
             or cfg["schedule.information_horizon_cycles"] > 0):
         return cfg
-    histories, pending_new, share = _known_histories(spark, cfg, root)
+    histories, pending_new, share = _known_histories(spark, cfg, root, crawldb)
     if histories["observed_count"].size == 0:
         return cfg
     starts = []
@@ -648,11 +674,13 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         raise UserError(f"segment {segment_id}: its dedup started and did not finish: run "
                         f"'deltacrawl dedup {segment_id}' first")
     ensure_tables(spark, root)  # crawl roots of older versions get the new columns and tables
-    cfg = fitted_schedule(spark, cfg, root, segment_id, now)
+    # the crawldb read whole once, for the schedule's fit and the sources (when it fits the driver)
+    crawldb = _whole_crawldb_if_small(spark, cfg, root)
+    cfg = fitted_schedule(spark, cfg, root, segment_id, now, crawldb)
     rerun = path_exists(spark, root.update_started_marker(segment_id))
     if not rerun:
         write_marker(spark, root.update_started_marker(segment_id), f"update started at {now}\n")
-    src = sources(spark, cfg, root, segment_id, now)
+    src = sources(spark, cfg, root, segment_id, now, crawldb)
     try:
         host_rows = _host_source(src.hosts, src.host_counts, src.reasons, cfg, segment_id, now)
         app_id = txn_app_id("update", segment_id)

@@ -34,8 +34,8 @@ def _both_paths(module, chooser: str, local_path: str, spark_path: str, frames: 
     the local one. Yields the segments checked, so a test can tell it checked some."""
     checked: list[str] = []
 
-    def both(spark, cfg, root, segment_id, now):
-        local = getattr(module, local_path)(spark, cfg, root, segment_id, now)
+    def both(spark, cfg, root, segment_id, now, *read):  # read: what the step read already, for the local path
+        local = getattr(module, local_path)(spark, cfg, root, segment_id, now, *read)
         assert local is not None, f"segment {segment_id}: the input should be small enough for {local_path}"
         by_spark = getattr(module, spark_path)(spark, cfg, root, segment_id, now)
         try:

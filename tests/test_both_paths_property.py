@@ -395,7 +395,8 @@ def test_update_writes_the_same_rows_both_ways(spark, example):
             if deduped else None)
     host_state = _frame(spark, [h for case in cases for h in case[3]], HOST_STATE_SCHEMA, HOST_STATE_TIMES)
 
-    local = update.sources_in_memory(spark, cfg, fetched, lambda: dups, url_state, host_state, SEGMENT, NOW)
+    local = update.sources_in_memory(spark, cfg, fetched, lambda: dups, update.whole_crawldb(url_state), host_state,
+                                     SEGMENT, NOW)
     assert local is not None
     by_spark = update.sources_by_spark(spark, cfg, fetched, dups, url_state, host_state, SEGMENT, NOW)
     try:
