@@ -1,8 +1,8 @@
 """crawl/rule_ops.py: a rule written once over the ops gives the same answer on Python values
 (NUMPY_OPS, the driver paths) and on Spark Columns (jobs.engine.column_ops.COLUMN_OPS), nulls included
-(every rule both paths share: update's and dedup's, generate's ranking and selection, the host
-overrides' caps, the SimHash distance and the canonical page's key), and an ordering spec sorts
-Python rows as Spark's orderBy sorts them."""
+(every rule both paths share: update's, its held_back reasons and rewrites, dedup's, generate's
+ranking and selection, the host overrides' caps, the SimHash distance and the canonical page's
+key), and an ordering spec sorts Python rows as Spark's orderBy sorts them."""
 from __future__ import annotations
 
 import itertools
@@ -10,6 +10,7 @@ import itertools
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from crawl.crawldb import held_back as hb
 from crawl.crawldb.in_memory import duplicate_score_rule, lastmod_hint_rule, lost_content_rule, within_budget_rule
 from crawl.crawldb.schedule import priority, priority_rule, valued_rule
 from crawl.crawldb.selection import (early_rule, fetchable_rule, fetched_after_rule, host_cap_rule, is_discovery_rule,
@@ -123,6 +124,30 @@ def test_every_shared_rule_is_the_same_on_python_values_and_on_columns(spark):
     _same_on_both_paths(spark, _ranking_grid(), "status string, score double, depth int, due double, last double, "
                                                 "interval double, value double, slope double, lease double, rank int",
                         _ranking_rules)
+
+
+def test_the_held_back_rules_give_the_same_reasons_on_python_values_and_on_columns(spark):
+    """update's held_back rules (crawl/crawldb/held_back.py): a host's reason, whether it changed,
+    and which of its URLs get it written; strings and nulls compared as they are."""
+    stops = [None, "robots.txt unreachable", "x " + hb.NETWORK_ERRORS_SUFFIX, "something else"]
+    reasons = [None, hb.CRAWL_DELAY, hb.TRAP_BUDGET]
+    rows = [dict(zip(("stop", "deferred", "trap", "budget", "previous", "reason", "last", "changed"), values))
+            for values in itertools.product(stops, [None, False, True], [None, "deep paths"], [None, 4], reasons,
+                                            reasons, [None, "s1", "s2"], [False, True])]
+    df = spark.createDataFrame([tuple(r.values()) for r in rows],
+                               "stop string, deferred boolean, trap string, budget int, previous string, "
+                               "reason string, last string, changed boolean")
+
+    def rules(col, ops):
+        return (hb.held_back_rule(col("stop"), col("deferred"), col("trap"), col("budget"), ops),
+                hb.differs_rule(col("previous"), col("reason"), ops),
+                hb.changed_rule(col("previous"), col("reason"), col("last"), "s1", ops),
+                hb.rewrite_rule(col("changed"), col("previous"), col("reason"), ops))
+
+    by_spark = df.select(*[c.alias(f"r{i}") for i, c in enumerate(rules(F.col, COLUMN_OPS))]).collect()
+    for row, got in zip(rows, by_spark):
+        expected = tuple(None if NUMPY_OPS.is_null(v) else v for v in rules(row.get, NUMPY_OPS))
+        assert tuple(got) == expected, row
 
 
 def test_an_ordering_sorts_python_rows_as_spark_orders_them(spark):
