@@ -332,7 +332,7 @@ class HostileHosts:
             if got is not None:
                 return got
         if name == "pdfs":
-            got = (await _cached_async("pdf_site", pdfs.pdf_site)).get(path)  # type: ignore[arg-type]
+            got = await asyncio.get_running_loop().run_in_executor(None, pdfs.pdf_document, path)
             return _raw(*got) if got is not None else _not_found()
         page = self._hostile_page(name, path)
         return page if page is not None else _not_found()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import threading
 import zlib
+from typing import Callable
 from urllib.parse import urlsplit
 
 MIB = 2**20
@@ -162,43 +163,58 @@ def _html(title: str, body: str) -> bytes:
             f"</head>\n<body>\n{body}</body>\n</html>\n").encode("utf-8")
 
 
-def _make_site() -> dict[str, tuple[bytes, str]]:
+def _report() -> bytes:
+    return make_pdf([([TWIN_TEXT], list(LINKS["/report.pdf"]))], title=REPORT_TITLE)
+
+
+def _png() -> bytes:
     from crawl.devweb.hostile_bodies import _make_png
-    report = make_pdf([([TWIN_TEXT], list(LINKS["/report.pdf"]))], title=REPORT_TITLE)
-    site = {
-        "/": (_html("Documents", "<h1>Documents</h1>\n<ul>\n" + "".join(
-            f'<li><a href="{p}">{p.lstrip("/")}</a></li>\n' for p in LINKS["/"]) + "</ul>\n"), "text/html; charset=utf-8"),
-        "/report.pdf": (report, "application/pdf"),
-        "/linked.pdf": (make_pdf([(["A document only another document links to"], list(LINKS["/linked.pdf"]))],
-                                 title="Annex"), "application/pdf"),
-        "/download": (make_pdf([(["Minutes of the board, downloaded as octets"], list(LINKS["/download"]))]),
-                      "application/octet-stream"),
-        # the twin: only TWIN_TEXT as text (no title, no navigation), so its fingerprint is the PDF's
-        "/twin.html": (f"<html><body><p>{TWIN_TEXT}</p></body></html>\n".encode(), "text/html; charset=utf-8"),
-        "/picture": (_make_png(), "image/png"),
-        "/hostile/bomb.pdf": (bomb(96), "application/pdf"),
-        "/hostile/cycle.pdf": (cycle(), "application/pdf"),
-        "/hostile/truncated.pdf": (report[: len(report) // 3], "application/pdf"),
-        "/hostile/pages.pdf": (many_pages(200_000), "application/pdf"),
-    }
-    for k, word in enumerate(("first", "second", "third")[:ONLY_FROM_PDF]):
-        site[f"/only-from-pdf/{k}.html"] = (_html(f"Reached from a PDF: the {word}", f"<h1>Only a PDF links to the {word} "
-                                                  'of these pages</h1>\n<p><a href="/">Documents</a></p>\n'),
-                                            "text/html; charset=utf-8")
-    assert set(site) == set(LINKS)
-    return site
+    return _make_png()
 
 
-_SITE: dict[str, tuple[bytes, str]] = {}
-_SITE_LOCK = threading.Lock()
+_HTML = "text/html; charset=utf-8"
+# path -> (a function making its body, its Content-Type): each made on its first request only
+_DOCUMENTS: dict[str, tuple[Callable[[], bytes], str]] = {
+    "/": (lambda: _html("Documents", "<h1>Documents</h1>\n<ul>\n" + "".join(
+        f'<li><a href="{p}">{p.lstrip("/")}</a></li>\n' for p in LINKS["/"]) + "</ul>\n"), _HTML),
+    "/report.pdf": (_report, "application/pdf"),
+    "/linked.pdf": (lambda: make_pdf([(["A document only another document links to"], list(LINKS["/linked.pdf"]))],
+                                     title="Annex"), "application/pdf"),
+    "/download": (lambda: make_pdf([(["Minutes of the board, downloaded as octets"], list(LINKS["/download"]))]),
+                  "application/octet-stream"),
+    # the twin: only TWIN_TEXT as text (no title, no navigation), so its fingerprint is the PDF's
+    "/twin.html": (lambda: f"<html><body><p>{TWIN_TEXT}</p></body></html>\n".encode(), _HTML),
+    "/picture": (_png, "image/png"),
+    "/hostile/bomb.pdf": (lambda: bomb(96), "application/pdf"),
+    "/hostile/cycle.pdf": (cycle, "application/pdf"),
+    "/hostile/truncated.pdf": (lambda: _report()[: len(_report()) // 3], "application/pdf"),
+    "/hostile/pages.pdf": (lambda: many_pages(200_000), "application/pdf"),
+    **{f"/only-from-pdf/{k}.html": (lambda word=word: _html(
+        f"Reached from a PDF: the {word}", f"<h1>Only a PDF links to the {word} of these pages</h1>\n"
+        '<p><a href="/">Documents</a></p>\n'), _HTML) for k, word in enumerate(("first", "second", "third"))},
+}
+assert set(_DOCUMENTS) == set(LINKS)
+
+_MADE: dict[str, bytes] = {}
+_MADE_LOCK = threading.Lock()
+
+
+def pdf_document(path: str) -> tuple[bytes, str] | None:
+    """(body, Content-Type) of ``path`` on the ``pdfs`` host, None if it has none; each body is
+    made once per process (the bomb takes ~0.1 s)."""
+    got = _DOCUMENTS.get(path)
+    if got is None:
+        return None
+    make, ctype = got
+    with _MADE_LOCK:
+        if path not in _MADE:
+            _MADE[path] = make()
+        return _MADE[path], ctype
 
 
 def pdf_site() -> dict[str, tuple[bytes, str]]:
-    """path -> (body, Content-Type) of the ``pdfs`` host (built once per process, ~1 s: the bomb)."""
-    with _SITE_LOCK:
-        if not _SITE:
-            _SITE.update(_make_site())
-        return _SITE
+    """path -> (body, Content-Type) of every document of the ``pdfs`` host."""
+    return {path: pdf_document(path) for path in _DOCUMENTS}  # type: ignore[misc]
 
 
 class PdfSite:
