@@ -21,6 +21,14 @@ import pyspark
 from jobs.engine.session import QUICK_JIT
 
 
+def die_with_parent() -> None:
+    """preexec_fn: this child gets SIGTERM when the process that started it dies, so a test ended
+    by force (pytest-timeout ends the whole worker, and no fixture's clean-up runs then) leaves no
+    master, worker or driver behind. Spark's master and workers stop their executors on SIGTERM."""
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -64,7 +72,7 @@ class StandaloneCluster:
             # a session of its own: stopping its process group also stops the executors it started
             self.procs.append(subprocess.Popen(
                 [os.path.join(spark_home(), "bin", "spark-class"), *args], stdout=out, stderr=subprocess.STDOUT,
-                env=self.env(**env), start_new_session=True))
+                env=self.env(**env), start_new_session=True, preexec_fn=die_with_parent))
 
     def status(self) -> dict:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.webui_port}/json/", timeout=5) as resp:
