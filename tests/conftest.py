@@ -219,18 +219,24 @@ SLOW_MODULES = {"test_airflow", "test_cluster", "test_kill", "test_generate_race
 
 
 # The modules that take longest, longest first (seconds of work in `make test` on this machine,
-# 2026-12-02, from --junitxml: 5,046 s in all, 42 min on two workers). `make test` runs the suite
-# on two workers, a module at a time each (pytest-xdist, --dist loadfile --no-loadscope-reorder:
-# see Makefile); starting the longest modules first keeps one worker from being left with a long
-# module at the end while the other is idle. Every other module (under a minute each) follows, in
-# file order.
-LONGEST_FIRST = ("test_cluster",        # 788, ~560 since its local twin crawl went: a standalone cluster
-                 "test_airflow",        # 482 with six cold JVMs in a row; now ten, two at a time: its real crawl 245 s against 223 s
-                 "test_discovery_e2e",  # 437
-                 "test_dedup_job",      # 385
-                 "test_jobs", "test_sql", "test_e2e", "test_tracking", "test_maintain", "test_cli", "test_kill",
-                 "test_generate_race", "test_s3_failures", "test_update_recovery", "test_logs", "test_generate",
-                 "test_fetch_retry")
+# 2026-12-07 at 34c3eed, from --durations: 3,330 s in all, 27.7 min on two workers). `make test`
+# runs the suite on two workers, a module at a time each (pytest-xdist, --dist loadfile
+# --no-loadscope-reorder: see Makefile); starting the longest modules first keeps one worker from
+# being left with a long module at the end while the other is idle. test_sql comes early and
+# test_e2e and test_tracking late: whichever asks first builds the shared crawl (named_crawl) and
+# another worker asking meanwhile would wait for it. Every other module (under a minute each)
+# follows, in file order.
+LONGEST_FIRST = ("test_airflow",          # 426: the real DAG run, nine cold JVMs
+                 "test_cluster",          # 285 with two cycles, one since
+                 "test_sql",              # 174 with the shared crawl's 109
+                 "test_dedup_job",        # 255
+                 "test_crawl_overlap",    # 180
+                 "test_kill",             # 161
+                 "test_discovery_e2e",    # 159
+                 "test_both_paths_property", "test_maintain", "test_jobs", "test_freshness", "test_hints",
+                 "test_generate_race", "test_update_recovery", "test_e2e", "test_logs", "test_held_back",
+                 "test_feeds", "test_cli", "test_address_guard", "test_s3_failures", "test_fetch_retry",
+                 "test_generate", "test_tracking")
 
 
 def _tree_cpu_s() -> float:

@@ -16,7 +16,7 @@ from tests.conftest import write_seeds
 from tests.politeness import assert_polite
 
 DELAY_S = 0.3
-CYCLES = 3  # the middle segment is generated beside one fetch and fetched beside another's update
+CYCLES = 2  # the second crawl's own: the second is generated beside the first's fetch and fetched beside its update
 
 
 def test_an_overlapped_crawl_killed_in_a_fetch_is_finished_by_the_next_crawl_whose_cycles_overlap(
