@@ -25,10 +25,11 @@ def reachable(web, seeds, cycles):
 
 def assert_breadth_first(rows, web, seeds, cycles):
     """``rows`` (url -> crawldb row) after ``cycles`` cycles from ``seeds``: every page within
-    reach fetched (HTTP 200) or, if disallowed, recorded robots_denied; exactly the next level
-    left unfetched; no lease left. Returns the fetched URLs."""
+    reach fetched (HTTP 200; a page dedup found to repeat another's text is fetched too, status
+    duplicate) or, if disallowed, recorded robots_denied; exactly the next level left unfetched;
+    no lease left. Returns the fetched URLs."""
     expected = reachable(web, seeds, cycles)
-    fetched = {u for u, r in rows.items() if r["status"] == "fetched"}
+    fetched = {u for u, r in rows.items() if r["status"] in ("fetched", "duplicate")}
     denied = {u for u, r in rows.items() if r["status"] == "robots_denied"}
     assert fetched == {u for u in expected if not web.is_disallowed(u)}
     assert denied == {u for u in expected if web.is_disallowed(u)}

@@ -105,3 +105,41 @@ def test_one_cycle_over_the_hostile_web(spark, tmp_path, capsys):
     assert summary["hostdb"]["backing_off"] >= 3 and summary["hostdb"]["deferred"] == 1
     assert summary["hostdb"]["robots_errors"] >= 1  # robots_redirect_loop: more than 5 redirects
     assert "hosts held back" in capsys.readouterr().out
+
+
+def test_the_pdfs_of_the_shared_crawl(spark, named_crawl):
+    """The demo's ``pdfs`` host (crawl/devweb/pdfs.py) in the shared crawl: every page reachable
+    only through a PDF's link annotations discovered and fetched, every PDF's text fingerprinted
+    on its crawldb row (the one served as application/octet-stream too, recorded as a PDF), the
+    HTML page with a PDF's text a duplicate of it, each hostile PDF one recorded parse error, the
+    image fetched and not parsed, and the host crawled politely."""
+    from crawl.devweb import pdfs
+    devweb = named_crawl.web
+    assert "pdfs" in devweb.seeded_hostile
+    host = devweb.hostile_hosts["pdfs"]
+    site = pdfs.PdfSite(devweb.hostile_urls("pdfs")[0])
+    assert set(site.seed_urls()) <= set(named_crawl.seeds)
+    rows = {r["url"]: r for r in spark.read.format("delta").load(f"{named_crawl.root}/crawldb").collect()
+            if r["host"] == host}
+    fetched = assert_breadth_first(rows, site, site.seed_urls(), named_crawl.cycles)
+    assert fetched == {site.url(p) for p in pdfs.LINKS}  # the whole site, /only-from-pdf/ included
+    for path in pdfs.PDFS:
+        row = rows[site.url(path)]
+        assert row["content_type"] == "application/pdf" and row["parse_error"] is None, row
+        assert row["text_hash"] is not None and row["simhash"] is not None, row
+    report, twin = rows[site.url("/report.pdf")], rows[site.url("/twin.html")]
+    assert report["text_hash"] == twin["text_hash"] and report["simhash"] == twin["simhash"]
+    assert {report["dup_of"], twin["dup_of"]} - {None} in ({report["url"]}, {twin["url"]}), (report, twin)
+    assert sum(r["dup_of"] is not None for r in rows.values()) == 1  # the twins are the host's only pair
+    for path in pdfs.HOSTILE_PDFS:
+        row = rows[site.url(path)]
+        assert row["parse_error"].startswith("parse_error: pdf: ") and row["text_hash"] is None, row
+    picture = rows[site.url("/picture")]
+    assert picture["content_type"] == "image/png" and picture["text_hash"] is None
+    # the crawl's stats report counts the URLs by content type (no other host serves PDFs)
+    n_pdfs = len(pdfs.PDFS) + len(pdfs.HOSTILE_PDFS)
+    assert re.search(rf"^  application/pdf \({len(pdfs.HOSTILE_PDFS)} parse errors\) +{n_pdfs} ", named_crawl.out, re.M), \
+        named_crawl.out
+    log = [e for e in named_crawl.log if e["host"] == host]
+    assert_polite(site, log, float(FAST["fetch.delay_s"]))
+    assert sorted(e["path"] for e in log if e["path"] not in ("/robots.txt", "/sitemap.xml")) == sorted(pdfs.LINKS)

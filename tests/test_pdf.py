@@ -120,6 +120,8 @@ def test_the_test_webs_pdf_host_is_what_its_link_graph_says():
     assert got["/report.pdf"].text_hash == got["/twin.html"].text_hash == fingerprint(pdfs.TWIN_TEXT).text_hash
     others = [r.text_hash for p, r in got.items() if p not in ("/report.pdf", "/twin.html") and r.text_hash]
     assert len(set(others)) == len(others) and got["/report.pdf"].text_hash not in others
+    simhashes = [r.simhash for p, r in got.items() if p != "/twin.html" and r.simhash is not None]
+    assert min(bin((a ^ b) & (2**64 - 1)).count("1") for i, a in enumerate(simhashes) for b in simhashes[i + 1:]) > 3
     assert "LimitReachedError" in got["/hostile/bomb.pdf"].error  # the stream bound, not a crash
 
 

@@ -189,9 +189,12 @@ _DOCUMENTS: dict[str, tuple[Callable[[], bytes], str]] = {
     "/hostile/cycle.pdf": (cycle, "application/pdf"),
     "/hostile/truncated.pdf": (lambda: _report()[: len(_report()) // 3], "application/pdf"),
     "/hostile/pages.pdf": (lambda: many_pages(200_000), "application/pdf"),
-    **{f"/only-from-pdf/{k}.html": (lambda word=word: _html(
-        f"Reached from a PDF: the {word}", f"<h1>Only a PDF links to the {word} of these pages</h1>\n"
-        '<p><a href="/">Documents</a></p>\n'), _HTML) for k, word in enumerate(("first", "second", "third"))},
+    # three pages no HTML page links to, with texts unlike each other's (not near duplicates)
+    **{f"/only-from-pdf/{k}.html": (lambda text=text: _html(
+        text.capitalize(), f"<h1>{text.capitalize()}</h1>\n<p><a href=\"/\">Documents</a></p>\n"), _HTML)
+       for k, text in enumerate(("minutes of the spring meeting held by the board in march",
+                                 "a map of every measuring station along the upper river",
+                                 "next year's budget for dykes, pumps and sluice gates"))},
 }
 assert set(_DOCUMENTS) == set(LINKS)
 
