@@ -260,21 +260,72 @@ def _tree_cpu_s() -> float:
     return sum(stats[pid][1] for pid in below if pid in stats) / os.sysconf("SC_CLK_TCK")
 
 
+_CPU_CGROUP: list = []  # [path of this worker's own cpu accounting group, its counter's scale], once made
+
+
+def _cgroup_cpu_s() -> float | None:
+    """CPU seconds charged so far to this worker's own cgroup: every process it started, also those
+    that left its process tree (a subprocess started in a session of its own, Airflow's task
+    runners, daemonised servers). The worker moves itself into a new group the first time (cgroup v1
+    cpuacct or v2, where this user may make one: root in a container); None where it cannot."""
+    import os
+    if not _CPU_CGROUP:
+        _CPU_CGROUP.append(None)
+        for base, counter in (("/sys/fs/cgroup/cpuacct", "cpuacct.usage"), ("/sys/fs/cgroup", "cpu.stat")):
+            if not os.path.exists(os.path.join(base, counter)) and not os.path.exists(os.path.join(base, "cgroup.procs")):
+                continue
+            group = os.path.join(base, f"deltacrawl-test-{os.getpid()}")
+            try:
+                os.makedirs(group, exist_ok=True)
+                with open(os.path.join(group, "cgroup.procs"), "w") as fh:
+                    fh.write(str(os.getpid()))
+            except OSError:
+                continue
+            _CPU_CGROUP[0] = os.path.join(group, counter)
+            break
+    if _CPU_CGROUP[0] is None:
+        return None
+    with open(_CPU_CGROUP[0]) as fh:
+        text = fh.read()
+    if _CPU_CGROUP[0].endswith("cpuacct.usage"):
+        return int(text) / 1e9  # nanoseconds
+    return int(text.split("usage_usec", 1)[1].split()[0]) / 1e6  # cgroup v2: microseconds
+
+
+def pytest_unconfigure(config):
+    """The worker's cpu accounting group (_cgroup_cpu_s) goes when it ends: the worker moves back to
+    the parent group and removes its own (left in place while a straggler still runs in it)."""
+    import os
+    if _CPU_CGROUP and _CPU_CGROUP[0]:
+        group = os.path.dirname(_CPU_CGROUP[0])
+        try:
+            with open(os.path.join(os.path.dirname(group), "cgroup.procs"), "w") as fh:
+                fh.write(str(os.getpid()))
+            os.rmdir(group)
+        except OSError:
+            pass
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """DELTACRAWL_TEST_CPU=FILE: one line per test (its set-up, call and tear-down) appended to FILE
-    with its CPU seconds (the worker's process tree: _tree_cpu_s) and wall seconds, tab-separated,
-    to rank the suite's tests by what they cost the machine rather than by a loaded run's durations."""
+    with its CPU seconds and wall seconds, tab-separated, to rank the suite's tests by what they cost
+    the machine rather than by a loaded run's durations. The CPU is the worker's own cgroup's where
+    it can make one (_cgroup_cpu_s: everything the test started, wherever it went), else its
+    process tree's (_tree_cpu_s: misses what left the tree)."""
     import os
     import time
     out = os.environ.get("DELTACRAWL_TEST_CPU")
     if not out:
         yield
         return
-    cpu, wall = _tree_cpu_s(), time.monotonic()
+    cpu = _cgroup_cpu_s
+    if cpu() is None:
+        cpu = _tree_cpu_s
+    before, wall = cpu(), time.monotonic()
     yield
     with open(out, "a") as f:
-        f.write(f"{item.nodeid}\t{_tree_cpu_s() - cpu:.1f}\t{time.monotonic() - wall:.1f}\n")
+        f.write(f"{item.nodeid}\t{cpu() - before:.1f}\t{time.monotonic() - wall:.1f}\n")
 
 
 def pytest_collection_modifyitems(config, items):
