@@ -1,19 +1,29 @@
 """Configuration: the documented defaults in conf/defaults.toml, overridden by a site file and
 by ``key=value`` pairs.
 
-A config is a flat, read-only mapping of dotted keys (``fetch.delay_s``) to typed values. Every
-key must exist in the defaults file, and an override must have the default's type (ints are
-accepted where a float is expected): a typo is an error, never a silent fallback.
+A config (``Config``) is built once, validated, and read-only. Every key must exist in the defaults
+file, and an override must have the default's type (ints are accepted where a float is expected):
+a typo is an error, never a silent fallback. It is read two ways:
+
+- by section and attribute, ``cfg.fetch.delay_s``: each ``[section]`` of the defaults file is a
+  frozen dataclass (``FetchConfig``, ...) whose fields and their types are the section's keys and
+  their defaults' types, generated from the file when this module is imported;
+- as a mapping of dotted keys, ``cfg["fetch.delay_s"]``, for code that still reads it so.
+
+It pickles (Spark ships it to the executors inside a task's closure) and compares equal to any
+mapping with the same keys and values.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import keyword
 import math
 import re
 import tomllib
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 
 class ConfigError(ValueError):
@@ -78,6 +88,72 @@ def _finite(key: str, value: float) -> float:
     return value
 
 
+class Config(Mapping[str, Any]):
+    """A validated, read-only config: ``cfg.section.key`` or ``cfg["section.key"]`` (see the module's
+    docstring). Built by build_config (options) and with_values (values the program computed);
+    ``Config.of`` turns a plain mapping of every key (a test's ``{**cfg, key: value}``) into one."""
+
+    __slots__ = ("_flat", "_sections")
+
+    def __init__(self, flat: Mapping[str, Any]) -> None:
+        missing = [key for key in _DEFAULTS if key not in flat]
+        if missing:
+            raise ConfigError(f"config misses key '{missing[0]}' (a config holds every key of conf/defaults.toml)")
+        frozen = dict(flat)
+        sections: dict[str, Any] = {}
+        for name, cls in SECTIONS.items():
+            values = {field: frozen[f"{name}.{field}"] for field in _FIELDS[name]}
+            if name == "spark":
+                values["conf"] = MappingProxyType(spark_settings(frozen))
+            sections[name] = cls(**values)
+        object.__setattr__(self, "_flat", MappingProxyType(frozen))
+        object.__setattr__(self, "_sections", sections)
+
+    @classmethod
+    def of(cls, cfg: Mapping[str, Any]) -> "Config":
+        """``cfg`` itself if it is a Config, else a Config of its keys (taken as already valid)."""
+        return cfg if isinstance(cfg, Config) else cls(cfg)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._sections[name]
+        except KeyError:
+            raise AttributeError(f"config has no section '{name}' (every section is in conf/defaults.toml)") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise TypeError("a config is read-only: build another (crawl.config.with_values)")
+
+    def __getitem__(self, key: str) -> Any:
+        return self._flat[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._flat)
+
+    def __len__(self) -> int:
+        return len(self._flat)
+
+    def __repr__(self) -> str:
+        return f"Config({dict(self._flat)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Config, (dict(self._flat),)
+
+
+def _section_class(name: str, defaults: Mapping[str, Any]) -> type:
+    """The frozen dataclass of one [section]: a field per key, typed as its default."""
+    fields: list[tuple[str, Any]] = []
+    for field, default in defaults.items():
+        if not field.isidentifier() or keyword.iskeyword(field) or (name, field) == ("spark", "conf"):
+            raise ConfigError(f"conf/defaults.toml: key '{name}.{field}' is not a Python name")
+        fields.append((field, type(default)))
+    if name == "spark":
+        fields.append(("conf", Mapping[str, str]))  # [spark.conf]: Spark's own settings, passed as they are
+    cls = dataclasses.make_dataclass(f"{name.capitalize()}Config", fields, frozen=True)
+    cls.__module__ = __name__  # module level below, so a section pickles by reference like any class
+    cls.__doc__ = f"The [{name}] options of conf/defaults.toml (crawl.config.Config.{name})."
+    return cls
+
+
 # Keys under this prefix are Spark's own settings, passed to the SparkSession as they are
 # (``spark.conf.spark.executor.memory=4g`` sets ``spark.executor.memory``); see conf/defaults.toml.
 SPARK_PASSTHROUGH = "spark.conf."
@@ -110,7 +186,7 @@ def parse_pairs(pairs: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def build_config(conf_file: str | None = None, overrides: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+def build_config(conf_file: str | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
     """Defaults, then the site file, then explicit overrides; validated and frozen."""
     defaults = load_defaults()
     merged = dict(defaults)
@@ -138,16 +214,16 @@ def build_config(conf_file: str | None = None, overrides: Mapping[str, Any] | No
                 raise ConfigError(f"unknown config key '{key}' (every key is listed in conf/defaults.toml)")
             merged[key] = _coerce(key, defaults[key], value)
     _validate(merged)
-    return MappingProxyType(merged)
+    return Config(merged)
 
 
-def with_values(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> Mapping[str, Any]:
+def with_values(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> Config:
     """``cfg`` with some keys replaced by values the program computed (already valid), frozen.
     ``fitted.*`` keys are not options: values update fits to the crawl (crawl.crawldb.schedule_fit)."""
     unknown = [k for k in values if k not in cfg and not k.startswith("fitted.")]
     if unknown:
         raise ConfigError(f"unknown config key '{unknown[0]}'")
-    return MappingProxyType({**cfg, **values})
+    return Config({**cfg, **values})
 
 
 # What SparkContext.setLogLevel accepts.
@@ -288,3 +364,14 @@ def _validate_s3(cfg: dict[str, Any]) -> None:
         raise ConfigError("config keys 's3.access_key_id' and 's3.secret_access_key' go together: set both or neither")
     if cfg["s3.session_token"] and not cfg["s3.access_key_id"]:
         raise ConfigError("config key 's3.session_token' needs s3.access_key_id and s3.secret_access_key")
+
+
+# The sections, generated from conf/defaults.toml once, at import.
+_DEFAULTS = load_defaults()
+_FIELDS: dict[str, dict[str, Any]] = {}
+for _key, _default in _DEFAULTS.items():
+    _section, _, _field = _key.partition(".")
+    _FIELDS.setdefault(_section, {})[_field] = _default
+SECTIONS: dict[str, type] = {name: _section_class(name, fields) for name, fields in _FIELDS.items()}
+globals().update({cls.__name__: cls for cls in SECTIONS.values()})
+del _key, _default, _section, _field

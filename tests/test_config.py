@@ -153,3 +153,103 @@ def test_ports_are_checked_with_the_config_before_anything_is_made(tmp_path):
     for key in ("devweb.port", "devweb.https_port", "devweb.dns_port"):
         with pytest.raises(ConfigError, match="port number"):
             build_config(overrides={key: 65536})
+
+
+def test_the_config_is_typed_sections_and_a_mapping_of_dotted_keys():
+    import dataclasses
+    import pickle
+    from crawl.config import Config, FetchConfig, with_values
+    cfg = build_config(overrides={"fetch.delay_s": "2", "spark.conf.spark.executor.memory": "4g"})
+    assert isinstance(cfg.fetch, FetchConfig) and dataclasses.is_dataclass(cfg.fetch)
+    assert cfg.fetch.delay_s == cfg["fetch.delay_s"] == 2.0
+    assert {f.name: f.type for f in dataclasses.fields(cfg.generate)}["top_n"] is int
+    assert dict(cfg.spark.conf) == {"spark.executor.memory": "4g"}
+    assert cfg["spark.conf.spark.executor.memory"] == "4g"
+    # one field per key of conf/defaults.toml, no more, no fewer
+    assert sorted(f"{name}.{f.name}" for name in ("fetch", "schedule") for f in dataclasses.fields(getattr(cfg, name))) \
+        == sorted(k for k in load_defaults() if k.startswith(("fetch.", "schedule.")))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.fetch.delay_s = 0.0
+    with pytest.raises(TypeError):
+        cfg.fetch = None
+    with pytest.raises(AttributeError, match="no section 'fetchh'"):
+        _ = cfg.fetchh
+    # Spark pickles it into a task's closure: the same config, sections and all, comes back
+    back = pickle.loads(pickle.dumps(cfg))
+    assert back == cfg and back.fetch == cfg.fetch and back.spark.conf == cfg.spark.conf
+    assert pickle.loads(pickle.dumps(cfg.fetch)) == cfg.fetch
+    # it compares as a mapping, to a plain dict as to another config
+    assert cfg == dict(cfg) and cfg != build_config()
+    assert Config.of({**cfg, "fetch.delay_s": 3.0}).fetch.delay_s == 3.0 and Config.of(cfg) is cfg
+    assert with_values(cfg, {"fetch.tasks": 3}).fetch.tasks == 3 and cfg.fetch.tasks == 0
+    with pytest.raises(ConfigError, match="misses key"):
+        Config({"fetch.delay_s": 1.0})
+
+
+# --- Every key the code reads is declared in conf/defaults.toml --------------------------------
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+CONFIG_NAME = __import__("re").compile(r"(?:^|[._])(?:cfg|config)$")  # cfg, self.cfg, run_cfg, ctx.cfg
+
+
+def config_reads(source: str) -> list[tuple[int, str]]:
+    """(line, key) of every config key a Python source reads: a "section.key" literal read by
+    subscript or .get() (from any mapping: a config, or a part of one such as schedule_policy's),
+    a key given to with_values or to a ``{**cfg, ...}`` copy, and ``cfg.section.key`` on anything
+    named like a config. Spark's own settings ("spark.speculation") are set or read from Spark's
+    objects, never subscripted out of a config, so they do not count; nor do [spark.conf]'s
+    pass-through keys or the fitted.* values."""
+    import ast
+    import re
+    from crawl.config import SECTIONS, SPARK_PASSTHROUGH
+    key_pattern = re.compile(r"(?:%s)\.[A-Za-z_]\w*" % "|".join(SECTIONS))
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        literals: list[ast.expr | None] = []
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and not isinstance(node.value, ast.Call):
+            literals = [node.slice]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "get" and node.args and not isinstance(node.func.value, ast.Call):
+                literals = [node.args[0]]
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("with_values") and len(node.args) > 1 \
+                and isinstance(node.args[1], ast.Dict):
+            literals = list(node.args[1].keys)
+        elif isinstance(node, ast.Dict) and any(k is None and CONFIG_NAME.search(ast.unparse(v))
+                                                for k, v in zip(node.keys, node.values)):
+            literals = list(node.keys)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \
+                and node.value.attr in SECTIONS and CONFIG_NAME.search(ast.unparse(node.value.value)):
+            found.append((node.lineno, f"{node.value.attr}.{node.attr}"))
+        for literal in literals:
+            if isinstance(literal, ast.Constant) and isinstance(literal.value, str) \
+                    and key_pattern.fullmatch(literal.value) and not literal.value.startswith(SPARK_PASSTHROUGH):
+                found.append((literal.lineno, literal.value))
+    return found
+
+
+def test_the_declared_key_checker_sees_an_undeclared_key():
+    source = ("def f(cfg, ctx):\n"
+              "    a = cfg['fetch.delay_s'] + cfg.get('fetch.dealy_s', 1.0)\n"
+              "    b = ctx.cfg.fetch.delay_s + ctx.cfg.fetch.dely_s + with_values(cfg, {'generate.top_m': 1})\n"
+              "    conf = {'spark.speculation': 'false'}; conf['spark.jars'] = ''\n"
+              "    return {**cfg, 'dedup.max_hammin': 2}, spark_settings(cfg).get('spark.speculation')\n")
+    reads = config_reads(source)
+    assert sorted(key for _, key in reads) == ["dedup.max_hammin", "fetch.dealy_s", "fetch.delay_s", "fetch.delay_s",
+                                               "fetch.dely_s", "generate.top_m"]
+    declared = set(load_defaults())
+    assert sorted(key for _, key in reads if key not in declared) == ["dedup.max_hammin", "fetch.dealy_s",
+                                                                      "fetch.dely_s", "generate.top_m"]
+
+
+def test_every_config_key_read_in_code_is_declared():
+    """A key read with .get() and a default, or in a branch no test takes, would silently never be
+    set by any config: every one the crawler, its jobs and the DAG read is in conf/defaults.toml."""
+    declared = set(load_defaults())
+    reads, undeclared = 0, []
+    for top in ("crawl", "jobs", "airflow_dags"):
+        for path in sorted((REPO / top).rglob("*.py")):
+            for line, key in config_reads(path.read_text(encoding="utf-8")):
+                reads += 1
+                if key not in declared:
+                    undeclared.append(f"{path.relative_to(REPO)}:{line} {key}")
+    assert reads > 200 and undeclared == []  # reads: the scan still sees the code's reads
