@@ -224,13 +224,52 @@ def test_every_module_named_in_words_exists():
     assert stale == []
 
 
+ENV_NAME = re.compile(r"\bDELTACRAWL_[A-Z0-9_]*[A-Z0-9]\b")
+
+
+def environment_names(path: Path) -> set[str]:
+    """The DELTACRAWL_* environment variables a file names: in a Python file, those in its string
+    literals (os.environ's keys, an env={...} a process is started with, a shell line), not
+    identifiers that happen to start so (bench/dedup_quality.py's DELTACRAWL_LABEL is a constant);
+    in a notebook, Makefile or shell script, any."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".py":
+        return set(ENV_NAME.findall(text))
+    import ast
+    return {name for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            for name in ENV_NAME.findall(node.value)}
+
+
+def environment_files() -> list[Path]:
+    """Every file of the repository that may read the environment: the code, the DAG, the notebook,
+    the tests (what they set for the processes they start, and their own switches), the benchmarks,
+    the Makefile and shell scripts."""
+    files = [REPO / "Makefile", *REPO.glob("*.sh")]
+    for top in ("crawl", "jobs", "airflow_dags", "notebooks", "tests", "bench", "conf"):
+        files += [p for p in (REPO / top).rglob("*") if p.suffix in (".py", ".ipynb", ".sh")]
+    return [p for p in files if p.is_file() and p != Path(__file__).resolve()]  # not this checker's examples
+
+
+def test_the_environment_checker_sees_names_in_strings_only(tmp_path):
+    code = tmp_path / "x.py"
+    code.write_text('DELTACRAWL_LABEL = "x"\nimport os\nos.environ.get("DELTACRAWL_NEW_SWITCH")\n'
+                    'env = {"DELTACRAWL_DEBUG": "1"}\nrun("DELTACRAWL_PURE_PYTHON=1 make check")\n')
+    assert environment_names(code) == {"DELTACRAWL_NEW_SWITCH", "DELTACRAWL_DEBUG", "DELTACRAWL_PURE_PYTHON"}
+    script = tmp_path / "x.sh"
+    script.write_text('echo "${DELTACRAWL_BIN:-deltacrawl}"\n')
+    assert environment_names(script) == {"DELTACRAWL_BIN"}
+
+
 def test_every_environment_variable_read_is_documented():
-    """A DELTACRAWL_* variable the code reads (crawl/, jobs/, airflow_dags/, the notebook) is named
-    in docs/ (the CLI's in docs/cli.md, the DAG's in docs/airflow.md)."""
-    read = set()
-    for top in ("crawl", "jobs", "airflow_dags", "notebooks"):
-        for path in (REPO / top).rglob("*"):
-            if path.suffix in (".py", ".ipynb"):
-                read |= set(re.findall(r"\b(DELTACRAWL_[A-Z_]*[A-Z])\b", path.read_text(encoding="utf-8")))
+    """A DELTACRAWL_* variable read anywhere (the code, the DAG, the notebook, the tests, the
+    benchmarks, the Makefile) is named in docs/: the CLI's in docs/cli.md, the DAG's in
+    docs/airflow.md, the suite's in docs/development.md."""
+    read: dict[str, Path] = {}
+    for path in environment_files():
+        for name in environment_names(path):
+            read.setdefault(name, path.relative_to(REPO))
     documented = "\n".join(page.read_text(encoding="utf-8") for page in DOCS.glob("*.md"))
-    assert read and sorted(name for name in read if name not in documented) == []
+    # the scan still sees the CLI's, the DAG's and the suite's own
+    assert {"DELTACRAWL_DEBUG", "DELTACRAWL_CRAWL_ROOT", "DELTACRAWL_TEST_CPU"} <= set(read)
+    assert sorted(f"{name} ({path})" for name, path in read.items() if name not in documented) == []
