@@ -11,9 +11,10 @@ import pytest
 from crawl.config import build_config
 from crawl.crawldb.status import FetchStatus as FS
 from crawl.dedup.fingerprint import fingerprint
-from crawl.devweb.pdfs import MIB, assemble, bomb, cycle, deep, make_pdf, many_pages, stream
+from crawl.devweb.pdfs import MIB, assemble, bomb, cycle, deep, make_pdf, many_pages, many_streams, stream
 from crawl.fetch.fetcher import fetch_partition
 from crawl.parse.page import ParseOptions, parse_page
+from crawl.parse import pdf as pdf_module
 from crawl.parse.pdf import parse_pdf
 from crawl.parse.pool import ParserPool
 from crawl.parse.registry import body_limit, detect_media_type, link_header_canonical, parse_document
@@ -129,6 +130,30 @@ def test_the_stream_limit_is_what_stops_the_bomb():
     result = parse_pdf(bomb(2), URL, "application/pdf", ParseOptions(100, pdf_max_stream_bytes=4 * MIB))
     assert result.error is None and result.text_hash is not None
     assert "LimitReachedError" in parse_pdf(bomb(2), URL, "application/pdf", BOUNDED).error
+
+
+def test_the_documents_streams_together_are_bounded():
+    """parse.pdf_max_document_mb: three object streams of 2 MiB each, every one under a 4 MiB
+    stream bound, are 6 MiB together: over a 5 MiB document bound, within an 8 MiB one."""
+    doc = many_streams(3, 2)
+    small = ParseOptions(100, pdf_max_stream_bytes=4 * MIB, pdf_max_document_bytes=5 * MIB)
+    result = parse_pdf(doc, URL, "application/pdf", small)
+    assert result.error is not None and result.text_hash is None
+    assert "LimitReachedError" in result.error and "pdf_max_document_mb" in result.error, result.error
+    assert pdf_module._BUDGET.get() is None  # the budget ends with the document
+    roomy = ParseOptions(100, pdf_max_stream_bytes=4 * MIB, pdf_max_document_bytes=8 * MIB)
+    assert parse_pdf(doc, URL, "application/pdf", roomy).error is None
+    # each document has its own budget: the same document twice in a row is read twice
+    assert parse_pdf(doc, URL, "application/pdf", roomy).error is None
+    # the stream bound is not what stops it: one stream of 2 MiB alone passes a 5 MiB document bound
+    assert parse_pdf(many_streams(1, 2), URL, "application/pdf", small).error is None
+
+
+def test_the_document_bound_comes_from_the_config():
+    assert ParseOptions.from_config(build_config()).pdf_max_document_bytes == 128 * MIB
+    options = ParseOptions.from_config(build_config(overrides={"parse.pdf_max_document_mb": 5}))
+    assert options.pdf_max_document_bytes == 5 * MIB
+    assert parse_pdf(many_streams(3, 2), URL, "application/pdf", options).error is not None
 
 
 def test_hostile_pdfs_in_the_guarded_child_cost_a_parse_error_each():

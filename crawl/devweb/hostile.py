@@ -61,8 +61,8 @@ Unless the behaviour says otherwise, robots.txt allows everything::
                           0 with one word changed (a near duplicate), 4 and 5 stand alone
     pdfs                  a small site of PDFs (crawl/devweb/pdfs.py): URI link annotations,
                           pages only a PDF links to, a PDF served as application/octet-stream,
-                          an HTML page with a PDF's text (twins), a PNG and four hostile PDFs
-                          (bomb, page-tree cycle, truncated, 200,000 pages); no /p/ pages
+                          an HTML page with a PDF's text (twins), a PNG and five hostile PDFs
+                          (bomb, page-tree cycle, truncated, 200,000 pages, many streams); no /p/ pages
 
 Streamed responses (drip, no_headers, huge) end within a moment when the client
 disconnects or ``stop()`` is called. Big bodies (gzip bomb, huge robots.txt,

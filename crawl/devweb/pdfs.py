@@ -24,8 +24,10 @@ The ``pdfs`` host::
     /hostile/cycle.pdf    a page tree whose kid points back at its parent
     /hostile/truncated.pdf  /report.pdf's first third
     /hostile/pages.pdf    a page tree of 200,000 page entries (over pypdf's 100,000 bound)
+    /hostile/streams.pdf  four object streams of 40 MiB each: every one under the stream bound,
+                          160 MiB together (over parse.pdf_max_document_mb's 128)
 
-Every PDF ends as a recorded parse error (the four under /hostile/) or with its text fingerprinted.
+Every PDF ends as a recorded parse error (the five under /hostile/) or with its text fingerprinted.
 """
 from __future__ import annotations
 
@@ -91,26 +93,68 @@ def make_pdf(pages: list[tuple[list[str], list[str]]], title: str | None = None)
     return assemble(objects, info=4)
 
 
-def bomb(inflated_mib: int) -> bytes:
-    """A one-page PDF whose content stream inflates to about ``inflated_mib`` MiB."""
-    head, chunk = b"BT /F1 12 Tf 10 10 Td\n", b"(" + b"A" * (MIB - 10) + b") Tj\n"
-
+def _inflating(head: bytes, chunk: bytes, count: int) -> bytes:
+    """A zlib stream that inflates to ``head`` + ``count`` x ``chunk``: the chunk is compressed
+    once and its raw deflate block repeated (compressing 96 MiB would take seconds)."""
     def block(data: bytes) -> bytes:  # raw deflate, flushed: byte-aligned, no reference outside
         z = zlib.compressobj(9, zlib.DEFLATED, -15)
         return z.compress(data) + z.flush(zlib.Z_FULL_FLUSH)
 
-    # the chunk is compressed once and its block repeated (compressing 96 MiB would take seconds)
     adler = zlib.adler32(head)
-    for _ in range(inflated_mib):
+    for _ in range(count):
         adler = zlib.adler32(chunk, adler)
-    data = (b"\x78\xda" + block(head) + block(chunk) * inflated_mib + b"\x03\x00"  # an empty final block
+    return (b"\x78\xda" + block(head) + block(chunk) * count + b"\x03\x00"  # an empty final block
             + adler.to_bytes(4, "big"))
+
+
+def bomb(inflated_mib: int) -> bytes:
+    """A one-page PDF whose content stream inflates to about ``inflated_mib`` MiB."""
+    data = _inflating(b"BT /F1 12 Tf 10 10 Td\n", b"(" + b"A" * (MIB - 10) + b") Tj\n", inflated_mib)
     objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
                b"/Resources << /Font << /F1 5 0 R >> >> >>",
                b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data) + data + b"\nendstream",
                b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
     return assemble(objects)
+
+
+def many_streams(count: int, inflated_mib: int) -> bytes:
+    """A PDF of ``count`` pages, each page object alone in an object stream padded to about
+    ``inflated_mib`` MiB: every stream stays under a per-stream bound bigger than that, the
+    document's streams together inflate to ``count`` x ``inflated_mib`` MiB. The reader inflates
+    each object stream to find its page (the padding is never parsed), so nothing but the
+    document's total stops it (a cross-reference stream, PDF 1.5, locates the pages)."""
+    pages = [4 + count + i for i in range(count)]
+    out = bytearray(b"%PDF-1.5\n%\xe2\xe3\xcf\xd3\n")
+    offsets: dict[int, int] = {}
+
+    def put(number: int, body: bytes) -> None:
+        offsets[number] = len(out)
+        out.extend(b"%d 0 obj\n" % number + body + b"\nendobj\n")
+
+    put(1, b"<< /Type /Catalog /Pages 2 0 R >>")
+    put(2, b"<< /Type /Pages /Kids [" + b" ".join(b"%d 0 R" % p for p in pages) + b"] /Count %d >>" % count)
+    put(3, b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    for i, page in enumerate(pages):
+        header = b"%d 0 " % page
+        body = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Resources << /Font << /F1 3 0 R >> >> >>\n"
+        # (padding of blanks would be skipped byte by byte in Python, looking for a "stream" keyword)
+        data = _inflating(header + body, b"x" * MIB, inflated_mib)
+        put(4 + i, b"<< /Type /ObjStm /N 1 /First %d /Length %d /Filter /FlateDecode >>\nstream\n"
+            % (len(header), len(data)) + data + b"\nendstream")
+    xref_number = 4 + 2 * count
+    offsets[xref_number] = len(out)
+    entries = [b"\x00" + (0).to_bytes(4, "big") + (65535).to_bytes(2, "big")]
+    for number in range(1, xref_number + 1):
+        if number in pages:  # in object stream number - count, at index 0
+            entries.append(b"\x02" + (number - count).to_bytes(4, "big") + (0).to_bytes(2, "big"))
+        else:
+            entries.append(b"\x01" + offsets[number].to_bytes(4, "big") + (0).to_bytes(2, "big"))
+    table = b"".join(entries)
+    out += (b"%d 0 obj\n<< /Type /XRef /Size %d /W [1 4 2] /Root 1 0 R /Length %d >>\nstream\n"
+            % (xref_number, xref_number + 1, len(table)) + table + b"\nendstream\nendobj\n")
+    out += b"startxref\n%d\n%%%%EOF\n" % offsets[xref_number]
+    return bytes(out)
 
 
 def deep(depth: int) -> bytes:
@@ -141,7 +185,8 @@ def many_pages(count: int) -> bytes:
 TWIN_TEXT = "the annual report of the river authority on water quality and flood defences in the valley"
 REPORT_TITLE = "River Authority Report 2026"
 ONLY_FROM_PDF = 3  # /only-from-pdf/0.html .. /only-from-pdf/2.html
-HOSTILE_PDFS = ("/hostile/bomb.pdf", "/hostile/cycle.pdf", "/hostile/truncated.pdf", "/hostile/pages.pdf")
+HOSTILE_PDFS = ("/hostile/bomb.pdf", "/hostile/cycle.pdf", "/hostile/truncated.pdf", "/hostile/pages.pdf",
+                "/hostile/streams.pdf")
 PDFS = ("/report.pdf", "/linked.pdf", "/download")  # the documents whose text is read
 ENTRY_PATHS = ("/", "/report.pdf", "/download")  # what a crawl of the host is seeded with
 
@@ -189,6 +234,7 @@ _DOCUMENTS: dict[str, tuple[Callable[[], bytes], str]] = {
     "/hostile/cycle.pdf": (cycle, "application/pdf"),
     "/hostile/truncated.pdf": (lambda: _report()[: len(_report()) // 3], "application/pdf"),
     "/hostile/pages.pdf": (lambda: many_pages(200_000), "application/pdf"),
+    "/hostile/streams.pdf": (lambda: many_streams(4, 40), "application/pdf"),
     # three pages no HTML page links to, with texts unlike each other's (not near duplicates)
     **{f"/only-from-pdf/{k}.html": (lambda text=text: _html(
         text.capitalize(), f"<h1>{text.capitalize()}</h1>\n<p><a href=\"/\">Documents</a></p>\n"), _HTML)

@@ -48,6 +48,7 @@ class ParseOptions:
     disabled: tuple[str, ...] = ()      # parser names turned off (parse.disabled)
     pdf_max_pages: int = 100            # pages of a PDF whose text and links are read
     pdf_max_stream_bytes: int = 64 * 2**20  # decompressed bytes of one PDF stream (a bigger one: parse_error)
+    pdf_max_document_bytes: int = 128 * 2**20  # decompressed bytes of all of a PDF's streams together
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "ParseOptions":
@@ -56,7 +57,8 @@ class ParseOptions:
                    content_types=tuple(str(t).strip().lower() for t in cfg["fetch.content_types"]),
                    disabled=tuple(str(n) for n in cfg["parse.disabled"]),
                    pdf_max_pages=int(cfg["parse.pdf_max_pages"]),
-                   pdf_max_stream_bytes=int(cfg["parse.pdf_max_stream_mb"]) * 2**20)
+                   pdf_max_stream_bytes=int(cfg["parse.pdf_max_stream_mb"]) * 2**20,
+                   pdf_max_document_bytes=int(cfg["parse.pdf_max_document_mb"]) * 2**20)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,11 @@ normalisation and filters as a page's. It reads:
 Bounds. pypdf's own limits are set per call (pypdf.apply_configuration): a stream may decompress
 to at most ``pdf_max_stream_bytes`` (every filter: Flate, LZW, run length, Brotli, JBIG2) and
 pypdf's parse-work budgets stay on; a page tree of more than 100,000 entries or deeper than 100
-levels is refused, a cycle in it is detected; the external jbig2dec program is never called. The
+levels is refused, a cycle in it is detected; the external jbig2dec program is never called.
+pypdf has no bound on a whole document, so ``_counted`` adds one: every stream it decodes is
+counted against ``pdf_max_document_bytes`` (per call, in a context variable), and the decode that
+takes the total past it raises, so a document of many streams each under the stream bound (each
+kept decoded by pypdf once read) holds at most that much plus one stream. The
 guarded child (crawl.parse.pool) adds the wall-clock and memory limits. Anything pypdf raises
 (a bomb, a truncated file, nesting past Python's recursion limit, garbage) ends as the result's
 ``parse_error``; the links and text read before it are kept, but no fingerprint is made of a
@@ -22,11 +26,14 @@ partial text.
 """
 from __future__ import annotations
 
+import contextvars
 import io
 import logging
 import re
 
+import pypdf.filters
 from pypdf import PdfReader, apply_configuration
+from pypdf.errors import LimitReachedError
 
 from crawl.dedup.fingerprint import fingerprint
 from crawl.net.urls import check_url
@@ -51,6 +58,38 @@ def _configuration(options: ParseOptions) -> dict:
                 image_maximum_buffer_size=limit, stream_decoding_work_maximum_length=4 * limit,
                 page_tree_maximum_entries=100_000, page_tree_maximum_depth=100,
                 page_tree_maximum_page_entries=100_000, jbig2dec_binary=None)
+
+
+class _Budget:
+    """Decompressed bytes one document may still take (``pdf_max_document_bytes``)."""
+
+    def __init__(self, limit: int):
+        self.limit, self.used = int(limit), 0
+
+
+_BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("deltacrawl_pdf_budget", default=None)
+
+
+def _counted(decode):
+    """pypdf's stream decoder (every stream's get_data goes through it: contents, object streams,
+    fonts, images), counting its output against the current document's budget."""
+    def decode_stream_data(stream):
+        data = decode(stream)
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget.used += len(data)
+            if budget.used > budget.limit:
+                raise LimitReachedError(f"the document's streams decompress to more than {budget.limit} bytes "
+                                        f"(parse.pdf_max_document_mb)")
+        return data
+    decode_stream_data.counts_document_bytes = True
+    return decode_stream_data
+
+
+# pypdf looks the function up in its module at each call (StreamObject.get_data), so this wraps it
+# for every reader in the process; outside parse_pdf (no budget set) it only decodes.
+if not getattr(pypdf.filters.decode_stream_data, "counts_document_bytes", False):
+    pypdf.filters.decode_stream_data = _counted(pypdf.filters.decode_stream_data)
 
 
 def _text_of(value) -> str | None:
@@ -135,27 +174,31 @@ def parse_pdf(body: bytes, url: str, content_type_header: str | None, options: P
         hrefs: list[str] = []
         error = None
         reader = None
-        with apply_configuration(**_configuration(options)):
-            try:
-                reader = PdfReader(io.BytesIO(_with_startxref(bytes(body))), strict=False)
-                if reader.is_encrypted and not reader.decrypt(""):
-                    raise ValueError("encrypted (a password is needed to read it)")
-                chars = 0
-                for number, page in enumerate(reader.pages):
-                    if number >= options.pdf_max_pages or chars >= MAX_TEXT_CHARS:
-                        break
-                    hrefs += _uris(page)
-                    text = page.extract_text() or ""
-                    texts.append(text)
-                    chars += len(text)
-            except (MemoryError, RecursionError) as exc:
-                error = "recursion limit exceeded" if isinstance(exc, RecursionError) else None
-                if error is None:
-                    raise
-            except Exception as exc:  # recorded: the document's parse_error; what was read stands
-                error = _exc_text(exc)
-            text = "\n".join(texts)[:MAX_TEXT_CHARS]
-            title = _title(reader, text) if reader is not None else None
+        budget = _BUDGET.set(_Budget(options.pdf_max_document_bytes))
+        try:
+            with apply_configuration(**_configuration(options)):
+                try:
+                    reader = PdfReader(io.BytesIO(_with_startxref(bytes(body))), strict=False)
+                    if reader.is_encrypted and not reader.decrypt(""):
+                        raise ValueError("encrypted (a password is needed to read it)")
+                    chars = 0
+                    for number, page in enumerate(reader.pages):
+                        if number >= options.pdf_max_pages or chars >= MAX_TEXT_CHARS:
+                            break
+                        hrefs += _uris(page)
+                        text = page.extract_text() or ""
+                        texts.append(text)
+                        chars += len(text)
+                except (MemoryError, RecursionError) as exc:
+                    error = "recursion limit exceeded" if isinstance(exc, RecursionError) else None
+                    if error is None:
+                        raise
+                except Exception as exc:  # recorded: the document's parse_error; what was read stands
+                    error = _exc_text(exc)
+                text = "\n".join(texts)[:MAX_TEXT_CHARS]
+                title = _title(reader, text) if reader is not None else None
+        finally:
+            _BUDGET.reset(budget)
         rejected: dict[str, int] = {}
         if nofollow:
             outlinks = []
