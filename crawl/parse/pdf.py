@@ -219,3 +219,21 @@ def parse_pdf(body: bytes, url: str, content_type_header: str | None, options: P
         return _parse_error("recursion limit exceeded")
     except Exception as exc:  # recorded: the document's parse_error
         return _parse_error(f"pdf: {_exc_text(exc)}")
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size in bytes (Linux's VmHWM, else getrusage's
+    ru_maxrss): run in the guarded parser child (``ParserPool.call(peak_rss_bytes)``) it is the
+    most memory the child has held since it started, what tests/test_pdf_memory.py compares with
+    ``parse.memory_limit_mb``."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # no /proc: getrusage below
+        pass
+    import resource
+    import sys
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
