@@ -52,6 +52,7 @@ class StepFigures:
     duplicates: int | None = None      # dedup: exact + near duplicates found
     crawldb_urls: int | None = None    # update: URLs in the crawldb after the step
     crawldb_by_status: dict[str, int] | None = None  # update: crawldb URLs per status after the step
+    by_content_type: dict[str, int] | None = None    # fetch: URLs answered per media type
     # fetch only; in MLflow, not in the table (derived, or too detailed for it)
     politeness_bound_s: float | None = None   # max over hosts of (requests - 1) x its minimum gap
     latency_ms: dict[int, int] = field(default_factory=dict)  # log2 bucket of elapsed_ms -> URLs
@@ -67,7 +68,7 @@ def cycle_row(fig: StepFigures, crawl_id: str | None, mlflow_run_id: str | None,
     """The ``cycles`` table row of one step (times as epoch seconds; jobs/engine/tracking.py converts)."""
     row = {name: getattr(fig, name) for name in
            ("step", "segment_id", "started_at", "seconds", "urls", "hosts", "by_outcome", "bytes", "new_urls",
-            "duplicates", "crawldb_urls", "crawldb_by_status")}
+            "duplicates", "crawldb_urls", "crawldb_by_status", "by_content_type")}
     return {"crawl_id": crawl_id, "mlflow_run_id": mlflow_run_id, "cycle": cycle, **row}
 
 

@@ -490,3 +490,54 @@ def test_dns_and_tls_failures_and_queries_are_fetch_metrics():
     m = cycle_metrics([result_figures("fetch", result, 0.0, 1.0)])
     assert (m["fetch/dns_errors"], m["fetch/tls_errors"], m["fetch/dns_queries"]) == (1.0, 1.0, 6.0)
     assert m["fetch/pages_per_s"] == 2.0  # neither a failed name nor a failed handshake sent a request
+
+
+def test_the_fetch_row_counts_urls_by_content_type_also_in_a_cycles_table_made_before_the_column(spark, root):
+    """cycles.by_content_type (issue 51): fetch's figures count the segment's answered URLs per
+    media type (parameters and case dropped; a sniffed type as the fetcher recorded it); a crawl
+    root whose cycles table was written without the column reads as before, and the next append
+    adds it (older rows null)."""
+    from datetime import datetime, timezone
+
+    from pyspark.sql.types import StructType
+
+    from jobs.engine.schemas import CYCLES_SCHEMA, FETCHED_SCHEMA
+    from jobs.engine.tracking import append_cycle_rows, cycles_of_run, step_figures
+    SEG = "20261201000100-bbbbbb"
+    old_schema = StructType([f for f in CYCLES_SCHEMA.fields if f.name != "by_content_type"])
+    old_row = tuple({"crawl_id": "old", "cycle": 1, "step": "fetch", "segment_id": "20261201000000-aaaaaa", "seconds": 1.0,
+                     "started_at": datetime.fromtimestamp(1000.0, timezone.utc), "urls": 3}.get(n)
+                    for n in old_schema.fieldNames())
+    spark.createDataFrame([old_row], old_schema).write.format("delta").save(root.cycles)
+    [(cycle, [fig])] = cycles_of_run(spark, root, "old")
+    assert (cycle, fig.step, fig.urls, fig.by_content_type) == (1, "fetch", 3, None)
+
+    def url_row(n: int, ctype: str | None) -> dict:
+        return {"kind": "url", "host": "a.test", "host_bucket": 0, "segment_id": SEG,
+                "url": f"http://a.test/{n}", "url_hash": n, "fetch_status": "ok" if ctype else "network_error",
+                "content_type": ctype, "content_length": 10 if ctype else None, "elapsed_ms": 5}
+    rows = [url_row(i, t) for i, t in enumerate(["text/html; charset=utf-8", "Text/HTML", "application/pdf",
+                                                 "application/pdf", "application/pdf", "image/png", None])]
+    rows.append({"kind": "host", "host": "a.test", "host_bucket": 0, "segment_id": SEG, "requests": 6})
+    spark.createDataFrame([tuple(r.get(n) for n in FETCHED_SCHEMA.fieldNames()) for r in rows],
+                          FETCHED_SCHEMA).write.parquet(root.fetched(SEG))
+    result = SimpleNamespace(segment_id=SEG, urls=7, hosts=1, by_fetch_status={"ok": 6, "network_error": 1},
+                             blocked={}, robots_errors=0, sitemap_errors=0, dns_errors=0, tls_errors=0, dns_queries=0)
+    fig = step_figures(spark, root, "fetch", result, 2000.0, 1.5)
+    assert fig.by_content_type == {"text/html": 2, "application/pdf": 3, "image/png": 1}
+    assert fig.bytes == 60 and sum(fig.latency_ms.values()) == 7
+    append_cycle_rows(spark, root, [cycle_row(fig, "new", None, 2)])
+    table = spark.read.format("delta").load(root.cycles)
+    assert "by_content_type" in table.columns
+    got = {r["crawl_id"]: r["by_content_type"] for r in table.collect()}
+    assert got == {"old": None, "new": {"text/html": 2, "application/pdf": 3, "image/png": 1}}
+    [(_, [back])] = cycles_of_run(spark, root, "new")
+    assert back.by_content_type == fig.by_content_type
+    # the documented query (docs/crawldb.md): URLs by content type per cycle
+    spark.read.format("delta").load(root.cycles).createOrReplaceTempView("cycles")
+    import re
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "crawldb.md").read_text(encoding="utf-8")
+    [query] = [q for q in re.findall(r"```sql\n(.*?)```", doc, re.S) if "by_content_type" in q]
+    answer = spark.sql(query).collect()
+    assert [tuple(r) for r in answer] == [("new", 2, 7, 2, 3)]

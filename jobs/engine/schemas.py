@@ -301,6 +301,9 @@ CYCLES_SCHEMA = StructType([
     StructField("duplicates", LongType(), True),
     StructField("crawldb_urls", LongType(), True),
     StructField("crawldb_by_status", MapType(StringType(), LongType()), True),
+    # fetch: URLs answered per media type; last, where _ensure adds it to a table made before it
+    # existed (its older rows have null)
+    StructField("by_content_type", MapType(StringType(), LongType()), True),
 ])
 
 

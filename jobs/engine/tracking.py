@@ -82,19 +82,29 @@ class OneLineWarnings:
 
 
 def fetch_figures(spark: SparkSession, root: CrawlRoot, segment_id: str) -> dict[str, Any]:
-    """One pass over segments/<id>/fetched: bytes read, requests per log2 latency bucket, and the
-    politeness bound (max over hosts of (requests - 1) x the host's minimum gap)."""
+    """One pass over segments/<id>/fetched: bytes read, requests per log2 latency bucket, the
+    politeness bound (max over hosts of (requests - 1) x the host's minimum gap), and the URLs
+    answered per media type (the fetcher's content_type: the header's type/subtype, or what
+    sniffing found where it was missing or generic; lower case, no parameters)."""
     fetched = spark.read.parquet(root.fetched(segment_id))
     is_url = F.col("kind") == "url"
     bucket = F.when(is_url & F.col("elapsed_ms").isNotNull(),
                     F.floor(F.log2(F.greatest(F.col("elapsed_ms"), F.lit(1)))).cast("int"))
     bound = F.when(~is_url & (F.col("requests") > 1), (F.col("requests") - 1) * F.col("min_delay_s"))
-    rows = (fetched.groupBy(is_url.alias("is_url"), bucket.alias("bucket"))
+    media = F.when(is_url, F.lower(F.trim(F.split(F.col("content_type"), ";").getItem(0))))
+    rows = (fetched.groupBy(is_url.alias("is_url"), bucket.alias("bucket"), media.alias("media"))
             .agg(F.sum(F.when(is_url, F.col("content_length"))).alias("bytes"), F.count("*").alias("n"),
                  F.max(bound).alias("bound")).collect())
-    return {"bytes": sum(r["bytes"] or 0 for r in rows if r["is_url"]),
-            "latency_ms": {r["bucket"]: r["n"] for r in rows if r["is_url"] and r["bucket"] is not None},
-            "politeness_bound_s": max((r["bound"] for r in rows if r["bound"] is not None), default=None)}
+    latency: dict[int, int] = {}
+    by_type: dict[str, int] = {}
+    for r in rows:
+        if r["is_url"] and r["bucket"] is not None:
+            latency[r["bucket"]] = latency.get(r["bucket"], 0) + r["n"]
+        if r["is_url"] and r["media"]:
+            by_type[r["media"]] = by_type.get(r["media"], 0) + r["n"]
+    return {"bytes": sum(r["bytes"] or 0 for r in rows if r["is_url"]), "latency_ms": latency,
+            "politeness_bound_s": max((r["bound"] for r in rows if r["bound"] is not None), default=None),
+            "by_content_type": by_type}
 
 
 def crawldb_by_status(spark: SparkSession, root: CrawlRoot, version: int | None = None) -> dict[str, int]:
@@ -133,6 +143,7 @@ def add_query_figures(spark: SparkSession, root: CrawlRoot, fig: StepFigures, cr
     if fig.step == "fetch" and fig.segment_id:
         extra = fetch_figures(spark, root, fig.segment_id)
         fig.bytes, fig.latency_ms, fig.politeness_bound_s = extra["bytes"], extra["latency_ms"], extra["politeness_bound_s"]
+        fig.by_content_type = extra["by_content_type"]
     elif fig.step == "update":
         fig.crawldb_by_status = crawldb_by_status(spark, root, crawldb_version)
         fig.crawldb_urls = sum(fig.crawldb_by_status.values())
@@ -215,8 +226,10 @@ def cycles_of_run(spark: SparkSession, root: CrawlRoot, crawl_id: str,
     """A crawl run's steps as recorded in the cycles table, by cycle (a retried step's newest row
     wins); with ``fetch_details``, fetch's latency buckets and politeness bound are read again
     from its segment (they are not in the table)."""
-    rows = (spark.read.format("delta").load(root.cycles).filter(F.col("crawl_id") == crawl_id)
-            .orderBy("started_at").collect())
+    table = spark.read.format("delta").load(root.cycles)
+    if "by_content_type" not in table.columns:  # a table no step has appended to since the column came
+        table = table.withColumn("by_content_type", F.lit(None).cast(CYCLES_SCHEMA["by_content_type"].dataType))
+    rows = table.filter(F.col("crawl_id") == crawl_id).orderBy("started_at").collect()
     newest: dict[tuple[int, str], Any] = {}
     for row in rows:
         newest[(row["cycle"], row["step"])] = row
@@ -227,7 +240,8 @@ def cycles_of_run(spark: SparkSession, root: CrawlRoot, crawl_id: str,
                           by_outcome=dict(row["by_outcome"]) if row["by_outcome"] is not None else None,
                           bytes=row["bytes"], new_urls=row["new_urls"], duplicates=row["duplicates"],
                           crawldb_urls=row["crawldb_urls"],
-                          crawldb_by_status=dict(row["crawldb_by_status"]) if row["crawldb_by_status"] else None)
+                          crawldb_by_status=dict(row["crawldb_by_status"]) if row["crawldb_by_status"] else None,
+                          by_content_type=dict(row["by_content_type"]) if row["by_content_type"] is not None else None)
         if fetch_details and step == "fetch" and fig.segment_id:
             extra = fetch_figures(spark, root, fig.segment_id)
             fig.latency_ms, fig.politeness_bound_s = extra["latency_ms"], extra["politeness_bound_s"]
