@@ -107,7 +107,7 @@ def jars_main(argv: list[str] | None) -> int:
 
     def body(args, cfg) -> int:
         from jobs.engine.jars import JAR_SETS, default_jars_dir, ensure_jars
-        jars_dir = default_jars_dir(cfg["spark.jars_dir"])
+        jars_dir = default_jars_dir(cfg.spark.jars_dir)
         found = []
         for name in ["delta", "s3"] if args.s3 else ["delta"]:
             paths = ensure_jars(jars_dir, name)

@@ -54,7 +54,7 @@ from typing import Any, Iterator, Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawl.config import spark_settings
+from crawl.config import Config, spark_settings
 from crawl.crawldb.status import FetchStatus
 from crawl.fetch.fetcher import FETCHLIST_FIELDS, fetch_partition
 from crawl.net.addresses import REASON_PATTERN
@@ -133,7 +133,8 @@ def balance_hosts(work: dict[str, float], tasks: int) -> dict[str, int]:
 
 def expected_work(fetchlist: DataFrame, cfg: Mapping[str, Any], limit: int | None = None) -> dict[str, float]:
     """Seconds a host will take: its URLs times (politeness gap + request cost); at most ``limit`` hosts."""
-    delay = float(cfg["fetch.delay_s"])
+    cfg = Config.of(cfg)
+    delay = cfg.fetch.delay_s
     crawl_delay = F.regexp_extract(F.lower(F.coalesce(F.col("robots_txt"), F.lit(""))), r"crawl-delay:\s*([0-9.]+)", 1)
     gap = F.greatest(F.lit(delay), F.coalesce(crawl_delay.try_cast("double"), F.lit(0.0)), F.coalesce("backoff_s", F.lit(0.0)))
     rows = (fetchlist.groupBy("host").agg(F.count("*").alias("n"), F.max(gap).alias("gap"))
@@ -205,13 +206,14 @@ def recent_contacts(spark: SparkSession, root: CrawlRoot, segment_id: str, fetch
     met is not asked for robots.txt, nor its sitemaps read, again before that segment's update
     has cached them (crawl.overlap: the next segment is generated before it). The request log only covers
     attempts of this segment."""
+    cfg = Config.of(cfg)
     earlier = [s for s in reversed(list_segments(spark, root)) if s < segment_id
                and path_exists(spark, root.fetched(s) + "/_SUCCESS")][:RECENT_SEGMENTS]
     if not earlier:
         return {}
-    window = max(float(cfg["fetch.delay_s"]), float(cfg["fetch.max_delay_s"]), float(cfg["fetch.max_crawl_delay_s"]))
+    window = max(cfg.fetch.delay_s, cfg.fetch.max_delay_s, cfg.fetch.max_crawl_delay_s)
     gap = F.greatest(F.coalesce("min_delay_s", F.lit(0.0)), F.coalesce("crawl_delay_s", F.lit(0.0)),
-                     F.lit(float(cfg["fetch.delay_s"])))
+                     F.lit(cfg.fetch.delay_s))
     mine = fetchlist.groupBy("host").agg(F.max("robots_fetched_at").alias("_cached"),
                                          F.max("sitemaps_fetched_at").alias("_sitemaps_cached"))
     # each segment read on its own: one read of several partitioned folders finds no common base
@@ -258,6 +260,7 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], run: Fet
     """The body of one Spark task: (host, Row) pairs in, FETCHED_SCHEMA tuples out. ``seen`` is
     the broadcast seen-URL filter (bytes of crawl.net.bloom.BloomFilter), or None. Its attempt number
     names its WARC files and request log, so a retried task never writes into a dead one's."""
+    cfg = Config.of(cfg)
     from pyspark import TaskContext
     dicts = [row.asDict() for _host, row in rows]
     if not dicts:
@@ -277,18 +280,18 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], run: Fet
         archive = None
         if store is not None:
             from crawl.fetch.warc import WarcWriter
-            info = {"operator": cfg["warc.operator"], "http-header-user-agent": cfg["fetch.user_agent"],
+            info = {"operator": cfg.warc.operator, "http-header-user-agent": cfg.fetch.user_agent,
                     "robots": "obey", "isPartOf": segment_id}
             archive = stack.enter_context(WarcWriter(
                 store, f"{cfg['warc.prefix']}-{segment_id}-{index:05d}-{attempt}",
-                int(cfg["warc.max_file_bytes"]), {k: v for k, v in info.items() if v},
-                gzip_level=int(cfg["warc.gzip_level"])))
+                cfg.warc.max_file_bytes, {k: v for k, v in info.items() if v},
+                gzip_level=cfg.warc.gzip_level))
         parser = None
-        if cfg["parse.isolate"]:
+        if cfg.parse.isolate:
             from crawl.parse.pool import BatchingParser, ParserPool
-            pool = ParserPool(workers=int(cfg["parse.workers"]),
-                              memory_limit_bytes=int(cfg["parse.memory_limit_mb"]) * 2**20,
-                              time_limit_s=float(cfg["parse.time_limit_s"]))
+            pool = ParserPool(workers=cfg.parse.workers,
+                              memory_limit_bytes=cfg.parse.memory_limit_mb * 2**20,
+                              time_limit_s=cfg.parse.time_limit_s)
             parser = stack.enter_context(BatchingParser(pool))
         bloom = None
         if seen is not None:
@@ -303,8 +306,8 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], run: Fet
 
 def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, Any],
                   run: FetchRun, seen: SeenFilter | None = None) -> DataFrame:
-    tasks = int(cfg["fetch.tasks"]) or spark.sparkContext.defaultParallelism
-    plain_cfg = dict(cfg)  # a plain dict pickles into the task closure
+    cfg = Config.of(cfg)
+    tasks = cfg.fetch.tasks or spark.sparkContext.defaultParallelism
     # a fetchlist generated by an older deltacrawl lacks the newer host fields: null (not cached)
     fetchlist = fetchlist.withColumns({f.name: F.lit(None).cast(f.dataType) for f in FETCHLIST_SCHEMA.fields
                                        if f.name not in fetchlist.columns})
@@ -317,8 +320,9 @@ def fetch_segment(spark: SparkSession, fetchlist: DataFrame, cfg: Mapping[str, A
     else:  # too many hosts to plan on the driver: hashing still keeps each host in one task
         pairs = pairs.partitionBy(tasks)
     seen_bc = spark.sparkContext.broadcast(seen.data) if seen is not None else None
-    # the store travels in the closure (with its S3 settings, not a client: a task makes its own)
-    fetched = pairs.mapPartitionsWithIndex(lambda index, it: fetch_task(index, it, plain_cfg, run, seen_bc))
+    # the config (it pickles: crawl.config.Config) and the store travel in the closure (the store with
+    # its S3 settings, not a client: a task makes its own)
+    fetched = pairs.mapPartitionsWithIndex(lambda index, it: fetch_task(index, it, cfg, run, seen_bc))
     # rows are built in schema order by fetch_task: no per-row type verification
     return spark.createDataFrame(fetched, FETCHED_SCHEMA, verifySchema=False)
 
@@ -328,12 +332,13 @@ def open_warc_store(root: CrawlRoot, cfg: Mapping[str, Any]) -> WarcStore:
     Opening it removes what task attempts left there more than generate.lease_s ago (their
     segment's lease has expired, so nothing can still be writing them); that first request to an
     object store also finds a missing bucket or refused credentials before anything is fetched."""
+    cfg = Config.of(cfg)
     if not (root.is_local or is_s3_uri(root.root)):
         raise UserError(f"warc.enabled needs a local or S3 (s3a://) crawl root, not {root.root} "
                         f"(or set --conf warc.enabled=false)")
     store = warc_store(root.warc_dir, cfg)
     try:
-        removed = sweep_unfinished(store, older_than_s=float(cfg["generate.lease_s"]))
+        removed = sweep_unfinished(store, older_than_s=float(cfg.generate.lease_s))
     except (FileNotFoundError, PermissionError) as exc:
         raise UserError(f"cannot write WARC files: {exc}") from None
     if removed:
@@ -380,6 +385,7 @@ def refuse_speculation(value: str | None) -> None:
 
 
 def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str) -> FetchResult:
+    cfg = Config.of(cfg)
     refuse_speculation(spark.sparkContext.getConf().get("spark.speculation", "false"))  # spark-submit's --conf
     fetchlist_path = root.fetchlist(segment_id)
     if not path_exists(spark, fetchlist_path):
@@ -389,7 +395,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     already_fetched = path_exists(spark, root.fetched(segment_id) + "/_SUCCESS")
     if not already_fetched:
         check_leased(spark, root, segment_id)
-    store = open_warc_store(root, cfg) if cfg["warc.enabled"] else None
+    store = open_warc_store(root, cfg) if cfg.warc.enabled else None
     if already_fetched:
         step_logger("fetch").info("segment %s was fetched already: nothing is requested again", segment_id)
     else:
@@ -399,10 +405,10 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         fetchlist = spark.read.parquet(fetchlist_path)
         run = FetchRun(new_run_id(), store, root.request_log_dir(segment_id),
                        read_marker(spark, root.fetched_run_marker(segment_id)),
-                       None if root.is_local else float(cfg["generate.lease_s"]),
+                       None if root.is_local else float(cfg.generate.lease_s),
                        recent_contacts(spark, root, segment_id, fetchlist, cfg, time.time()) or None)
         fetched = fetch_segment(spark, fetchlist, cfg, run, seen)
-        with Progress(spark, "fetch", f"segment {segment_id}", float(cfg["log.progress_s"])):
+        with Progress(spark, "fetch", f"segment {segment_id}", cfg.log.progress_s):
             fetched.write.mode("overwrite").partitionBy("kind").parquet(root.fetched(segment_id))
         write_marker(spark, root.fetched_run_marker(segment_id), run.run_id)
     blocked_reason = F.when(F.col("fetch_status") == FetchStatus.BLOCKED_ADDRESS,

@@ -51,6 +51,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from crawl.config import Config
 from crawl.crawldb.segment_ids import segment_time
 from crawl.fetch.warc_store import WarcStore, remove_files, segment_of_file, sweep_unfinished, unindexed_files, warc_store
 from crawl.s3 import is_s3_uri
@@ -137,9 +138,10 @@ def file_stats(spark: SparkSession, path: str) -> tuple[int, int, int]:
 def table_properties(cfg: Mapping[str, Any]) -> dict[str, str]:
     """The retention and checkpoint properties maintain keeps on every table (conf/defaults.toml
     [maintain] says what they promise)."""
+    cfg = Config.of(cfg)
     return {"delta.deletedFileRetentionDuration": f"interval {int(cfg['maintain.vacuum_retain_hours'])} hours",
             "delta.logRetentionDuration": f"interval {int(cfg['maintain.log_retain_days'])} days",
-            "delta.checkpointInterval": str(int(cfg["maintain.checkpoint_interval"]))}
+            "delta.checkpointInterval": str(cfg.maintain.checkpoint_interval)}
 
 
 def _properties_differ(spark: SparkSession, path: str, wanted: Mapping[str, str]) -> bool:
@@ -174,7 +176,8 @@ def leased_by_segment(spark: SparkSession, root: CrawlRoot, now: float) -> dict[
 
 
 def plan_segments(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float) -> list[SegmentPlan]:
-    retain_s = float(cfg["maintain.segment_retain_days"]) * 86400
+    cfg = Config.of(cfg)
+    retain_s = float(cfg.maintain.segment_retain_days) * 86400
     leased = leased_by_segment(spark, root, now)
     plans = []
     for segment_id in list_segments(spark, root):
@@ -193,9 +196,10 @@ def plan_segments(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
 def blockers(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segments: list[SegmentPlan],
              now: float) -> list[str]:
     """Why maintain must not run now (empty: it may)."""
+    cfg = Config.of(cfg)
     found = [f"segment {s.segment_id} is in flight ({s.leased_urls} URLs leased to it, not updated): fetch, "
              f"dedup or update may write at any moment" for s in segments if s.state == "in_flight"]
-    quiet_s = float(cfg["maintain.quiet_s"])
+    quiet_s = cfg.maintain.quiet_s
     if quiet_s > 0:
         for name, path in (("crawldb", root.crawldb), ("hostdb", root.hostdb)):
             if table_exists(spark, path):
@@ -209,7 +213,8 @@ def blockers(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segme
 def warc_leftovers(cfg: Mapping[str, Any], store: WarcStore, now: float, dry_run: bool) -> int:
     """Unfinished WARC files (local .open files, S3 uploads) started more than generate.lease_s ago:
     removed (or, dry run, counted)."""
-    older_than_s = float(cfg["generate.lease_s"])
+    cfg = Config.of(cfg)
+    older_than_s = float(cfg.generate.lease_s)
     if dry_run:
         return sum(1 for leftover in store.unfinished() if leftover.started_at < now - older_than_s)
     return sweep_unfinished(store, older_than_s=older_than_s, now=now)
@@ -223,7 +228,8 @@ def unindexed_warc(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot,
     warc_index names it, or while the segment's committed fetch results (not yet updated) name
     it; any other file of a finished, abandoned or deleted segment was closed by a task attempt or
     a fetch run that died. Removed (dry run: listed only); returns their names."""
-    cutoff = now - float(cfg["generate.lease_s"])
+    cfg = Config.of(cfg)
+    cutoff = now - float(cfg.generate.lease_s)
     names = [name for name, written_at in store.finished().items() if written_at < cutoff]
     segments = {s for s in map(segment_of_file, names) if s is not None} - in_flight
     if not segments:
@@ -269,12 +275,13 @@ def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterat
 
 def maintain_table(spark: SparkSession, cfg: Mapping[str, Any], name: str, path: str, dry_run: bool,
                    zorder_by: str | None = None) -> TableResult:
+    cfg = Config.of(cfg)
     log = step_logger("maintain")
     files, nbytes, dvs = file_stats(spark, path)
     result = TableResult(name, files, nbytes, dvs)
-    retain_h = int(cfg["maintain.vacuum_retain_hours"])
+    retain_h = cfg.maintain.vacuum_retain_hours
     table = f"delta.`{path}`"
-    listing = str(cfg["spark.shuffle_partitions"])
+    listing = str(cfg.spark.shuffle_partitions)
     if dry_run:
         # the real run sets the table's retention first; here Delta's check would compare with the
         # old one, so it is off for this listing only (a DRY RUN deletes nothing)

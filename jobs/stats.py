@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from crawl import native
+from crawl.config import Config
 from crawl.report import format_stats
 from crawl.crawldb.status import BLOCKED_ADDRESS
 from crawl.net.addresses import REASON_PATTERN
@@ -32,6 +33,7 @@ from jobs.engine.tables import table_exists, table_version
 
 
 def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None) -> dict[str, Any]:
+    cfg = Config.of(cfg)
     now = time.time() if now is None else now
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
@@ -77,7 +79,7 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
                    .orderBy(F.desc("n"), "content_type").collect()]
         top_hosts = [(r["host"], r["n"]) for r in
                      groups.groupBy("host").agg(F.sum("n").alias("n")).orderBy(F.desc("n"), "host")
-                     .limit(int(cfg["stats.top_hosts"])).collect()]
+                     .limit(cfg.stats.top_hosts).collect()]
     finally:
         groups.unpersist()
     # leases in force, per segment: a segment whose driver died mid-fetch holds its URLs until

@@ -34,6 +34,7 @@ from typing import Any, Iterable, Mapping
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from crawl.config import Config
 from crawl.fetch.http import causes
 
 NXDOMAIN, NO_ADDRESS, TIMEOUT, SERVFAIL, ERROR = "nxdomain", "no_address", "timeout", "servfail", "error"
@@ -103,14 +104,15 @@ class TaskResolver(AbstractResolver):
     """The resolver of one fetch task (see the module docstring); also aiohttp's resolver."""
 
     def __init__(self, cfg: Mapping[str, Any]):
-        self.servers = parse_servers(cfg["fetch.dns_servers"])
-        self.timeout_s = float(cfg["fetch.dns_timeout_s"])
-        self.min_ttl_s = float(cfg["fetch.dns_min_ttl_s"])
-        self.max_ttl_s = max(self.min_ttl_s, float(cfg["fetch.dns_max_ttl_s"]))
+        cfg = Config.of(cfg)
+        self.servers = parse_servers(cfg.fetch.dns_servers)
+        self.timeout_s = cfg.fetch.dns_timeout_s
+        self.min_ttl_s = cfg.fetch.dns_min_ttl_s
+        self.max_ttl_s = max(self.min_ttl_s, cfg.fetch.dns_max_ttl_s)
         self.answers: dict[str, Answer] = {}
         self.queries: Counter[str] = Counter()  # queries sent per name (A and AAAA count as one each)
         self._pending: dict[str, asyncio.Future] = {}
-        self._slots = asyncio.Semaphore(max(1, int(cfg["fetch.dns_max_in_flight"])))
+        self._slots = asyncio.Semaphore(max(1, cfg.fetch.dns_max_in_flight))
         self._cares: Any = None
 
     def remember(self, name: str, addresses: Iterable[str] | None, expires_at: float | None) -> None:

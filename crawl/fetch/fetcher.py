@@ -57,6 +57,7 @@ from typing import Any, Iterable, Mapping, Protocol
 
 import aiohttp
 
+from crawl.config import Config
 from crawl.crawldb.discovery import HostLinks, TaskLinks
 from crawl.fetch.http import ERROR_TEXT_LIMIT, Body, accept_encoding, answer_error, error_text, read_body
 from crawl.parse.page import ParseOptions
@@ -132,6 +133,7 @@ class TaskContext:
                  archive: Archive | None, parser: Parser | None, links: TaskLinks | None = None,
                  request_log: RequestLog | None = None, addresses: AddressPolicy | None = None,
                  resolver: TaskResolver | None = None, connects: ConnectTracker | None = None):
+        cfg = Config.of(cfg)
         self.cfg = cfg
         self.resolver = resolver if resolver is not None else TaskResolver(cfg)
         self.connects = connects if connects is not None else ConnectTracker()
@@ -143,8 +145,8 @@ class TaskContext:
         self.parser = parser
         self.links = links if links is not None else TaskLinks(cfg)
         self.parse_options = ParseOptions.from_config(cfg)
-        self.deadline = time.monotonic() + float(cfg["fetch.time_limit_s"])
-        self.request_headers = [("User-Agent", cfg["fetch.user_agent"]),
+        self.deadline = time.monotonic() + cfg.fetch.time_limit_s
+        self.request_headers = [("User-Agent", cfg.fetch.user_agent),
                                 ("Accept-Encoding", accept_encoding()),
                                 ("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5")]
         self.hosts: list[HostQueue] = []  # every host of the task (HostQueue adds itself)
@@ -168,7 +170,7 @@ class TaskContext:
         if self._span is not None and now - self._span[0] < SPAN_REFRESH_S:
             return self._span[1]
         typical = statistics.median(self.recent_durations) if self.recent_durations else 0.0
-        factor, max_delay = float(self.cfg["fetch.delay_factor"]), float(self.cfg["fetch.max_delay_s"])
+        factor, max_delay = self.cfg.fetch.delay_factor, self.cfg.fetch.max_delay_s
         span = 0.0
         for q in self.hosts:
             if q.host_row["deferred"] or q.host_row["stop_reason"] is not None:
@@ -194,8 +196,8 @@ class HostQueue:
         self.pending: deque[Mapping[str, Any]] = deque(rows)
         self.ctx = ctx
         cfg = ctx.cfg
-        self.override = host_override(host, list(cfg["fetch.host_overrides"])) or {}
-        self.base_delay = float(self.override.get("delay_s", cfg["fetch.delay_s"]))
+        self.override = host_override(host, list(cfg.fetch.host_overrides)) or {}
+        self.base_delay = float(self.override.get("delay_s", cfg.fetch.delay_s))
         self.slots = int(self.override.get("max_concurrency", 1))
         self.active = 0
         self.in_heap = True
@@ -220,7 +222,7 @@ class HostQueue:
         # Crawl-delay is only known again once robots.txt is read), and as ending as late as it
         # may have (crawl/fetch/requestlog.py). Every later start is at least min_gap after
         # something that came after that request.
-        earlier_at = ctx.earlier.last_contact(host, float(cfg["fetch.total_timeout_s"]))
+        earlier_at = ctx.earlier.last_contact(host, cfg.fetch.total_timeout_s)
         if earlier_at is not None:
             earlier_gap = max(self.min_gap, ctx.earlier.gap_s.get(host, 0.0))
             since = max(0.0, wall_now - earlier_at)
@@ -328,10 +330,10 @@ class HostQueue:
         stopped after a bounded share; its remaining URLs stay due (not_attempted). The rule only
         ever ends a host early: it never shortens a gap."""
         cfg = self.ctx.cfg
-        factor = float(cfg["fetch.host_time_factor"])
+        factor = cfg.fetch.host_time_factor
         if factor <= 0 or not self.pending or self.host_row["stop_reason"] is not None:
             return
-        floor = float(cfg["fetch.host_time_floor_s"])
+        floor = cfg.fetch.host_time_floor_s
         if self.slow_s <= floor:
             return
         span = self.ctx.expected_span_s()
@@ -351,22 +353,22 @@ class HostQueue:
         self.host_row["requests"] += 1
         self.host_row["last_fetch_at"] = time.time()
         self.last_end = ended
-        self.gap = adaptive_gap(self.min_gap, float(self.ctx.cfg["fetch.delay_factor"]), duration,
-                                float(self.ctx.cfg["fetch.max_delay_s"]))
+        self.gap = adaptive_gap(self.min_gap, self.ctx.cfg.fetch.delay_factor, duration,
+                                self.ctx.cfg.fetch.max_delay_s)
         self.slow_s += duration + max(0.0, self.gap - self.min_gap)
         self.next_allowed = ended + self.gap + self.penalty
 
     def _penalise(self, retry_after: float | None) -> None:
         """A 429/503: wait Retry-After (capped) or back off exponentially."""
         cfg = self.ctx.cfg
-        cap = float(cfg["fetch.max_backoff_s"])
+        cap = cfg.fetch.max_backoff_s
         if retry_after is not None:
             self.penalty = min(retry_after, cap)
         else:
             self.penalty = next_backoff(self.penalty, max(self.min_gap, 1.0), cap)
         self.host_row["backoff_s"] = self.penalty
         self.next_allowed = time.monotonic() + max(self.gap, self.penalty)
-        if self.penalty > float(cfg["fetch.max_wait_in_cycle_s"]):
+        if self.penalty > cfg.fetch.max_wait_in_cycle_s:
             self._stop_for_cycle(f"server asked to wait {self.penalty:.0f}s", backoff_s=self.penalty)
 
     def finish(self) -> dict[str, Any]:
@@ -438,7 +440,7 @@ class HostQueue:
         or TLS failed. Its URLs stay due, no retry used."""
         cfg = self.ctx.cfg
         previous = float(self.pending[0].get("backoff_s") or 0.0) if self.pending else 0.0
-        backoff = next_backoff(previous, float(cfg["fetch.robots_retry_s"]), float(cfg["fetch.max_backoff_s"]))
+        backoff = next_backoff(previous, cfg.fetch.robots_retry_s, cfg.fetch.max_backoff_s)
         self.host_row.update(backoff_until=time.time() + backoff, backoff_s=backoff, stop_reason=stop_reason)
         self.give_up(FetchStatus.NOT_ATTEMPTED, f"{detail}: host not crawled"[:ERROR_TEXT_LIMIT])
 
@@ -509,9 +511,9 @@ class HostQueue:
         answer stands for both (the ordinary http -> https move of a site), and an answer read
         through such a redirect is the other origin's too."""
         cfg = self.ctx.cfg
-        agent = cfg["fetch.robots_agent"]
-        max_bytes = int(cfg["fetch.robots_max_bytes"])
-        ttl_s = float(cfg["fetch.robots_ttl_s"])
+        agent = cfg.fetch.robots_agent
+        max_bytes = cfg.fetch.robots_max_bytes
+        ttl_s = float(cfg.fetch.robots_ttl_s)
         held = self.answers.get(scheme)
         if held is not None and held.usable(time.time(), ttl_s):
             if self.robots_changed:  # read by a segment fetched just before, not updated yet
@@ -575,7 +577,7 @@ class HostQueue:
         """The host row carries every origin's answer this task holds (the hostdb's robots cache
         of the host: crawl.fetch.robots.host_columns) and the Sitemap lines of them all."""
         cfg = self.ctx.cfg
-        agent, max_bytes = cfg["fetch.robots_agent"], int(cfg["fetch.robots_max_bytes"])
+        agent, max_bytes = cfg.fetch.robots_agent, cfg.fetch.robots_max_bytes
         self.host_row.update(host_columns(self.answers))
         sitemaps: list[str] = []
         for answer in sorted(self.answers.values(), key=lambda a: (-a.fetched_at, a.scheme)):
@@ -598,7 +600,7 @@ class HostQueue:
             # the policy's gap (a Crawl-delay) after the host's last request: robots.txt's own,
             # or, when the answer was cached, the last one known; no wait when none is known
             self.next_allowed = max(self.next_allowed, self.last_end + self.min_gap)
-        if policy.crawl_delay_s is not None and policy.crawl_delay_s > float(cfg["fetch.max_crawl_delay_s"]):
+        if policy.crawl_delay_s is not None and policy.crawl_delay_s > cfg.fetch.max_crawl_delay_s:
             # one origin's Crawl-delay is the gap of the host key: the whole host waits
             self.host_row["deferred"] = True
             self.give_up(FetchStatus.DEFERRED,
@@ -670,7 +672,7 @@ class HostQueue:
                 # a bad certificate or handshake is the host's, not the page's: a few tries a cycle
                 self.tls_failures += 1
                 self.results.append(self._outcome(row, FetchStatus.TLS_ERROR, error=text, elapsed_ms=elapsed_ms))
-                if self.tls_failures >= int(cfg["fetch.max_tls_failures"]):
+                if self.tls_failures >= cfg.fetch.max_tls_failures:
                     self._back_off("tls " + text.split(":", 1)[0].split()[-1], text)
                 return
             if kind == "dns":
@@ -679,7 +681,7 @@ class HostQueue:
                 return
             self.consecutive_errors += 1
             self.results.append(self._outcome(row, FetchStatus.NETWORK_ERROR, error=text, elapsed_ms=elapsed_ms))
-            if self.consecutive_errors >= int(cfg["fetch.max_consecutive_errors"]):
+            if self.consecutive_errors >= cfg.fetch.max_consecutive_errors:
                 self._stop_for_cycle(f"{self.consecutive_errors} network errors in a row")
             return
         self.consecutive_errors = 0
@@ -847,7 +849,7 @@ async def run_queues(queues: list[HostQueue], ctx: TaskContext) -> None:
     heap = [(q.next_allowed, next(order), q) for q in queues if not q.done]
     heapq.heapify(heap)
     in_flight: dict[asyncio.Task, HostQueue] = {}
-    slots = int(ctx.cfg["fetch.max_concurrency"])
+    slots = ctx.cfg.fetch.max_concurrency
     while heap or in_flight:
         if ctx.expired():
             break
@@ -905,10 +907,11 @@ async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
     groups = group_by_host(rows)
     if not groups:
         return []
-    timeout = aiohttp.ClientTimeout(total=float(cfg["fetch.total_timeout_s"]),
-                                    connect=float(cfg["fetch.connect_timeout_s"]),
-                                    sock_read=float(cfg["fetch.read_timeout_s"]))
-    per_host = max([1] + [int(o.get("max_concurrency", 1)) for o in cfg["fetch.host_overrides"]])
+    cfg = Config.of(cfg)
+    timeout = aiohttp.ClientTimeout(total=cfg.fetch.total_timeout_s,
+                                    connect=cfg.fetch.connect_timeout_s,
+                                    sock_read=cfg.fetch.read_timeout_s)
+    per_host = max([1] + [int(o.get("max_concurrency", 1)) for o in cfg.fetch.host_overrides])
     addresses = AddressPolicy.from_config(cfg)
     resolver = TaskResolver(cfg)
     for host_rows in groups.values():
@@ -921,14 +924,14 @@ async def fetch_hosts(rows: Iterable[Mapping[str, Any]], cfg: Mapping[str, Any],
     # DNS answers are kept by TaskResolver (with their TTLs, for host_state), not aiohttp's cache.
     # An idle connection is kept fetch.keepalive_s, longer than a host's usual gap, so a host's
     # pages share one connection (one TLS handshake) within its turn.
-    connector = aiohttp.TCPConnector(limit=int(cfg["fetch.max_concurrency"]), limit_per_host=per_host,
+    connector = aiohttp.TCPConnector(limit=cfg.fetch.max_concurrency, limit_per_host=per_host,
                                      use_dns_cache=False, enable_cleanup_closed=True,
-                                     keepalive_timeout=float(cfg["fetch.keepalive_s"]),
+                                     keepalive_timeout=cfg.fetch.keepalive_s,
                                      resolver=GuardedResolver(addresses, resolver),
                                      ssl=client_context(cfg),
                                      socket_factory=lambda info: connects.wrap(guarded(info)))
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
-                                     headers={"User-Agent": cfg["fetch.user_agent"], "Accept-Encoding": accept_encoding()},
+                                     headers={"User-Agent": cfg.fetch.user_agent, "Accept-Encoding": accept_encoding()},
                                      cookie_jar=aiohttp.DummyCookieJar()) as session:
         ctx = TaskContext(cfg, session, archive, parser, TaskLinks(cfg, bloom), request_log, addresses,
                           resolver, connects)

@@ -57,13 +57,13 @@ class SitemapReader:
         """After robots.txt: queue the host's sitemaps if they are due and the host is crawlable."""
         q = self.host_queue
         cfg = q.ctx.cfg
-        if not cfg["sitemaps.enabled"] or not q.pending or q.policy is None:
+        if not cfg.sitemaps.enabled or not q.pending or q.policy is None:
             return  # deferred, robots.txt unreachable, or nothing to do on this host
         first = q.pending[0]
         if first.get("sitemaps_fetched_at") is not None:
             return  # read within sitemaps.ttl_s (generate passes the time only while fresh)
         recent = q.ctx.earlier.sitemaps_at.get(q.host)
-        if recent is not None and time.time() - recent < float(cfg["sitemaps.ttl_s"]):
+        if recent is not None and time.time() - recent < float(cfg.sitemaps.ttl_s):
             return  # read by the segment fetched just before, not yet updated (crawl.overlap)
         listed = q.host_row.get("sitemaps") if q.host_row.get("robots_fetched_at") else first.get("sitemaps")
         scheme = first["url"].split("://", 1)[0]
@@ -82,7 +82,7 @@ class SitemapReader:
         sitemaps.ttl_s: only a page that was just fetched and parsed (new or changed: a 304 is not
         parsed) names them, and a site that changes is when its feed says what changed."""
         q = self.host_queue
-        if feeds and q.ctx.cfg["sitemaps.enabled"] and q.policy is not None and not q.blocked:
+        if feeds and q.ctx.cfg.sitemaps.enabled and q.policy is not None and not q.blocked:
             for url in feeds:
                 self._add(url)
 
@@ -98,7 +98,7 @@ class SitemapReader:
         if not q.policy.allowed(canonical):
             q.links.rejects[ROBOTS_DENIED] += 1
             return
-        if canonical in self.planned or len(self.planned) >= int(q.ctx.cfg["sitemaps.max_files_per_host"]):
+        if canonical in self.planned or len(self.planned) >= int(q.ctx.cfg.sitemaps.max_files_per_host):
             return
         self.planned.add(canonical)
         self.queue.append(canonical)
@@ -108,7 +108,7 @@ class SitemapReader:
         q = self.host_queue
         cfg = q.ctx.cfg
         url = self.queue.popleft()
-        max_bytes = int(cfg["sitemaps.max_bytes_per_file"])
+        max_bytes = cfg.sitemaps.max_bytes_per_file
         await q.spaced_send("sitemap", url)
         started = time.monotonic()
         body = b""
@@ -138,7 +138,7 @@ class SitemapReader:
         finally:
             q._request_ended(started)
         if body:
-            max_urls = int(cfg["sitemaps.max_urls_per_file"])
+            max_urls = cfg.sitemaps.max_urls_per_file
             sitemap = await self._parse(body, url, max_bytes, cut)
             if sitemap.error:
                 problem = problem or sitemap.error
@@ -154,7 +154,7 @@ class SitemapReader:
             q.links.rejects[f"sitemap_{reason}"] += int(n)
         for child in sitemap.sitemaps:
             self._add(child)
-        room = int(cfg["sitemaps.max_urls_per_host"]) - len(self.entries)
+        room = cfg.sitemaps.max_urls_per_host - len(self.entries)
         reject_reason = q.ctx.links.filter.reject_reason
         for entry in sitemap.urls:
             if room <= 0:
@@ -175,7 +175,7 @@ class SitemapReader:
 
     async def _parse(self, body: bytes, url: str, max_bytes: int, cut: bool) -> Sitemap:
         cfg = self.host_queue.ctx.cfg
-        args = (body, url, int(cfg["sitemaps.max_urls_per_file"]), max_bytes, self.host_queue.ctx.links.rules, cut)
+        args = (body, url, cfg.sitemaps.max_urls_per_file, max_bytes, self.host_queue.ctx.links.rules, cut)
         parser = self.host_queue.ctx.parser
         if parser is None:
             return parse_sitemap(*args)

@@ -27,6 +27,7 @@ import ssl
 import time
 from typing import Any, Mapping
 
+from crawl.config import Config
 from crawl.fetch.http import causes
 
 EXPIRED, NAME_MISMATCH, UNTRUSTED, CERTIFICATE = "expired", "name_mismatch", "untrusted_issuer", "certificate"
@@ -43,12 +44,13 @@ class TlsConfigError(ValueError):
 
 def client_context(cfg: Mapping[str, Any]) -> ssl.SSLContext:
     """The context every HTTPS connection of a fetch task uses."""
+    cfg = Config.of(cfg)
     ctx = ssl.create_default_context()
-    if not cfg["fetch.tls_verify"]:
+    if not cfg.fetch.tls_verify:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
         return ctx
-    ca_file = str(cfg["fetch.tls_ca_file"] or "")
+    ca_file = str(cfg.fetch.tls_ca_file or "")
     if ca_file:
         if not os.path.isfile(ca_file):
             raise TlsConfigError(f"fetch.tls_ca_file: no such file: {ca_file}")

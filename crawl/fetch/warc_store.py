@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Collection, Iterable, Iterator, Mapping
 
+from crawl.config import Config
 from crawl.s3 import S3_MIN_PART_BYTES, S3Settings, is_s3_uri, make_client, s3_errors, s3_settings, s3_uri, split_s3_uri
 
 OPEN_SUFFIX = ".open"
@@ -264,7 +265,7 @@ def warc_store(location: str, cfg: Mapping[str, Any], environ: Mapping[str, str]
     """The store for a WARC location: an S3 URI (endpoint and credentials from ``s3_settings``,
     parts of warc.s3_part_mb) or a local directory."""
     if is_s3_uri(location):
-        return S3WarcStore(location, s3_settings(cfg, environ), int(cfg["warc.s3_part_mb"]) * 2**20)
+        return S3WarcStore(location, s3_settings(cfg, environ), Config.of(cfg).warc.s3_part_mb * 2**20)
     return LocalWarcStore(location)
 
 

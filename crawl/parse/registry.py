@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from crawl.config import Config
 from crawl.net.urls import check_url
 from crawl.parse.page import (_UNKNOWN_TYPES, ParseOptions, ParseResult, _exc_text, sniffs_as_html,
                               _parse_error, parse_page)
@@ -196,16 +197,17 @@ def body_limit(cfg: Mapping[str, Any], content_type_header: str | None, options:
     fetch.max_body_bytes for another type in fetch.content_types, the larger of the two for a
     missing or generic type (sniffing decides what it is), fetch.max_other_body_bytes for a type
     that is not wanted (stored with its body cut there, not parsed)."""
+    cfg = Config.of(cfg)
     media = declared_media_type(content_type_header)
     wanted = options.content_types
-    pdf = int(cfg["fetch.max_pdf_bytes"]) if PDF in wanted else 0
+    pdf = cfg.fetch.max_pdf_bytes if PDF in wanted else 0
     if media in _GENERIC_TYPES:
-        return max(int(cfg["fetch.max_body_bytes"]), pdf)
+        return max(cfg.fetch.max_body_bytes, pdf)
     if media == PDF and pdf:
         return pdf
     if media in wanted:
-        return int(cfg["fetch.max_body_bytes"])
-    return int(cfg["fetch.max_other_body_bytes"])
+        return cfg.fetch.max_body_bytes
+    return cfg.fetch.max_other_body_bytes
 
 
 _LINK_VALUE_RE = re.compile(r"<([^>]*)>((?:\s*;\s*[^;,]*)*)")
@@ -268,8 +270,9 @@ def describe(cfg: Mapping[str, Any] | None = None) -> list[str]:
     """One line per installed parser (name, priority, origin, types, on/off under ``cfg``), and
     one per entry point that could not be loaded."""
     parsers, broken = installed_parsers()
-    disabled = set(cfg["parse.disabled"]) if cfg is not None else set()
-    wanted = {str(t).lower() for t in cfg["fetch.content_types"]} if cfg is not None else None
+    cfg = Config.of(cfg) if cfg is not None else None
+    disabled = set(cfg.parse.disabled) if cfg is not None else set()
+    wanted = {str(t).lower() for t in cfg.fetch.content_types} if cfg is not None else None
     lines = []
     for spec in parsers:
         state = "off (parse.disabled)" if spec.name in disabled else "on"

@@ -13,7 +13,7 @@ import traceback
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping
 
-from crawl.config import ConfigError, build_config, parse_pairs
+from crawl.config import Config, ConfigError, build_config, parse_pairs
 from crawl.crawldb.seeds import SeedFileEncodingError
 from jobs.engine.errors import (ConcurrentStepError, EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, UserError,
                                describe_failure, is_commit_conflict)
@@ -30,7 +30,7 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
                        help="debug lines too, and Spark's own log on stderr instead of its log file")
 
 
-def config_from_args(args: argparse.Namespace) -> Mapping[str, Any]:
+def config_from_args(args: argparse.Namespace) -> Config:
     return build_config(args.conf_file, parse_pairs(args.conf))
 
 
@@ -115,12 +115,13 @@ def add_run_options(parser: argparse.ArgumentParser, cycle: bool = True) -> None
 
 
 def run_main(prog: str, argv: list[str] | None, configure: Callable[[argparse.ArgumentParser], None],
-             body: Callable[[argparse.Namespace, Mapping[str, Any]], int], needs_root: bool = True,
+             body: Callable[[argparse.Namespace, Config], int], needs_root: bool = True,
              creates_root: bool = False,
-             precheck: Callable[[argparse.Namespace, Mapping[str, Any]], Any] | None = None) -> int:
-    """Parse arguments, load config, run ``precheck(args, cfg)`` (the command's own input checks:
-    bad input is refused before anything is created), check the crawl root (``creates_root``: make
-    it if missing) and run ``body``; map errors to exit codes."""
+             precheck: Callable[[argparse.Namespace, Config], Any] | None = None) -> int:
+    """Parse arguments, load the config (once: every check and ``body`` get the same Config), run
+    ``precheck(args, cfg)`` (the command's own input checks: bad input is refused before anything is
+    created), check the crawl root (``creates_root``: make it if missing) and run ``body``; map
+    errors to exit codes."""
     parser = argparse.ArgumentParser(prog=prog)
     configure(parser)
     add_global_options(parser)

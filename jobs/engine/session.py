@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 from pyspark.sql import SparkSession
 
-from crawl.config import spark_settings
+from crawl.config import Config, spark_settings
 from jobs.engine.class_archive import ensure_archive
 from jobs.engine.jars import JAR_SETS, default_jars_dir, ensure_jars
 
@@ -62,7 +62,8 @@ def s3a_hadoop_conf(cfg: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _jar_conf(cfg: Mapping[str, Any], sets: list[str]) -> dict[str, str]:
-    jars_dir = default_jars_dir(cfg["spark.jars_dir"])
+    cfg = Config.of(cfg)
+    jars_dir = default_jars_dir(cfg.spark.jars_dir)
     paths, packages = [], []
     for name in sets:
         found = ensure_jars(jars_dir, name)
@@ -80,8 +81,9 @@ def _jar_conf(cfg: Mapping[str, Any], sets: list[str]) -> dict[str, str]:
 
 def _ship_python(cfg: Mapping[str, Any]) -> tuple[dict[str, str], str | None]:
     """Make the executors run our code: returns the settings and a code zip to add after start (if any)."""
+    cfg = Config.of(cfg)
     from jobs.engine.package import ENV_ALIAS, EXECUTOR_PYTHON, build_code_zip, build_env_archive
-    mode = str(cfg["spark.python_env"]).strip()
+    mode = str(cfg.spark.python_env).strip()
     if mode == "code":
         return {}, str(build_code_zip())
     archive = str(build_env_archive()) if mode == "auto" else mode
@@ -146,7 +148,8 @@ QUICK_JIT = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
 def jit_options(cfg: Mapping[str, Any], one_step: bool) -> list[str]:
     """The JVM options spark.jit asks for: the quick compiler alone for "quick", and for "auto" in a
     process that runs one step and exits (conf/defaults.toml says why); none for "full"."""
-    mode = cfg["spark.jit"]
+    cfg = Config.of(cfg)
+    mode = cfg.spark.jit
     return list(QUICK_JIT) if mode == "quick" or (mode == "auto" and one_step) else []
 
 
@@ -155,7 +158,8 @@ def java_options(cfg: Mapping[str, Any], master: str, class_archive: Path | None
     """The driver's JVM options (our log settings, the class archive if there is one, spark.jit's,
     then spark.jvm_options, so that an option there wins) and, for a cluster master, the
     executors' (spark.jit's and spark.jvm_options). ``one_step``: the process runs one step."""
-    extra = [*jit_options(cfg, one_step), *str(cfg["spark.jvm_options"]).split()]
+    cfg = Config.of(cfg)
+    extra = [*jit_options(cfg, one_step), *str(cfg.spark.jvm_options).split()]
     log_conf = resources.files("conf").joinpath("log4j2.properties")
     # the archive, and the JVM's own warnings (an archive it cannot use, say) on stderr instead of
     # stdout, which carries a command's results
@@ -171,18 +175,19 @@ def java_options(cfg: Mapping[str, Any], master: str, class_archive: Path | None
 def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None, one_step: bool = False) -> SparkSession:
     """The SparkSession with Delta (and S3 for a crawl root there). ``one_step``: this process runs
     one step and exits (spark.jit "auto" then gives its JVM the quick compiler alone)."""
+    cfg = Config.of(cfg)
     active = SparkSession.getActiveSession()
     if active is not None:
         return check_delta_session(active)
     object_store = is_object_store(crawl_root)
     settings = {
-        "spark.app.name": cfg["spark.app_name"],
+        "spark.app.name": cfg.spark.app_name,
         "spark.sql.extensions": DELTA_EXTENSION,
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.sql.shuffle.partitions": str(cfg["spark.shuffle_partitions"]),
+        "spark.sql.shuffle.partitions": str(cfg.spark.shuffle_partitions),
         # Delta's log replay defaults to 50 partitions: far too many for small tables.
-        "spark.databricks.delta.snapshotPartitions": str(cfg["spark.snapshot_partitions"]),
-        "spark.sql.codegen.cache.maxEntries": str(cfg["spark.codegen_cache_entries"]),
+        "spark.databricks.delta.snapshotPartitions": str(cfg.spark.snapshot_partitions),
+        "spark.sql.codegen.cache.maxEntries": str(cfg.spark.codegen_cache_entries),
         "spark.sql.session.timeZone": "UTC",
         # tables are addressed by path; keep Spark from creating ./spark-warehouse in the cwd
         "spark.sql.warehouse.dir": os.path.join(tempfile.gettempdir(), "deltacrawl-spark-warehouse"),
@@ -193,14 +198,14 @@ def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None, one_step:
     settings.update({f"spark.hadoop.{key}": value for key, value in hadoop.items()})
     code_zip = None
     if not _under_spark_submit():
-        master = with_task_retries(cfg["spark.master"], int(cfg["spark.task_max_failures"]))
+        master = with_task_retries(cfg.spark.master, cfg.spark.task_max_failures)
         from pyspark import SparkContext
         archive = ensure_archive(cfg) if SparkContext._gateway is None else None
         settings.update({"spark.master": master,
-                         "spark.driver.memory": cfg["spark.driver_memory"],
-                         "spark.ui.enabled": str(cfg["spark.ui_enabled"]).lower(),
+                         "spark.driver.memory": cfg.spark.driver_memory,
+                         "spark.ui.enabled": str(cfg.spark.ui_enabled).lower(),
                          "spark.speculation": "false",
-                         "spark.task.maxFailures": str(cfg["spark.task_max_failures"]),
+                         "spark.task.maxFailures": str(cfg.spark.task_max_failures),
                          **java_options(cfg, master, archive, one_step)})
         if master.startswith("local"):
             # Keep the driver on loopback (this machine's host name may resolve elsewhere), and run
@@ -216,7 +221,7 @@ def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None, one_step:
         if SparkContext._gateway is None:  # no JVM yet (after spark.stop() pyspark keeps and reuses its JVM)
             _start_jvm(settings)
     spark = SparkSession.builder.config(map=settings).getOrCreate()
-    spark.sparkContext.setLogLevel(cfg["spark.log_level"])
+    spark.sparkContext.setLogLevel(cfg.spark.log_level)
     if code_zip:
         spark.sparkContext.addPyFile(code_zip)
     if hadoop:  # under spark-submit the context existed before the builder's settings
