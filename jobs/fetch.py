@@ -338,7 +338,7 @@ def open_warc_store(root: CrawlRoot, cfg: Mapping[str, Any]) -> WarcStore:
                         f"(or set --conf warc.enabled=false)")
     store = warc_store(root.warc_dir, cfg)
     try:
-        removed = sweep_unfinished(store, older_than_s=float(cfg.generate.lease_s))
+        removed = sweep_unfinished(store, older_than_s=cfg.generate.lease_s)
     except (FileNotFoundError, PermissionError) as exc:
         raise UserError(f"cannot write WARC files: {exc}") from None
     if removed:
@@ -405,7 +405,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
         fetchlist = spark.read.parquet(fetchlist_path)
         run = FetchRun(new_run_id(), store, root.request_log_dir(segment_id),
                        read_marker(spark, root.fetched_run_marker(segment_id)),
-                       None if root.is_local else float(cfg.generate.lease_s),
+                       None if root.is_local else cfg.generate.lease_s,
                        recent_contacts(spark, root, segment_id, fetchlist, cfg, time.time()) or None)
         fetched = fetch_segment(spark, fetchlist, cfg, run, seen)
         with Progress(spark, "fetch", f"segment {segment_id}", cfg.log.progress_s):

@@ -177,7 +177,7 @@ def leased_by_segment(spark: SparkSession, root: CrawlRoot, now: float) -> dict[
 
 def plan_segments(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float) -> list[SegmentPlan]:
     cfg = Config.of(cfg)
-    retain_s = float(cfg.maintain.segment_retain_days) * 86400
+    retain_s = cfg.maintain.segment_retain_days * 86400
     leased = leased_by_segment(spark, root, now)
     plans = []
     for segment_id in list_segments(spark, root):
@@ -214,7 +214,7 @@ def warc_leftovers(cfg: Mapping[str, Any], store: WarcStore, now: float, dry_run
     """Unfinished WARC files (local .open files, S3 uploads) started more than generate.lease_s ago:
     removed (or, dry run, counted)."""
     cfg = Config.of(cfg)
-    older_than_s = float(cfg.generate.lease_s)
+    older_than_s = cfg.generate.lease_s
     if dry_run:
         return sum(1 for leftover in store.unfinished() if leftover.started_at < now - older_than_s)
     return sweep_unfinished(store, older_than_s=older_than_s, now=now)
@@ -229,7 +229,7 @@ def unindexed_warc(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot,
     it; any other file of a finished, abandoned or deleted segment was closed by a task attempt or
     a fetch run that died. Removed (dry run: listed only); returns their names."""
     cfg = Config.of(cfg)
-    cutoff = now - float(cfg.generate.lease_s)
+    cutoff = now - cfg.generate.lease_s
     names = [name for name, written_at in store.finished().items() if written_at < cutoff]
     segments = {s for s in map(segment_of_file, names) if s is not None} - in_flight
     if not segments:

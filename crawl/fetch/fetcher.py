@@ -513,7 +513,7 @@ class HostQueue:
         cfg = self.ctx.cfg
         agent = cfg.fetch.robots_agent
         max_bytes = cfg.fetch.robots_max_bytes
-        ttl_s = float(cfg.fetch.robots_ttl_s)
+        ttl_s = cfg.fetch.robots_ttl_s
         held = self.answers.get(scheme)
         if held is not None and held.usable(time.time(), ttl_s):
             if self.robots_changed:  # read by a segment fetched just before, not updated yet

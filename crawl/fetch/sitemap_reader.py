@@ -63,7 +63,7 @@ class SitemapReader:
         if first.get("sitemaps_fetched_at") is not None:
             return  # read within sitemaps.ttl_s (generate passes the time only while fresh)
         recent = q.ctx.earlier.sitemaps_at.get(q.host)
-        if recent is not None and time.time() - recent < float(cfg.sitemaps.ttl_s):
+        if recent is not None and time.time() - recent < cfg.sitemaps.ttl_s:
             return  # read by the segment fetched just before, not yet updated (crawl.overlap)
         listed = q.host_row.get("sitemaps") if q.host_row.get("robots_fetched_at") else first.get("sitemaps")
         scheme = first["url"].split("://", 1)[0]
