@@ -23,7 +23,7 @@ import re
 import tomllib
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 
 class ConfigError(ValueError):
@@ -88,55 +88,55 @@ def _finite(key: str, value: float) -> float:
     return value
 
 
-class Config(Mapping[str, Any]):
+# The dict methods a Config refuses: a section may take one of these names (the [update] section).
+_REFUSED = ("clear", "pop", "popitem", "setdefault", "update")
+
+
+class Config(dict):
     """A validated, read-only config: ``cfg.section.key`` or ``cfg["section.key"]`` (see the module's
     docstring). Built by build_config (options) and with_values (values the program computed);
-    ``Config.of`` turns a plain mapping of every key (a test's ``{**cfg, key: value}``) into one."""
+    ``Config.of`` turns a plain mapping of every key (a test's ``{**cfg, key: value}``) into one.
 
-    __slots__ = ("_flat", "_sections")
+    A dict whose changing methods refuse, so that a read is a dict's (``cfg["fetch.delay_s"]``
+    as fast as it was when the config was a plain mapping) and each section an attribute of the
+    instance (no lookup through ``__getattr__``)."""
 
     def __init__(self, flat: Mapping[str, Any]) -> None:
         missing = [key for key in _DEFAULTS if key not in flat]
         if missing:
             raise ConfigError(f"config misses key '{missing[0]}' (a config holds every key of conf/defaults.toml)")
-        frozen = dict(flat)
-        sections: dict[str, Any] = {}
+        dict.__init__(self, flat)
         for name, cls in SECTIONS.items():
-            values = {field: frozen[f"{name}.{field}"] for field in _FIELDS[name]}
+            values = {field: self[f"{name}.{field}"] for field in _FIELDS[name]}
             if name == "spark":
-                values["conf"] = MappingProxyType(spark_settings(frozen))
-            sections[name] = cls(**values)
-        object.__setattr__(self, "_flat", MappingProxyType(frozen))
-        object.__setattr__(self, "_sections", sections)
+                values["conf"] = MappingProxyType(spark_settings(self))
+            object.__setattr__(self, name, cls(**values))
 
     @classmethod
     def of(cls, cfg: Mapping[str, Any]) -> "Config":
         """``cfg`` itself if it is a Config, else a Config of its keys (taken as already valid)."""
         return cfg if isinstance(cfg, Config) else cls(cfg)
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._sections[name]
-        except KeyError:
-            raise AttributeError(f"config has no section '{name}' (every section is in conf/defaults.toml)") from None
+    def __getattr__(self, name: str) -> Any:  # only called for what is not a section
+        raise AttributeError(f"config has no section '{name}' (every section is in conf/defaults.toml)")
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("a config is read-only: build another (crawl.config.with_values)")
 
-    def __getitem__(self, key: str) -> Any:
-        return self._flat[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._flat)
-
-    def __len__(self) -> int:
-        return len(self._flat)
+    __setattr__ = __delattr__ = __setitem__ = __delitem__ = _read_only
+    clear = pop = popitem = setdefault = update = __ior__ = _read_only  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"Config({dict(self._flat)!r})"
+        return f"Config({dict.__repr__(self)})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return Config, (dict(self._flat),)
+        return Config, (dict(self),)
+
+    def __copy__(self) -> "Config":
+        return self
+
+    def __deepcopy__(self, memo: Any) -> "Config":
+        return self
 
 
 def _section_class(name: str, defaults: Mapping[str, Any]) -> type:
@@ -146,6 +146,8 @@ def _section_class(name: str, defaults: Mapping[str, Any]) -> type:
         if not field.isidentifier() or keyword.iskeyword(field) or (name, field) == ("spark", "conf"):
             raise ConfigError(f"conf/defaults.toml: key '{name}.{field}' is not a Python name")
         fields.append((field, type(default)))
+    if hasattr(dict, name) and name not in _REFUSED:  # cfg.update is [update]: dict's update refuses anyway
+        raise ConfigError(f"conf/defaults.toml: section [{name}] would hide the config's method {name}()")
     if name == "spark":
         fields.append(("conf", Mapping[str, str]))  # [spark.conf]: Spark's own settings, passed as they are
     cls = dataclasses.make_dataclass(f"{name.capitalize()}Config", fields, frozen=True)

@@ -253,3 +253,19 @@ def test_every_config_key_read_in_code_is_declared():
                 if key not in declared:
                     undeclared.append(f"{path.relative_to(REPO)}:{line} {key}")
     assert reads > 200 and undeclared == []  # reads: the scan still sees the code's reads
+
+
+def test_no_method_changes_a_config():
+    import copy
+    from crawl.config import Config, UpdateConfig
+    cfg = build_config()
+    assert isinstance(cfg.update, UpdateConfig)  # the [update] section, not dict.update
+    for change in (lambda: Config.update(cfg, {"fetch.delay_s": 0.0}), lambda: cfg.pop("fetch.delay_s"),
+                   lambda: cfg.setdefault("fetch.delay_s", 0.0), cfg.popitem, cfg.clear,
+                   lambda: cfg.__delitem__("fetch.delay_s"), lambda: cfg.__ior__({"fetch.delay_s": 0.0})):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    assert cfg == build_config() and copy.deepcopy(cfg) is cfg
+    # a copy to change is a plain dict, and Config.of makes a config of it again
+    changed = {**cfg, "fetch.delay_s": 0.5}
+    assert type(changed) is dict and Config.of(changed).fetch.delay_s == 0.5
