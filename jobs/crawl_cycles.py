@@ -279,6 +279,12 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError("give --seeds FILE (or --with-devweb to crawl the bundled test web)")
         if args.seeds:
             inject.load_seeds(args.seeds, cfg)
+        elif args.with_devweb:
+            from crawl.devweb.web import DevWeb
+            try:
+                DevWeb.from_config(cfg)  # devweb.hostile's names: checked, not started
+            except ValueError as exc:
+                raise UserError(str(exc)) from None
 
     def body(args, cfg) -> int:
         from jobs.engine.session import build_spark
