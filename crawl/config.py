@@ -286,6 +286,7 @@ def _validate(cfg: dict[str, Any]) -> None:
     _validate_s3(cfg)
     _validate_maintain(cfg)
     _validate_parse(cfg)
+    _validate_lists(cfg)
     level = str(cfg["spark.log_level"]).upper()
     if level not in SPARK_LOG_LEVELS:  # Spark would refuse it from inside the JVM, as a failure
         raise ConfigError(f"config key 'spark.log_level' must be one of {', '.join(SPARK_LOG_LEVELS)}, "
@@ -308,6 +309,21 @@ def _validate(cfg: dict[str, Any]) -> None:
     for key in ("devweb.port", "devweb.https_port", "devweb.dns_port"):  # 0: any free port
         if not 0 <= cfg[key] <= 65535:
             raise ConfigError(f"config key '{key}' must be a port number (0 to 65535), got {cfg[key]}")
+
+
+# Lists whose own checks above say what their entries must be (tables, port numbers or ranges,
+# networks, the link filter's names and patterns); every other list option is a list of names.
+_CHECKED_LISTS = ("fetch.host_overrides", "fetch.allow_ports", "fetch.allow_networks")
+
+
+def _validate_lists(cfg: dict[str, Any]) -> None:
+    """Every other list option holds strings: a number in discovery.tracking_params was accepted
+    at load and failed later, an AttributeError inside a step (crawl.net.urls.UrlRules)."""
+    for key, default in _DEFAULTS.items():
+        if isinstance(default, list) and key not in _CHECKED_LISTS:
+            bad = [v for v in cfg[key] if not isinstance(v, str)]
+            if bad:
+                raise ConfigError(f"config key '{key}' must be a list of strings, got {bad[0]!r} in it")
 
 
 def _validate_parse(cfg: dict[str, Any]) -> None:

@@ -269,3 +269,15 @@ def test_no_method_changes_a_config():
     # a copy to change is a plain dict, and Config.of makes a config of it again
     changed = {**cfg, "fetch.delay_s": 0.5}
     assert type(changed) is dict and Config.of(changed).fetch.delay_s == 0.5
+
+
+def test_list_options_hold_strings_unless_their_own_check_says_otherwise():
+    from crawl.config import load_defaults
+    lists = [k for k, v in load_defaults().items() if isinstance(v, list)]
+    assert "fetch.dns_servers" in lists and "devweb.hostile" in lists
+    for key in lists:
+        if key in ("fetch.host_overrides", "fetch.allow_ports", "fetch.allow_networks"):
+            continue  # tables, port numbers, networks: their own checks and messages
+        with pytest.raises(ConfigError, match=f"'{key}' must be a list of|{key.split('.')[1]} must be a list of"):
+            build_config(overrides={key: "[1]"})
+    assert build_config(overrides={"fetch.allow_ports": "[80, 8080]"})["fetch.allow_ports"] == [80, 8080]

@@ -20,6 +20,8 @@ CASES = {
     "file not TOML": (b"[fetch\ndelay_s = 1\n", [], "is not valid TOML"),
     "devweb port": (None, ["devweb.port=70000"], "config key 'devweb.port' must be a port number (0 to 65535), got 70000"),
     "https port": (None, ["devweb.https_port=-1"], "'devweb.https_port' must be a port number"),
+    "a number in a list of names": (None, ["discovery.tracking_params=[1]"],
+                                    "config key 'discovery.tracking_params' must be a list of strings, got 1 in it"),
     "hostile name": (None, ['devweb.hostile=["nope"]'], "devweb.hostile: unknown behaviour 'nope'"),
 }
 
