@@ -281,3 +281,14 @@ def test_list_options_hold_strings_unless_their_own_check_says_otherwise():
         with pytest.raises(ConfigError, match=f"'{key}' must be a list of|{key.split('.')[1]} must be a list of"):
             build_config(overrides={key: "[1]"})
     assert build_config(overrides={"fetch.allow_ports": "[80, 8080]"})["fetch.allow_ports"] == [80, 8080]
+
+
+def test_a_config_in_a_closure_reaches_a_task_whole():
+    """jobs/fetch.py's mapPartitionsWithIndex closes over the config: Spark pickles the closure
+    with its own cloudpickle, and the task reads sections and keys of the same config."""
+    from pyspark import cloudpickle
+    cfg = build_config(overrides={"fetch.delay_s": "0.25", "spark.conf.spark.executor.memory": "1g"})
+    task = cloudpickle.loads(cloudpickle.dumps(lambda: (cfg.fetch.delay_s, cfg["fetch.delay_s"], cfg)))
+    delay, dotted, shipped = task()
+    assert delay == dotted == 0.25 and shipped == cfg and type(shipped) is type(cfg)
+    assert shipped.spark.conf == {"spark.executor.memory": "1g"}
