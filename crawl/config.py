@@ -336,7 +336,7 @@ def _validate_parse(cfg: dict[str, Any]) -> None:
     bad = [t for t in cfg["fetch.content_types"] if not re.fullmatch(r"[\w.+-]+/[\w.+-]+", t.strip())]
     if bad:
         raise ConfigError(f"config key 'fetch.content_types': not a media type (type/subtype): {bad}")
-    for key in ("parse.pdf_max_pages", "parse.pdf_max_stream_mb", "fetch.max_pdf_bytes"):
+    for key in ("parse.pdf_max_pages", "parse.pdf_max_stream_mb", "parse.pdf_max_document_mb", "fetch.max_pdf_bytes"):
         if not cfg[key] > 0:
             raise ConfigError(f"config key '{key}' must be > 0, got {cfg[key]}")
     if not cfg["fetch.max_other_body_bytes"] >= 0:

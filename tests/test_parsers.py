@@ -189,6 +189,7 @@ def test_an_installed_parser_runs_in_the_guarded_child(plugin):
                                         ("fetch.content_types", ["text/html", ""]),
                                         ("parse.disabled", [1]),
                                         ("parse.pdf_max_pages", 0), ("parse.pdf_max_stream_mb", -1),
+                                        ("parse.pdf_max_document_mb", 0),
                                         ("fetch.max_pdf_bytes", 0), ("fetch.max_other_body_bytes", -1)])
 def test_bad_parser_options_name_their_key(key, value):
     # refused when the config is loaded, before any step starts (one line, exit 2)
