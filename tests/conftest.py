@@ -32,10 +32,12 @@ FAST = {
     # The JVMs the tests start as subprocesses (the CLI's, a standalone cluster's, Airflow's tasks)
     # live for a step or a short crawl: the quick JIT compiler alone makes each ~13 % cheaper
     # (BENCHMARKS.md "JVM options"), for the short crawls too ("auto" gives it to single steps
-    # only). The session's own JVM (the spark fixture) keeps both compilers. They keep the JVM's
-    # own collector (G1) too, not the documented throughput one: the suite's figures were taken so.
+    # only). The session's own JVM (the spark fixture) keeps both compilers. They collect garbage
+    # with the serial collector: a cold `deltacrawl stats` cost 19.0 / 19.4 CPU s against G1's
+    # 21.1 / 21.3 and the documented throughput collector's 19.2 / 21.1 (all of the JVM's processes,
+    # counted in a cgroup, interleaved, 2026-12-07): no collector threads to start or feed.
     "spark.jit": "quick",
-    "spark.jvm_options": "",
+    "spark.jvm_options": "-XX:+UseSerialGC",
     # ... and run their queries interpreted, as the session does (the spark fixture, below): a cold
     # JVM that runs a step on a few rows pays more to compile each query's generated Java than it
     # saves (a cold stats of a 364-URL crawl: 30.3 CPU s with code generation, 26.5 without). The
