@@ -201,7 +201,7 @@ def crawl(web: Web, top_n: int, cycles: int, cfg, lag_s: float) -> tuple[list[tu
     cycle's refetch instants, and the CPU seconds the fit took. generate decides at the cycle's
     start; its URLs are fetched from ``lag_s`` later, each host's in their order, fetch.delay_s
     apart (less when they would not fit in the cycle)."""
-    policy = dict(schedule_policy(cfg))
+    policy = schedule_policy(cfg)
     rows = {p: new_url_state(web.url(p), f"h{web.host[p]}.example", 0, p, int(web.depth[p]), float(web.score[p]),
                              START) for p in range(web.n)}
     events, refetches, starts = [], [], []
@@ -216,8 +216,9 @@ def crawl(web: Web, top_n: int, cycles: int, cfg, lag_s: float) -> tuple[list[tu
             new = sum(1 for r in rows.values() if r["fetch_count"] == 0)
             histories = {c: np.array([np.nan if r[c] is None else r[c] for r in known], dtype=float)
                          for c in schedule_fit.HISTORY_COLUMNS}
-            policy.update(schedule_fit.fit(histories, cfg, refresh_per_cycle=schedule.refresh_budget(top_n, quotas[0], new),
-                                           cycle_s=schedule.cycle_seconds(starts, now), sampled_share=1.0, seed=cycle))
+            fitted = schedule_fit.fit(histories, cfg, refresh_per_cycle=schedule.refresh_budget(top_n, quotas[0], new),
+                                      cycle_s=schedule.cycle_seconds(starts, now), sampled_share=1.0, seed=cycle)
+            policy = schedule_policy(cfg, fitted)
             fit_s += time.process_time() - t0
         all_rows = list(rows.values())
         early = selection.early_rule(np.array([r["status"] for r in all_rows], dtype=object),

@@ -221,8 +221,8 @@ def build_config(conf_file: str | None = None, overrides: Mapping[str, Any] | No
 
 def with_values(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> Config:
     """``cfg`` with some keys replaced by values the program computed (already valid), frozen.
-    ``fitted.*`` keys are not options: values update fits to the crawl (crawl.crawldb.schedule_fit)."""
-    unknown = [k for k in values if k not in cfg and not k.startswith("fitted.")]
+    Only options: what update fits to the crawl is not one (crawl.crawldb.schedule_fit.Fitted)."""
+    unknown = [k for k in values if k not in cfg]
     if unknown:
         raise ConfigError(f"unknown config key '{unknown[0]}'")
     return Config({**cfg, **values})

@@ -42,12 +42,11 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawl.config import with_values
 from crawl.crawldb import held_back, in_memory, schedule, schedule_fit
 from crawl.crawldb.segment_ids import segment_time
 from crawl.crawldb.selection import budget_split
 from crawl.crawldb.status import (DUPLICATE, FETCHED, NOTMODIFIED, UNFETCHED, apply_fetch,
-                                  mark_duplicate, schedule_policy)
+                                  SchedulePolicy, mark_duplicate, schedule_policy)
 from crawl.fetch.warc_store import warc_location_uri
 from jobs.engine import discover
 from jobs.engine.column_ops import COLUMN_OPS
@@ -89,7 +88,7 @@ class UpdateResult:
                 f"{self.hosts} hosts, {self.archived} WARC records indexed")
 
 
-def _apply_rows(rows: Iterator[Any], policy: Mapping[str, Any]) -> Iterator[tuple]:
+def _apply_rows(rows: Iterator[Any], policy: SchedulePolicy) -> Iterator[tuple]:
     for row in rows:
         d = row.asDict()
         state = {name: d[name] for name in _URL_FIELDS}
@@ -100,14 +99,13 @@ def _apply_rows(rows: Iterator[Any], policy: Mapping[str, Any]) -> Iterator[tupl
         yield tuple(new[name] for name in _URL_FIELDS)
 
 
-def updated_states(spark: SparkSession, url_state: DataFrame, outcomes: DataFrame, cfg: Mapping[str, Any]) -> DataFrame:
-    """New crawldb rows for the URLs of this segment still leased to it (pure transitions;
-    ``outcomes`` carries dedup's ``dup_of``, null for pages that are not duplicates)."""
+def updated_states(spark: SparkSession, url_state: DataFrame, outcomes: DataFrame, policy: SchedulePolicy) -> DataFrame:
+    """New crawldb rows for the URLs of this segment still leased to it (pure transitions by
+    ``policy``; ``outcomes`` carries dedup's ``dup_of``, null for pages that are not duplicates)."""
     renamed = outcomes.select("host_bucket", "url_hash", "url", "segment_id",
                               *[F.col(c).alias("o_" + c) for c in (*_OUTCOME_FIELDS, "dup_of")])
     current = to_epoch(url_state.filter(F.col("lease_until").isNotNull()), URL_STATE_TIMES)
     joined = current.join(renamed, ["host_bucket", "url_hash", "url", "segment_id"], "inner")
-    policy = schedule_policy(cfg)
     rdd = joined.rdd.mapPartitions(lambda it: _apply_rows(it, policy))
     return from_epoch(spark.createDataFrame(rdd, epoch_schema(URL_STATE_SCHEMA), verifySchema=False), URL_STATE_TIMES)
 
@@ -410,22 +408,25 @@ class Sources(CachedFrames):
 
 
 def spark_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
-                  now: float) -> Sources:
-    """The sources computed by Spark queries, for a segment of any size."""
+                  now: float, *, policy: SchedulePolicy | None = None) -> Sources:
+    """The sources computed by Spark queries, for a segment of any size. ``policy``: the schedule
+    the fetched URLs are scheduled by (None: ``cfg``'s options, nothing fitted)."""
     # pinned: the sources are computed while the MERGE writes a new version
     return sources_by_spark(spark, cfg, spark.read.parquet(root.fetched(segment_id)),
                             _dedup_result(spark, root, segment_id), read_url_state(spark, root, pinned=True),
-                            read_host_state(spark, root, pinned=True), segment_id, now)
+                            read_host_state(spark, root, pinned=True), segment_id, now, policy=policy)
 
 
 def sources_by_spark(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataFrame, dups: DataFrame | None,
-                     url_state: DataFrame, host_state: DataFrame, segment_id: str, now: float) -> Sources:
+                     url_state: DataFrame, host_state: DataFrame, segment_id: str, now: float, *,
+                     policy: SchedulePolicy | None = None) -> Sources:
     """spark_sources of the segment's ``fetched`` rows, dedup's answer ``dups`` (None: dedup did
     not run), the crawldb ``url_state`` and the hostdb ``host_state``."""
     outcomes = with_duplicates(fetched.filter(F.col("kind") == "url"), dups, cfg)
     hosts = fetched.filter(F.col("kind") == "host")
     reasons = host_reasons(hosts, host_state, segment_id).cache()
-    updates = with_host_reason(updated_states(spark, url_state, outcomes, cfg), reasons, outcomes)
+    policy = schedule_policy(cfg) if policy is None else policy
+    updates = with_host_reason(updated_states(spark, url_state, outcomes, policy), reasons, outcomes)
     # what the segment discovered: new URLs within each host's budget, and lastmod hints
     unknown, known = discover.split_known(discover.candidates(spark, outcomes, hosts, cfg), url_state)
     budgeted = discover.within_host_budget(unknown, host_state, cfg).cache()
@@ -496,14 +497,15 @@ def _held_back_rows(crawldb: pa.Table, hosts: list[tuple]) -> list[dict] | None:
 
 
 def local_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
-                  now: float, crawldb: pa.Table | None = None) -> Sources | None:
+                  now: float, crawldb: pa.Table | None = None, *, policy: SchedulePolicy | None = None) -> Sources | None:
     """The sources of a segment of at most update.local_max_urls URLs, computed on the driver
     (crawl/crawldb/in_memory.py) from what it collects: the segment, dedup's answer, the crawldb
     rows the segment can touch and its hosts' url_count; four reads instead of a dozen planned
     queries. None when the segment is larger, or the crawldb larger than
     crawldb.local_read_max_mb, or what it discovered or touches is larger than _LOCAL_MAX_ROWS
     (or a URL appears twice in it): spark_sources computes them then. ``crawldb``: the crawldb
-    read whole (whole_crawldb), if the caller has it (run() read it for the schedule's fit)."""
+    read whole (whole_crawldb), if the caller has it (run() read it for the schedule's fit);
+    ``policy`` as for spark_sources."""
     if int(cfg["update.local_max_urls"]) <= 0:
         return None
     if crawldb is None:
@@ -512,12 +514,12 @@ def local_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
         crawldb = whole_crawldb(read_url_state(spark, root))
     return sources_in_memory(spark, cfg, spark.read.parquet(root.fetched(segment_id)),
                              lambda: _dedup_result(spark, root, segment_id), crawldb,
-                             read_host_state(spark, root), segment_id, now)
+                             read_host_state(spark, root), segment_id, now, policy=policy)
 
 
 def sources_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataFrame,
                       dups: Callable[[], DataFrame | None], crawldb: pa.Table, host_state: DataFrame,
-                      segment_id: str, now: float) -> Sources | None:
+                      segment_id: str, now: float, *, policy: SchedulePolicy | None = None) -> Sources | None:
     """local_sources of the segment's ``fetched`` rows, dedup's answer (``dups``: a reader of
     it, None if dedup did not run), the crawldb read whole (whole_crawldb: it must fit the
     driver) and the hostdb ``host_state``; None when the segment is too large."""
@@ -552,7 +554,8 @@ def sources_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: Data
         return None
     counts = {key: row["url_count"] for key, row in previous.items()}
     plan = in_memory.plan(outcomes, cands, {in_memory.key_of(r): r for r in touched}, counts,
-                          lambda host: discover.host_total_cap_of(cfg, host), schedule_policy(cfg), now, segment_id)
+                          lambda host: discover.host_total_cap_of(cfg, host),
+                          schedule_policy(cfg) if policy is None else policy, now, segment_id)
     # the hosts' held_back reasons (crawl.crawldb.held_back): on the segment's rows, the new rows,
     # and the other rows of the hosts whose reason changed
     reasons = held_back.host_reasons(host_rows, previous)
@@ -584,10 +587,11 @@ def sources_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: Data
 
 
 def sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str, now: float,
-            crawldb: pa.Table | None = None) -> Sources:
-    """``crawldb``: the crawldb read whole (whole_crawldb), if the caller has it."""
-    return (local_sources(spark, cfg, root, segment_id, now, crawldb)
-            or spark_sources(spark, cfg, root, segment_id, now))
+            crawldb: pa.Table | None = None, *, policy: SchedulePolicy | None = None) -> Sources:
+    """``crawldb``: the crawldb read whole (whole_crawldb), if the caller has it; ``policy``: the
+    schedule with what update fitted (None: ``cfg``'s options)."""
+    return (local_sources(spark, cfg, root, segment_id, now, crawldb, policy=policy)
+            or spark_sources(spark, cfg, root, segment_id, now, policy=policy))
 
 
 def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot,
@@ -624,17 +628,17 @@ def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoo
 
 
 def fitted_schedule(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
-                    now: float, crawldb: pa.Table | None = None) -> Mapping[str, Any]:
-    """``cfg`` with what update fits to the crawl (crawl.crawldb.schedule_fit): schedule.fetch_value_s
-    fitted to the fetch budget, the change-rate prior and the information horizon, and one line
-    saying what it chose; ``cfg`` as it is when nothing is fitted or no URL has a history yet.
+                    now: float, crawldb: pa.Table | None = None) -> schedule_fit.Fitted:
+    """What update fits to the crawl (crawl.crawldb.schedule_fit.Fitted): the fetch value fitted
+    to the fetch budget, the change-rate prior and the information horizon, and one line saying
+    what it chose; NOT_FITTED when nothing is fitted or no URL has a history yet.
     ``crawldb``: the crawldb read whole (whole_crawldb), None when it does not fit the driver."""
     if not (cfg["schedule.fit_fetch_value"] or cfg["schedule.fit_rate_prior"]
             or cfg["schedule.information_horizon_cycles"] > 0):
-        return cfg
+        return schedule_fit.NOT_FITTED
     histories, pending_new, share = _known_histories(spark, cfg, root, crawldb)
     if histories["observed_count"].size == 0:
-        return cfg
+        return schedule_fit.NOT_FITTED
     starts = []
     for name in list_segments(spark, root):
         try:
@@ -653,10 +657,10 @@ def fitted_schedule(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
         "%d new URLs taken first), a cycle every %.0f s; a fetch is worth %.3g s of freshness "
         "(schedule.fetch_value_s); change-rate prior: %s; information horizon: %.0f s",
         histories["observed_count"].size, refresh, int(cfg["generate.top_n"]), int(cfg["generate.top_n"]) - refresh,
-        cycle_s, fitted.get("schedule.fetch_value_s", cfg["schedule.fetch_value_s"]),
-        "fitted to the crawl" if fitted["fitted.rate_prior"] is not None else "log-uniform (not fitted: too few histories, or schedule.fit_rate_prior off)",
-        fitted["fitted.information_horizon_s"])
-    return with_values(cfg, fitted)
+        cycle_s, cfg["schedule.fetch_value_s"] if fitted.fetch_value_s is None else fitted.fetch_value_s,
+        "fitted to the crawl" if fitted.rate_prior is not None else "log-uniform (not fitted: too few histories, or schedule.fit_rate_prior off)",
+        fitted.information_horizon_s)
+    return fitted
 
 
 @writes_commits("update")
@@ -676,11 +680,11 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     ensure_tables(spark, root)  # crawl roots of older versions get the new columns and tables
     # the crawldb read whole once, for the schedule's fit and the sources (when it fits the driver)
     crawldb = _whole_crawldb_if_small(spark, cfg, root)
-    cfg = fitted_schedule(spark, cfg, root, segment_id, now, crawldb)
+    policy = schedule_policy(cfg, fitted_schedule(spark, cfg, root, segment_id, now, crawldb))
     rerun = path_exists(spark, root.update_started_marker(segment_id))
     if not rerun:
         write_marker(spark, root.update_started_marker(segment_id), f"update started at {now}\n")
-    src = sources(spark, cfg, root, segment_id, now, crawldb)
+    src = sources(spark, cfg, root, segment_id, now, crawldb, policy=policy)
     try:
         host_rows = _host_source(src.hosts, src.host_counts, src.reasons, cfg, segment_id, now)
         app_id = txn_app_id("update", segment_id)

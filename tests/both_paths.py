@@ -34,16 +34,16 @@ def _both_paths(module, chooser: str, local_path: str, spark_path: str, frames: 
     the local one. Yields the segments checked, so a test can tell it checked some."""
     checked: list[str] = []
 
-    def both(spark, cfg, root, segment_id, now, *read):  # read: what the step read already, for the local path
-        local = getattr(module, local_path)(spark, cfg, root, segment_id, now, *read)
+    def both(spark, cfg, root, segment_id, now, *read, **kw):  # read: what the step read already, for the local path
+        local = getattr(module, local_path)(spark, cfg, root, segment_id, now, *read, **kw)
         assert local is not None, f"segment {segment_id}: the input should be small enough for {local_path}"
-        by_spark = getattr(module, spark_path)(spark, cfg, root, segment_id, now)
+        by_spark = getattr(module, spark_path)(spark, cfg, root, segment_id, now, **kw)
         try:
             for name in frames:
                 expected = table_rows(getattr(by_spark, name))
                 assert table_rows(getattr(local, name)) == expected, (segment_id, name)
                 for overrides in local_variants:
-                    variant = getattr(module, local_path)(spark, {**cfg, **overrides}, root, segment_id, now)
+                    variant = getattr(module, local_path)(spark, {**cfg, **overrides}, root, segment_id, now, **kw)
                     assert variant is not None and table_rows(getattr(variant, name)) == expected, (segment_id, name, overrides)
         finally:
             by_spark.release()

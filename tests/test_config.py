@@ -108,20 +108,25 @@ def test_the_quick_jit_compiler_for_one_step_and_the_users_options_after_it():
         build_config(overrides={"spark.jit": "fast"})
 
 
-def test_values_the_program_computes_replace_options_and_fitted_ones_ride_along():
-    """crawl.config.with_values: update's fitted schedule (crawl/crawldb/schedule_fit.py) replaces
-    schedule.fetch_value_s and adds fitted.* values, which schedule_policy hands to apply_fetch; any
-    other unknown key is refused, as a typo would be."""
+def test_values_the_program_computes_replace_options_and_fitted_ones_are_not_options():
+    """crawl.config.with_values replaces options and refuses any unknown key, as a typo would be;
+    what update fits to the crawl (crawl/crawldb/schedule_fit.py) is no option but a Fitted, which
+    schedule_policy puts beside the schedule's options for apply_fetch."""
     from crawl.config import with_values
+    from crawl.crawldb.schedule_fit import NOT_FITTED, Fitted
     from crawl.crawldb.status import schedule_policy
     cfg = build_config()
-    fitted = with_values(cfg, {"schedule.fetch_value_s": 12.5, "fitted.rate_prior": (0.5, 0.5),
-                               "fitted.information_horizon_s": 600.0})
-    policy = schedule_policy(fitted)
-    assert policy["schedule.fetch_value_s"] == 12.5 and policy["fitted.rate_prior"] == (0.5, 0.5)
-    assert policy["fitted.information_horizon_s"] == 600.0 and "fitted.rate_prior" not in cfg
-    with pytest.raises(ConfigError, match="unknown config key 'schedule.fetch_valu_s'"):
-        with_values(cfg, {"schedule.fetch_valu_s": 1.0})
+    assert with_values(cfg, {"fetch.delay_s": 2.5}).fetch.delay_s == 2.5
+    for key in ("schedule.fetch_valu_s", "fitted.rate_prior"):
+        with pytest.raises(ConfigError, match=f"unknown config key '{key}'"):
+            with_values(cfg, {key: 1.0})
+    policy = schedule_policy(cfg, Fitted(12.5, (0.5, 0.5), 600.0))
+    assert (policy.fetch_value_s, policy.rate_prior, policy.information_horizon_s) == (12.5, (0.5, 0.5), 600.0)
+    assert policy.options is cfg.schedule
+    # μ fitted or not: a Fitted without one keeps the configured value, as nothing fitted does
+    configured = cfg.schedule.fetch_value_s
+    assert schedule_policy(cfg, Fitted(None, None, 0.0)).fetch_value_s == configured
+    assert schedule_policy(cfg) == schedule_policy(cfg, NOT_FITTED) == schedule_policy(cfg, None)
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN", float("nan"), float("inf")])
@@ -194,11 +199,11 @@ CONFIG_NAME = __import__("re").compile(r"(?:^|[._])(?:cfg|config)$")  # cfg, sel
 
 def config_reads(source: str) -> list[tuple[int, str]]:
     """(line, key) of every config key a Python source reads: a "section.key" literal read by
-    subscript or .get() (from any mapping: a config, or a part of one such as schedule_policy's),
+    subscript or .get() (from any mapping: a config, or a part of one),
     a key given to with_values or to a ``{**cfg, ...}`` copy, and ``cfg.section.key`` on anything
     named like a config. Spark's own settings ("spark.speculation") are set or read from Spark's
     objects, never subscripted out of a config, so they do not count; nor do [spark.conf]'s
-    pass-through keys or the fitted.* values."""
+    pass-through keys."""
     import ast
     import re
     from crawl.config import SECTIONS, SPARK_PASSTHROUGH

@@ -74,7 +74,7 @@ class Web:
 def crawl(web: Web, top_n: int, cfg) -> tuple[list[tuple[int, float, int]], list[int]]:
     """The crawler's rules over CYCLES cycles: (page, time, version) of every fetch, and the
     refetch count of each cycle."""
-    policy = dict(schedule_policy(cfg))
+    policy = schedule_policy(cfg)
     n = len(web.kind)
     rows = {p: new_url_state(web.url(p), f"h{p // PAGES_PER_HOST}.example", 0, p, int(web.depth[p]),
                              float(web.score[p]), START) for p in range(n)}
@@ -89,8 +89,9 @@ def crawl(web: Web, top_n: int, cfg) -> tuple[list[tuple[int, float, int]], list
             new = sum(1 for r in rows.values() if r["fetch_count"] == 0)
             histories = {c: np.array([np.nan if r[c] is None else r[c] for r in known], dtype=float)
                          for c in schedule_fit.HISTORY_COLUMNS}
-            policy.update(schedule_fit.fit(histories, cfg, refresh_per_cycle=schedule.refresh_budget(top_n, quotas[0], new),
-                                           cycle_s=schedule.cycle_seconds(starts, now), sampled_share=1.0, seed=cycle))
+            fitted = schedule_fit.fit(histories, cfg, refresh_per_cycle=schedule.refresh_budget(top_n, quotas[0], new),
+                                      cycle_s=schedule.cycle_seconds(starts, now), sampled_share=1.0, seed=cycle)
+            policy = schedule_policy(cfg, fitted)
         early = selection.early_rule(np.array([r["status"] for r in rows.values()], dtype=object),
                                      np.array([np.nan if r["next_fetch_at"] is None else r["next_fetch_at"]
                                                for r in rows.values()], dtype=float),

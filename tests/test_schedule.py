@@ -423,11 +423,11 @@ def test_update_fits_the_prior_the_horizon_and_a_fetch_value_that_counts_what_fe
     cfg = make_config(**limits)
     budget = {"refresh_per_cycle": 30, "cycle_s": 20.0, "sampled_share": 1.0, "seed": 1}
     fitted = schedule_fit.fit(histories, cfg, **budget)
-    assert fitted["fitted.information_horizon_s"] == 20.0 * float(cfg["schedule.information_horizon_cycles"]) > 0
-    assert len(fitted["fitted.rate_prior"]) == S.RATE_GRID_POINTS
+    assert fitted.information_horizon_s == 20.0 * float(cfg["schedule.information_horizon_cycles"]) > 0
+    assert len(fitted.rate_prior) == S.RATE_GRID_POINTS
     myopic = schedule_fit.fit(histories, make_config(**limits, **{"schedule.information_horizon_cycles": 0}),
                               **budget)
-    assert myopic["fitted.information_horizon_s"] == 0.0
-    assert fitted["schedule.fetch_value_s"] > myopic["schedule.fetch_value_s"] > 0
+    assert myopic.information_horizon_s == 0.0
+    assert fitted.fetch_value_s > myopic.fetch_value_s > 0
     empty = {key: np.empty(0) for key in histories}
-    assert schedule_fit.fit(empty, cfg, **budget) == schedule_fit.EMPTY
+    assert schedule_fit.fit(empty, cfg, **budget) is schedule_fit.NOT_FITTED

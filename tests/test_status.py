@@ -9,7 +9,7 @@ from crawl.config import build_config
 POLICY = S.schedule_policy(build_config(overrides={
     "schedule.retry_interval_s": 100, "schedule.max_retries": 2, "schedule.gone_interval_s": 1000,
     "schedule.gone_max_checks": 3}))
-LONGEST = POLICY["schedule.max_interval_s"]
+LONGEST = POLICY.options.max_interval_s
 T0 = 1_000_000.0
 
 
@@ -76,7 +76,7 @@ def test_ok_fetch():
                                                                        content_type="text/html", etag='"e"'), POLICY)
     assert new["status"] == S.FETCHED and new["http_status"] == 200
     assert new["last_fetched_at"] == T0 + 10
-    assert POLICY["schedule.min_interval_s"] <= new["fetch_interval_s"] <= LONGEST
+    assert POLICY.options.min_interval_s <= new["fetch_interval_s"] <= LONGEST
     assert new["next_fetch_at"] == pytest.approx(T0 + 10 + new["fetch_interval_s"], abs=1)
     assert new["content_hash"] == "h1" and new["etag"] == '"e"' and new["fetch_count"] == 1
     assert new["retries"] == 0 and new["lease_until"] is None and new["change_count"] == 0

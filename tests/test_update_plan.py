@@ -5,7 +5,7 @@ tests/test_both_paths_property.py on generated ones.)"""
 from __future__ import annotations
 
 from crawl.crawldb import in_memory
-from crawl.crawldb.status import DUPLICATE, FETCHED, FetchStatus, new_url_state
+from crawl.crawldb.status import DUPLICATE, FETCHED, FetchStatus, new_url_state, schedule_policy
 from crawl.net.urls import host_bucket, host_of, url_hash
 from crawl.fetch.politeness import override_value
 from jobs.engine.host_caps import override_cap
@@ -14,7 +14,7 @@ from tests.conftest import make_config
 SEGMENT = "20261201000000-abcdef"
 NOW = 1_800_000_000.0
 BUCKETS = 64
-POLICY = {k: v for k, v in make_config().items() if k.startswith("schedule.")}
+POLICY = schedule_policy(make_config())
 
 
 def _state(url, **changes):

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from crawl.crawldb.status import (DUPLICATE, FetchStatus, apply_fetch, discovered_links, mark_duplicate,
-                                  new_url_state)
+                                  SchedulePolicy, new_url_state)
 from crawl.net.urls import host_bucket, host_of, url_hash
 from crawl.rule_ops import NUMPY_OPS, By, sort_key
 
@@ -153,7 +153,7 @@ def candidates(outcomes: Iterable[Mapping[str, Any]], hosts: Iterable[Mapping[st
 
 def plan(outcomes: list[Mapping[str, Any]], cands: list[Mapping[str, Any]], crawldb: Mapping[Key, Mapping[str, Any]],
          url_counts: Mapping[tuple[int, str], int | None], host_cap: Callable[[str], int],
-         policy: Mapping[str, Any], now: float, segment_id: str) -> Plan:
+         policy: SchedulePolicy, now: float, segment_id: str) -> Plan:
     """The segment's writes. ``outcomes``: the attempted URLs (with_duplicates); ``crawldb``: the
     rows (URL fields, epoch times) of every URL in ``outcomes`` or ``cands`` that the crawldb
     holds, and of every duplicate whose dup_of is one of the outcomes' URLs; ``url_counts``:

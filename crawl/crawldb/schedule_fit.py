@@ -1,22 +1,23 @@
 """update's fit of the schedule to the crawl at every run: the three things the pure rules of
-crawl/crawldb/schedule.py take from the crawl as a whole rather than from one URL.
+crawl/crawldb/schedule.py take from the crawl as a whole rather than from one URL, held in
+``Fitted`` (not in the config: they are not options).
 
-- ``schedule.fetch_value_s`` (μ): fitted to the fetch budget (schedule.fit_fetch_value) when
-  ``schedule.fit_fetch_value`` is on;
-- ``fitted.rate_prior``: an empirical-Bayes prior over change rates, from the same histories
+- ``fetch_value_s`` (μ): fitted to the fetch budget (schedule.fit_fetch_value) when
+  ``schedule.fit_fetch_value`` is on, else None (``schedule.fetch_value_s`` as configured);
+- ``rate_prior``: an empirical-Bayes prior over change rates, from the same histories
   (schedule.fit_rate_prior) when ``schedule.fit_rate_prior`` is on;
-- ``fitted.information_horizon_s``: how long a better decision about a URL pays,
+- ``information_horizon_s``: how long a better decision about a URL pays,
   ``schedule.information_horizon_cycles`` × the measured cycle length (0: the value of what a fetch
   teaches is left out).
 
-``fit`` returns them as config values (``fitted.*`` are not options: crawl.config.with_values
-accepts them from the program); crawl.crawldb.status.schedule_policy hands them to apply_fetch in
+crawl.crawldb.status.schedule_policy puts them beside the schedule.* options for apply_fetch in
 both of update's paths. jobs/update.py reads the histories (a sample of the known URLs) and the
 cycle length; tests/test_refresh_allocation.py's replay calls the same function.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
@@ -29,7 +30,17 @@ HISTORY_COLUMNS = ("observed_count", "change_count", "first_observed_at", "last_
 # The fit with the information value reads at most this many histories (a random subset of the
 # sample): it costs ~0.4 ms of CPU per history, against ~0.015 ms without it.
 INFORMATION_FIT_ROWS = 1000
-EMPTY = {"fitted.rate_prior": None, "fitted.information_horizon_s": 0.0}
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """What update fitted to the crawl (the module docstring); ``NOT_FITTED``: nothing."""
+    fetch_value_s: float | None = None  # None: schedule.fetch_value_s as configured
+    rate_prior: Any = None  # weights over schedule's rate grid (numpy array); None: log-uniform
+    information_horizon_s: float = 0.0
+
+
+NOT_FITTED = Fitted()
 
 
 def _histories(histories: Mapping[str, np.ndarray], pick=slice(None)) -> dict[str, Any]:
@@ -40,13 +51,13 @@ def _histories(histories: Mapping[str, np.ndarray], pick=slice(None)) -> dict[st
 
 
 def fit(histories: Mapping[str, np.ndarray], cfg: Mapping[str, Any], *, refresh_per_cycle: float, cycle_s: float,
-        sampled_share: float, seed: int | None = None) -> dict[str, Any]:
+        sampled_share: float, seed: int | None = None) -> Fitted:
     """The fitted values (module docstring) from ``histories`` ({column: array}, HISTORY_COLUMNS,
     NaN for nulls), a ``sampled_share`` of the known URLs; ``refresh_per_cycle`` fetches for
-    refreshing them every ``cycle_s`` seconds. Without any history: ``EMPTY`` (μ as configured)."""
+    refreshing them every ``cycle_s`` seconds. Without any history: ``NOT_FITTED``."""
     n = int(np.size(histories["observed_count"]))
     if n == 0:
-        return dict(EMPTY)
+        return NOT_FITTED
     grid = {"min_interval_s": float(cfg["schedule.min_interval_s"]), "max_interval_s": float(cfg["schedule.max_interval_s"]),
             "prior_min_change_s": float(cfg["schedule.prior_min_change_s"]),
             "prior_max_change_s": float(cfg["schedule.prior_max_change_s"])}
@@ -55,9 +66,8 @@ def fit(histories: Mapping[str, np.ndarray], cfg: Mapping[str, Any], *, refresh_
         prior = schedule.fit_rate_prior(**_histories(histories), prior_min_change_s=grid["prior_min_change_s"],
                                         prior_max_change_s=grid["prior_max_change_s"])
     horizon = float(cfg["schedule.information_horizon_cycles"]) * max(float(cycle_s), 0.0)
-    out = {"fitted.rate_prior": prior, "fitted.information_horizon_s": horizon}
     if not cfg["schedule.fit_fetch_value"]:
-        return out
+        return Fitted(None, prior, horizon)
     weight = schedule.importance(histories["score"], histories["depth"],
                                  score_exponent=float(cfg["schedule.score_exponent"]),
                                  depth_decay=float(cfg["schedule.depth_decay"]),
@@ -76,5 +86,4 @@ def fit(histories: Mapping[str, np.ndarray], cfg: Mapping[str, Any], *, refresh_
                                       information_horizon_s=horizon, information_fetch_value_s=mu,
                                       information_max_changes=float(cfg["schedule.information_max_changes"]),
                                       **budget)
-    out["schedule.fetch_value_s"] = mu
-    return out
+    return Fitted(mu, prior, horizon)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+from dataclasses import dataclass
 
 from typing import Any, Mapping
 
@@ -120,10 +121,25 @@ def is_due(state: Mapping[str, Any], now: float) -> bool:
     return lease_until is None or lease_until <= now
 
 
-def schedule_policy(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The schedule.* options apply_fetch needs, and the fitted.* values update fitted to the crawl
-    (crawl.crawldb.schedule_fit), from a config mapping (picklable)."""
-    return {k: cfg[k] for k in cfg if k.startswith(("schedule.", "fitted."))}
+@dataclass(frozen=True)
+class SchedulePolicy:
+    """What apply_fetch schedules by: the [schedule] options and what update fitted to the crawl
+    (crawl.crawldb.schedule_fit.Fitted). Picklable: update's Spark path ships it to its tasks."""
+    options: Any  # the [schedule] section (crawl.config.Config.schedule)
+    fetch_value_s: float  # μ: options.fetch_value_s, or update's fit of it to the budget
+    rate_prior: Any = None  # fitted change-rate prior (numpy array); None: log-uniform
+    information_horizon_s: float = 0.0  # 0: what a fetch teaches is not valued
+
+
+def schedule_policy(cfg: Mapping[str, Any], fitted: Any = None) -> SchedulePolicy:
+    """The policy of ``cfg``'s schedule.* options with ``fitted`` (a schedule_fit.Fitted; None
+    when nothing is fitted: the options as they are)."""
+    from crawl.config import Config
+    options = Config.of(cfg).schedule
+    if fitted is None:
+        return SchedulePolicy(options, options.fetch_value_s)
+    mu = options.fetch_value_s if fitted.fetch_value_s is None else fitted.fetch_value_s
+    return SchedulePolicy(options, mu, fitted.rate_prior, fitted.information_horizon_s)
 
 
 def _changed(state: Mapping[str, Any], outcome: Mapping[str, Any]) -> bool:
@@ -156,7 +172,7 @@ def http_date_epoch(value: str | None) -> float | None:
 
 
 def _observe(new: dict[str, Any], state: Mapping[str, Any], at: float, changed: bool,
-             policy: Mapping[str, Any], modified_at: float | None = None) -> None:
+             policy: SchedulePolicy, modified_at: float | None = None) -> None:
     """A 2xx or 304: fold it into the URL's change history (Last-Modified, as epoch seconds in
     ``modified_at``, narrows it: schedule.record_exposure), schedule the next fetch and store what
     that fetch will buy (refresh_value, refresh_slope: generate ranks by them)."""
@@ -174,33 +190,33 @@ def _observe(new: dict[str, Any], state: Mapping[str, Any], at: float, changed: 
         unchanged_s, change_span_s = float(u), float(cbar) * int(state.get("change_count") or 0)
     unchanged_s, change_span_s, exposure_changes = schedule.record_exposure(
         unchanged_s, change_span_s, observed, state.get("first_observed_at"), state.get("last_observed_at"), at,
-        changed and observed > 0, modified_at, max_age_credit_s=float(policy["schedule.prior_max_change_s"]),
+        changed and observed > 0, modified_at, max_age_credit_s=policy.options.prior_max_change_s,
         exposure_changes=state.get("exposure_changes"), change_count=int(state.get("change_count") or 0))
     importance = schedule.importance(float(state.get("score") or 0.0), int(state.get("depth") or 0),
-                                     score_exponent=float(policy["schedule.score_exponent"]),
-                                     depth_decay=float(policy["schedule.depth_decay"]),
-                                     score_floor=float(policy["schedule.score_floor"]))
+                                     score_exponent=policy.options.score_exponent,
+                                     depth_decay=policy.options.depth_decay,
+                                     score_floor=policy.options.score_floor)
     interval, value, slope = schedule.next_interval_and_value(
-        count, changes, first, last, importance, fetch_value_s=float(policy["schedule.fetch_value_s"]),
-        min_interval_s=float(policy["schedule.min_interval_s"]), max_interval_s=float(policy["schedule.max_interval_s"]),
-        prior_min_change_s=float(policy["schedule.prior_min_change_s"]),
-        prior_max_change_s=float(policy["schedule.prior_max_change_s"]),
+        count, changes, first, last, importance, fetch_value_s=policy.fetch_value_s,
+        min_interval_s=policy.options.min_interval_s, max_interval_s=policy.options.max_interval_s,
+        prior_min_change_s=policy.options.prior_min_change_s,
+        prior_max_change_s=policy.options.prior_max_change_s,
         unchanged_s=unchanged_s, change_span_s=change_span_s, exposure_changes=exposure_changes,
-        rate_prior=policy.get("fitted.rate_prior"),
-        information_horizon_s=float(policy.get("fitted.information_horizon_s") or 0.0),
-        information_max_changes=float(policy["schedule.information_max_changes"]))
+        rate_prior=policy.rate_prior,
+        information_horizon_s=policy.information_horizon_s,
+        information_max_changes=policy.options.information_max_changes)
     new.update(observed_count=int(count), change_count=int(changes), first_observed_at=first,
                last_observed_at=last, last_changed_at=last_changed, next_fetch_at=at + float(interval),
                fetch_interval_s=int(round(float(interval))), unchanged_s=unchanged_s, change_span_s=change_span_s,
                exposure_changes=exposure_changes, refresh_value=float(value), refresh_slope=float(slope))
 
 
-def _gone(new: dict[str, Any], state: Mapping[str, Any], at: float, policy: Mapping[str, Any]) -> None:
+def _gone(new: dict[str, Any], state: Mapping[str, Any], at: float, policy: SchedulePolicy) -> None:
     """A gone answer: re-checked with growing intervals, then kept as gone (never due)."""
     from crawl.crawldb import schedule
     checks = int(state.get("gone_checks") or 0) + 1
-    interval = schedule.gone_interval(checks, float(policy["schedule.gone_interval_s"]),
-                                      float(policy["schedule.max_interval_s"]), int(policy["schedule.gone_max_checks"]))
+    interval = schedule.gone_interval(checks, policy.options.gone_interval_s,
+                                      policy.options.max_interval_s, policy.options.gone_max_checks)
     new.update(status=GONE, gone_checks=checks,
                next_fetch_at=None if interval is None else at + float(interval),
                fetch_interval_s=None if interval is None else int(interval))
@@ -210,13 +226,13 @@ def _fixed(new: dict[str, Any], at: float, interval_s: float) -> None:
     new.update(next_fetch_at=at + interval_s, fetch_interval_s=int(interval_s))
 
 
-def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Mapping[str, Any]) -> dict[str, Any]:
+def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: SchedulePolicy) -> dict[str, Any]:
     """update: the new state of a URL after one fetch outcome.
 
     ``outcome`` holds fetch_status, http_status, fetched_at, content_hash, content_type, etag,
     last_modified, redirect_to, error (and optionally parse_error, warc_file, warc_offset,
-    warc_length, canonical, noindex, text_hash, simhash). ``policy`` holds the schedule.*
-    config values (``schedule_policy``). When the URL is due again (crawl/crawldb/schedule.py):
+    warc_length, canonical, noindex, text_hash, simhash). ``policy``: the schedule's options
+    and fitted values (``schedule_policy``). When the URL is due again (crawl/crawldb/schedule.py):
 
       2xx, 304        the change history is updated (a 304 or the same text: unchanged) and
                       the interval follows from the estimated change rate and importance;
@@ -238,7 +254,7 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
                        error="304 Not Modified for a URL without a stored copy")
         fs = FetchStatus.SERVER_ERROR
     at = outcome["fetched_at"]
-    longest = float(policy["schedule.max_interval_s"])
+    longest = policy.options.max_interval_s
     new = dict(state)
     new["lease_until"] = None
 
@@ -261,8 +277,8 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
         from crawl.crawldb import schedule
         retries = int(state.get("retries") or 0) + 1
         new["retries"] = retries
-        interval = schedule.retry_interval(retries, float(policy["schedule.retry_interval_s"]),
-                                           int(policy["schedule.max_retries"]), longest)
+        interval = schedule.retry_interval(retries, policy.options.retry_interval_s,
+                                           policy.options.max_retries, longest)
         if interval is None:
             _gone(new, state, at, policy)
         else:
@@ -310,13 +326,13 @@ def apply_fetch(state: Mapping[str, Any], outcome: Mapping[str, Any], policy: Ma
     return new
 
 
-def mark_duplicate(state: Mapping[str, Any], canonical_url: str, policy: Mapping[str, Any]) -> dict[str, Any]:
+def mark_duplicate(state: Mapping[str, Any], canonical_url: str, policy: SchedulePolicy) -> dict[str, Any]:
     """dedup, applied by update after apply_fetch: the URL's content duplicates
     ``canonical_url``'s. It is re-checked after schedule.max_interval_s (its own change rate
     does not matter while it is a copy), from the fetch that found it a duplicate."""
     new = dict(state)
     new.update(status=DUPLICATE, dup_of=canonical_url)
-    _fixed(new, float(new["last_fetched_at"]), float(policy["schedule.max_interval_s"]))
+    _fixed(new, float(new["last_fetched_at"]), policy.options.max_interval_s)
     return new
 
 
