@@ -41,7 +41,7 @@ import os
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -285,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
                 DevWeb.from_config(cfg)  # devweb.hostile's names: checked, not started
             except ValueError as exc:
                 raise UserError(str(exc)) from None
+        # whether this run makes the crawl root (run_main does, after these checks): a test web
+        # that cannot start (its port taken) must not leave an empty one behind
+        local = args.crawl_root.removeprefix("file://")
+        args.root_made_here = "://" not in local and not os.path.exists(local)
 
     def body(args, cfg) -> int:
         from jobs.engine.session import build_spark
@@ -293,7 +297,13 @@ def main(argv: list[str] | None = None) -> int:
         with ExitStack() as stack:  # the test web (if any) lives as long as the crawl
             seeds = args.seeds
             if not seeds:  # --with-devweb (checks() refused a run with neither)
-                seeds, options = start_devweb(cfg, args.crawl_root, stack)
+                try:
+                    seeds, options = start_devweb(cfg, args.crawl_root, stack)
+                except UserError:
+                    if args.root_made_here:
+                        with suppress(OSError):  # only if still empty: nothing was written
+                            os.rmdir(args.crawl_root.removeprefix("file://"))
+                    raise
                 cfg = with_values(cfg, options)
             tracker = CrawlTracker.open(cfg, args.crawl_root, args.mlflow_uri, "deltacrawl crawl")
             run(build_spark(cfg, args.crawl_root), cfg, CrawlRoot(args.crawl_root), seeds, args.cycles, tracker)

@@ -45,3 +45,31 @@ def test_a_bad_config_is_one_line_and_exit_2_before_anything_is_made(tmp_path, c
     assert len(lines) == 1 and lines[0].startswith("deltacrawl crawl: error: ") and words in lines[0], lines
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert not root.exists()  # every check runs before anything is written
+
+
+def test_a_test_web_whose_port_is_taken_is_one_line_and_leaves_no_crawl_root(tmp_path):
+    # a runtime failure rather than a bad value: the crawl root is made before the test web starts
+    # (its seeds file goes there), and one this run made is taken back when the web cannot start
+    import socket
+    root = tmp_path / "crawl"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.2", 0))  # the test web's first host address
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run([EXE, "crawl", "--with-devweb", "--cycles", "1", "--crawl-root", str(root),
+                               "--conf", f"devweb.port={port}"], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "DELTACRAWL_DEBUG": ""})
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert lines == [f"deltacrawl crawl: error: cannot start the test web on port {port}: Address already in use "
+                     f"(try --conf devweb.port=0)"], lines
+    assert not root.exists()
+    # a crawl root that was there before is left as it was, empty or not
+    root.mkdir()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.2", port))
+        busy.listen()
+        proc = subprocess.run([EXE, "crawl", "--with-devweb", "--cycles", "1", "--crawl-root", str(root),
+                               "--conf", f"devweb.port={port}"], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "DELTACRAWL_DEBUG": ""})
+    assert proc.returncode == 2 and root.is_dir() and not any(root.iterdir()), proc.stderr
