@@ -57,11 +57,12 @@ class StandaloneCluster:
         return f"spark://127.0.0.1:{self.port}"
 
     def env(self, **extra: str) -> dict[str, str]:
-        # the master's and workers' JVMs with the quick JIT compiler alone, as the tests' other
-        # short-lived JVMs (tests/conftest.py FAST): they live for one crawl
+        # the master's and workers' JVMs with the quick JIT compiler alone and the serial
+        # collector, as the tests' other short-lived JVMs (tests/conftest.py FAST): they live for
+        # one crawl, mostly idle, on small heaps
         env = dict(os.environ, SPARK_HOME=spark_home(), SPARK_LOCAL_IP="127.0.0.1",
                    SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
-                   SPARK_DAEMON_JAVA_OPTS=" ".join(QUICK_JIT))
+                   SPARK_DAEMON_JAVA_OPTS=" ".join([*QUICK_JIT, "-XX:+UseSerialGC"]))
         env.update(extra)
         return env
 
