@@ -12,7 +12,7 @@ from jobs import cli
 from tests.conftest import FAST, write_seeds
 from tests.politeness import assert_polite
 
-TOP_N = 4
+TOP_N = 5
 
 
 def _fetched_per_cycle(err: str) -> list[int]:
@@ -28,24 +28,27 @@ def test_every_cycle_uses_the_whole_budget_once_the_urls_are_known(spark, tmp_pa
     (generate.fill_budget): every cycle after the first is full, though the test web's pages
     never change and nothing is due yet when the next cycle starts."""
     # 8 URLs (a home page linking to its 3 others, one robots-denied, on each of 2 hosts) and a
-    # budget of 4: cycle 1 fetches the 2 seeds, cycle 2 4 of the 6 URLs they led to, cycle 3 the
-    # other 2 and 2 known URLs not due yet, cycle 4 known URLs not due yet only
+    # budget of 5: cycle 1 fetches the 4 seeds (each host's home page and /p/0.html), cycle 2 the 4
+    # URLs they led to (all that is due) and 1 known URL not due yet, cycle 3 known URLs not due
+    # yet only (every URL was in cycle 1 or 2): the cycle that is short of due URLs and the cycle
+    # with none due, both full
     web = DevWeb(hosts=2, pages_per_host=2, port=0, seed=3, crawl_delay_s=0.0, links_per_page=3)
     web.start()
     try:
-        seeds = write_seeds(tmp_path / "seeds.txt", web.seed_urls())
+        seed_urls = web.seed_urls() + [f"{web.origin(i)}/p/0.html" for i in range(web.hosts)]
+        seeds = write_seeds(tmp_path / "seeds.txt", seed_urls)
         overrides = {**FAST, "fetch.delay_s": 0.05, "generate.top_n": TOP_N, "generate.max_urls_per_host": TOP_N,
                      "schedule.min_interval_s": 1, "schedule.max_interval_s": 3600,
                      "schedule.prior_min_change_s": 1, "schedule.prior_max_change_s": 86400,
                      "sitemaps.enabled": "false", "mlflow.tracking_uri": "off"}
         conf = [arg for k, v in overrides.items() for arg in ("--conf", f"{k}={v}")]
-        cycles = 4
+        cycles = 3
         rc = cli.main(["crawl", "--seeds", seeds, "--cycles", str(cycles), "--crawl-root", str(tmp_path / "crawl"),
                        *conf])
         out, err = capsys.readouterr()
         assert rc == 0, err
         per_cycle = _fetched_per_cycle(err)
-        assert per_cycle[0] == len(web.seed_urls()), err
+        assert per_cycle[0] == len(seed_urls), err
         assert per_cycle[1:] == [TOP_N] * (cycles - 1), (per_cycle, err)  # never "nothing due", never short
         assert "schedule fitted to" in err and "a fetch is worth" in err
         log = web.requests()
