@@ -50,8 +50,28 @@ def expected_priority(cfg, row):
                              **priority_kw(cfg))
 
 
+@pytest.fixture(scope="module")
+def empty_tables(spark, tmp_path_factory):
+    """A crawl root whose tables are made and empty, once for the module: each case below copies
+    it (new_root) instead of creating the Delta tables again (~2 CPU s a root)."""
+    path = tmp_path_factory.mktemp("generate-template") / "crawl"
+    ensure_tables(spark, CrawlRoot(str(path)))
+    return path
+
+
+@pytest.fixture
+def new_root(empty_tables, tmp_path):
+    """new_root(name): a fresh copy of empty_tables at <tmp_path>/<name>."""
+    import shutil
+
+    def make(name: str) -> CrawlRoot:
+        shutil.copytree(empty_tables, tmp_path / name)
+        return CrawlRoot(str(tmp_path / name))
+    return make
+
+
 def write_crawldb(spark, root, rows):
-    ensure_tables(spark, root)
+    ensure_tables(spark, root)  # (made already in a copy of empty_tables: then only a check)
     names = URL_STATE_SCHEMA.fieldNames()
     (rows_to_url_state(spark, [{f: r.get(f) for f in names} for r in rows])
      .write.format("delta").mode("append").save(root.crawldb))
@@ -157,7 +177,7 @@ def test_discovery_share_must_be_a_share():
 
 # --------------------------------------------------------------------------- generate on a crawldb
 
-def test_priority_orders_across_hosts(spark, tmp_path):
+def test_priority_orders_across_hosts(spark, new_root):
     cfg = make_config(generate__top_n=4)
     # one known URL per host (no cap binds), importance and overdueness mixed
     rows = [fetched(cfg, f"http://h{i}.example/", score=score, depth=depth, overdue=overdue, interval=interval)
@@ -165,21 +185,21 @@ def test_priority_orders_across_hosts(spark, tmp_path):
                 (1.0, 0, 60.0, DAY), (4.0, 0, 60.0, DAY), (0.01, 5, 60.0, DAY), (1.0, 0, 3 * DAY, DAY),
                 (0.25, 1, 10 * DAY, DAY), (1.0, 3, 2 * 3600.0, 3600.0), (2.0, 2, 0.5 * DAY, DAY),
                 (0.5, 0, 1.0, 3600.0)])]
-    assert generated(spark, cfg, CrawlRoot(str(tmp_path / "c")), rows) == top_by_priority(cfg, rows, 4)
+    assert generated(spark, cfg, new_root("c"), rows) == top_by_priority(cfg, rows, 4)
 
 
-def test_overdue_important_url_beats_barely_due_unimportant_one(spark, tmp_path):
+def test_overdue_important_url_beats_barely_due_unimportant_one(spark, new_root):
     cfg = make_config(generate__top_n=1, generate__discovery_share=0.0)
     overdue_important = fetched(cfg, "http://a.example/important", score=1.0, overdue=2 * DAY, interval=DAY)
     barely_due = fetched(cfg, "http://b.example/minor", score=0.04, depth=2, overdue=1.0, interval=3600.0)
-    assert generated(spark, cfg, CrawlRoot(str(tmp_path / "c")),
+    assert generated(spark, cfg, new_root("c"),
                      [overdue_important, barely_due]) == {"http://a.example/important"}
     # staleness is not a tie-breaker: a URL ten intervals overdue beats one four times as
     # important that has only just become due (ranking by score would pick the latter)
     long_overdue = fetched(cfg, "http://a.example/stale", score=1.0, overdue=10 * 3600.0, interval=3600.0)
     high_score = fetched(cfg, "http://b.example/popular", score=16.0, overdue=1.0, interval=DAY)
     assert expected_priority(cfg, long_overdue) > expected_priority(cfg, high_score)
-    assert generated(spark, cfg, CrawlRoot(str(tmp_path / "d")),
+    assert generated(spark, cfg, new_root("d"),
                      [long_overdue, high_score]) == {"http://a.example/stale"}
 
 
@@ -202,10 +222,10 @@ def pools(urls):
     return ({u for u in urls if "/new" in u}, {u for u in urls if "/old" in u})
 
 
-def test_budget_split_between_discovery_and_refresh(spark, tmp_path):
+def test_budget_split_between_discovery_and_refresh(spark, new_root):
     cfg = make_config(generate__top_n=20, generate__discovery_share=0.3)
     rows = split_crawldb(cfg)
-    new, old = pools(generated(spark, cfg, CrawlRoot(str(tmp_path / "c")), rows))
+    new, old = pools(generated(spark, cfg, new_root("c"), rows))
     assert (len(new), len(old)) == (6, 14)
     # each pool by priority
     assert new == top_by_priority(cfg, [r for r in rows if r["fetch_count"] == 0], 6)
@@ -215,20 +235,20 @@ def test_budget_split_between_discovery_and_refresh(spark, tmp_path):
     assert all(r["fetch_count"] > 0 for r in by_priority)
 
 
-def test_a_short_pool_leaves_its_share_to_the_other(spark, tmp_path):
+def test_a_short_pool_leaves_its_share_to_the_other(spark, new_root):
     cfg = make_config(generate__top_n=20, generate__discovery_share=0.3)
     rows = split_crawldb(cfg, due_discovery=3)
-    new, old = pools(generated(spark, cfg, CrawlRoot(str(tmp_path / "c")), rows))
+    new, old = pools(generated(spark, cfg, new_root("c"), rows))
     assert new == {"http://h0.example/new0", "http://h1.example/new1", "http://h2.example/new2"}
     assert len(old) == 17
     assert old == top_by_priority(cfg, [r for r in rows if r["fetch_count"] > 0 and r["next_fetch_at"] <= NOW], 17)
     # and the other way round: 2 due known URLs leave 18 places to discovery
     rows = split_crawldb(cfg, due_refresh=2)
-    new, old = pools(generated(spark, cfg, CrawlRoot(str(tmp_path / "d")), rows))
+    new, old = pools(generated(spark, cfg, new_root("d"), rows))
     assert (len(new), old) == (18, {"http://h0.example/old0", "http://h1.example/old1"})
 
 
-def test_per_host_caps_hold_and_rank_by_priority(spark, tmp_path):
+def test_per_host_caps_hold_and_rank_by_priority(spark, new_root):
     cfg = make_config(generate__top_n=100, generate__max_urls_per_host=5, generate__discovery_share=0.5,
                       fetch__host_overrides='[{"pattern": "small.example", "max_urls_per_cycle": 2}]')
     rows = []
@@ -240,7 +260,7 @@ def test_per_host_caps_hold_and_rank_by_priority(spark, tmp_path):
             rows.append(unfetched(cfg, f"http://{host}/new{i}", score=0.1 + i / 100, depth=1))
     hosts = {"trap.example": {"url_budget": 3},                  # lowered by update's trap signal
              "busy.example": {"backoff_until": NOW + 600.0}}     # 429s: generate stays away
-    urls = generated(spark, cfg, CrawlRoot(str(tmp_path / "c")), rows, hosts)
+    urls = generated(spark, cfg, new_root("c"), rows, hosts)
     per_host = {}
     for u in urls:
         per_host.setdefault(host_of(u), set()).add(u)

@@ -32,6 +32,27 @@ def leases(spark, root):
     return out
 
 
+RIVAL_URLS = [f"http://h{i}.rival.example/" for i in range(5)]
+
+
+@pytest.fixture(scope="module")
+def rival_template(spark, tmp_path_factory):
+    """A crawl root with RIVAL_URLS injected, once for the module: the tests that need a few due
+    URLs copy it (rival_root) instead of injecting into a new root each (~6-9 CPU s an inject)."""
+    from jobs.engine.crawl_root import CrawlRoot
+    from tests.conftest import make_config
+    base = tmp_path_factory.mktemp("race-template")
+    inject.run(spark, make_config(), CrawlRoot(str(base / "crawl")), write_seeds(base / "seeds.txt", RIVAL_URLS))
+    return base / "crawl"
+
+
+@pytest.fixture
+def rival_root(rival_template, root):
+    """A fresh copy of rival_template at the test's own crawl root (the root fixture's path)."""
+    shutil.copytree(rival_template, root.root)
+    return root
+
+
 def test_two_generates_at_once_never_lease_a_url_twice(spark, cfg, root, tmp_path):
     urls = [f"http://h{i % 7}.race.example/p{i}" for i in range(40)]
     inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", urls))
@@ -68,8 +89,8 @@ def test_two_generates_at_once_never_lease_a_url_twice(spark, cfg, root, tmp_pat
         assert not fetchlist_urls(spark, root, first) & fetchlist_urls(spark, root, second)
 
 
-def test_fetch_refuses_a_segment_without_a_lease(spark, cfg, root, tmp_path):
-    inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", ["http://one.race.example/"]))
+def test_fetch_refuses_a_segment_without_a_lease(spark, cfg, rival_root):
+    root = rival_root  # any due URLs will do: a copy of the module's injected root
     segment = generate.run(spark, cfg, root).segment_id
     # the orphan a generate killed between its fetchlist and its lease MERGE leaves behind
     orphan = "20200101000000-0a0b0c"
@@ -82,14 +103,13 @@ def test_fetch_refuses_a_segment_without_a_lease(spark, cfg, root, tmp_path):
 
 
 @pytest.mark.parametrize("local_max_due", [10000, 0], ids=["in-memory", "spark"])
-def test_a_url_a_rival_leased_meanwhile_is_never_in_the_segment(spark, cfg, root, tmp_path, monkeypatch,
+def test_a_url_a_rival_leased_meanwhile_is_never_in_the_segment(spark, cfg, rival_root, monkeypatch,
                                                                  local_max_due):
     """A rival generate leases one of the URLs this one chose after it read the crawldb and
     before its own lease commits: the lease passes over that row. The segment must not be
     fetched with it: the generate gives its other leases back, removes its segment and says to
     run again; the rival's lease stands."""
-    urls = [f"http://h{i}.rival.example/" for i in range(5)]
-    inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds.txt", urls))
+    root, urls = rival_root, RIVAL_URLS  # the five URLs injected, none leased yet
 
     def rival_first(lease):
         def leasing(spark_, *args):
