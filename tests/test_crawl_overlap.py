@@ -3,11 +3,14 @@ and updated and N + 1 generated. A real crawl of the test web over loopback HTTP
 fetch and finished by the next crawl, whose own cycles overlap: checked from the server's log
 (politeness across segments fetched back to back and across the kill, robots.txt at most twice
 per host: the dead run's answer is lost) and from the crawl root (segments disjoint while leased, every one updated, counts
-consistent)."""
+consistent). The kill is also the one of a fetch's driver once a task has closed a WARC file
+(issue 35, item 2; tests/test_kill.py kills the cycle's other steps): the fetch that finishes the
+segment removes the dead run's complete files and requests the dead run's pages once more."""
 from __future__ import annotations
 
 import glob
 import os
+from collections import Counter
 
 from crawl.devweb.web import DevWeb
 from jobs import cli
@@ -15,15 +18,15 @@ from jobs.engine.crawl_root import CrawlRoot, list_segments, path_exists
 from tests.conftest import write_seeds
 from tests.politeness import assert_polite
 
-DELAY_S = 0.3
+DELAY_S = 1.0  # a segment's fetch lasts seconds after its first WARC file is closed: the kill lands in it
 CYCLES = 2  # the second crawl's own: the second is generated beside the first's fetch and fetched beside its update
 
 
 def test_an_overlapped_crawl_killed_in_a_fetch_is_finished_by_the_next_crawl_whose_cycles_overlap(
-        spark, tmp_path, capsys):
+        spark, tmp_path, capsys, monkeypatch):
     """Crash safety across the overlap (issue 49, item 8): `deltacrawl crawl --overlap` killed -9
-    (driver, JVM and workers) while a segment's fetch is under way (its request log has a line, its
-    results are not committed), the one before or after it possibly in flight too. The same command
+    (driver, JVM and workers) while a segment's fetch is under way (a task has closed a WARC file,
+    its results are not committed), the one before or after it possibly in flight too. The same command
     run again finds the dead driver's segments (their owner's process is gone: no waiting for the
     lease), finishes them, fetch, dedup and update, one line each, before its own cycles, which have
     URLs to generate ("nothing due" was what it said before). A fetchlist whose lease the kill
@@ -32,23 +35,36 @@ def test_an_overlapped_crawl_killed_in_a_fetch_is_finished_by_the_next_crawl_who
     index naming complete records) and the hosts' gaps held from the server's side across the kill
     too. The second crawl's own cycles overlap (each segment's dedup begins while the next one is
     fetched) and its consecutive segments are disjoint (N + 1 is generated while N's URLs are
-    leased). (That a segment fetched before the previous one's update asks for robots.txt no more:
-    the test below.)
+    leased). The fetch that finishes a dead segment (issue 35, item 2) removes the dead run's
+    complete WARC files (no result names them, nothing would index them) and requests the dead
+    run's pages once more (their answers died with it: issue 32, finding 5), so every URL of the
+    segment ends with a result, and every WARC file left is indexed. (That a segment fetched
+    before the previous one's update asks for robots.txt no more: the test below.)
 
     (One crawl root for the kill and the overlap: the overlap's checks hold for any crawl, and a
-    crawl of its own cost a second run of the same cycles.)"""
+    crawl of its own cost a second run of the same cycles. One kill for a crawl's and a fetch's
+    driver dying in a fetch: tests/test_kill.py's own killed fetch cost a cold JVM of its own.)"""
+    from pyspark.sql import functions as F
+
+    from jobs import fetch
     from tests.test_fetcher import host_urls
     from tests.test_kill import DELTACRAWL, assert_every_table, leased, run_and_kill, step_cli
     web = DevWeb(hosts=3, pages_per_host=16, port=0, seed=5, crawl_delay_s=0.0, links_per_page=3)
     web.start()
     try:
         root = CrawlRoot(str(tmp_path / "crawl"))
+        # one task, one file per page (a file is closed when the next page is written), polite gaps:
+        # seconds pass between the first closed file and the end of the fetch
         settings = dict(fetch__delay_s=DELAY_S, generate__top_n=6, generate__max_urls_per_host=2,
-                        sitemaps__enabled="false", mlflow__tracking_uri="off")
+                        fetch__tasks=1, warc__max_file_bytes=1, sitemaps__enabled="false", mlflow__tracking_uri="off")
         options, env = step_cli(root, tmp_path, **settings)
         segments_dir = os.path.dirname(root.local_path(root.segment("20000101000000-000000")))
 
-        def fetching() -> bool:  # a segment's fetch has sent a request and not committed
+        warc_files = os.path.join(root.warc_dir, "*.warc.gz")
+
+        def fetching() -> bool:  # a segment's fetch has closed a WARC file and not committed
+            if not glob.glob(warc_files):
+                return False
             for log in glob.glob(os.path.join(segments_dir, "*", "requests", "*.log")):
                 segment = log.split(os.sep)[-3]
                 try:
@@ -64,6 +80,8 @@ def test_an_overlapped_crawl_killed_in_a_fetch_is_finished_by_the_next_crawl_who
         seeds = write_seeds(tmp_path / "seeds.txt", [u for i in range(3) for u in host_urls(web, i, pages=12)])
         assert run_and_kill([DELTACRAWL, "crawl", "--overlap", "--seeds", seeds, "--cycles", "2", *options],
                             fetching, env) == "killed"
+        dead_warcs = {os.path.basename(p) for p in glob.glob(warc_files)}  # complete files of the dead run
+        assert dead_warcs
         # the dead driver's segments holding a lease; a kill before the next segment's lease
         # committed leaves a fetchlist holding none, which fetch refuses and the rerun leaves
         held = set(leased(spark, root).values())
@@ -73,7 +91,16 @@ def test_an_overlapped_crawl_killed_in_a_fetch_is_finished_by_the_next_crawl_who
         assert finished and any(not path_exists(spark, root.fetched(s) + "/_SUCCESS") for s in finished)
         capsys.readouterr()
 
+        fetched_by = {}  # the fetch results of the second crawl, by segment (fetch.run itself runs)
+        real_fetch = fetch.run
+
+        def fetch_run(*args, **kwargs):
+            result = real_fetch(*args, **kwargs)
+            fetched_by[result.segment_id] = result
+            return result
+        monkeypatch.setattr(fetch, "run", fetch_run)
         assert cli.main(["crawl", "--overlap", "--seeds", seeds, "--cycles", str(CYCLES), *options]) == 0
+        monkeypatch.undo()
         _, err = capsys.readouterr()
         assert "nothing due" not in err and f"cycle {CYCLES}/{CYCLES} done" in err, err
         for s in dead:  # one line each
@@ -83,6 +110,20 @@ def test_an_overlapped_crawl_killed_in_a_fetch_is_finished_by_the_next_crawl_who
         assert {s for s in segments if not path_exists(spark, root.updated_marker(s))} == set(dead) - set(finished)
         assert spark.read.format("delta").load(root.crawldb).filter("lease_until IS NOT NULL").count() == 0
         assert_every_table(spark, root)
+
+        # the dead run's complete WARC files removed by the fetch that finished its segment, its
+        # pages requested once more at most, every URL of the segment with a result
+        assert not dead_warcs & set(os.listdir(root.warc_dir))
+        assert sum(fetched_by[s].warc_removed for s in finished if s in fetched_by) >= len(dead_warcs)
+        pages = Counter(f"http://{e['host']}{e['path']}" for e in web.requests() if e["path"] != "/robots.txt")
+        assert max(pages.values()) <= 2, [u for u, n in pages.items() if n > 2]
+        for s in finished:
+            fetchlist = {r["url"] for r in spark.read.parquet(root.fetchlist(s)).collect()}
+            outcomes = {r["url"]: r["fetch_status"] for r in spark.read.parquet(root.fetched(s))
+                        .filter(F.col("kind") == "url").collect()}
+            assert sorted(outcomes) == sorted(fetchlist) and "not_attempted" not in outcomes.values(), outcomes
+        index_files = {r["warc_file"] for r in spark.read.format("delta").load(root.warc_index).collect()}
+        assert index_files == set(os.listdir(root.warc_dir))  # every WARC file indexed
 
         # the second crawl's own cycles: fetched, disjoint while leased, overlapping
         own = [s for s in segments if s not in dead]
