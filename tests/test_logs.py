@@ -12,7 +12,6 @@ import sys
 
 import pytest
 
-from jobs import cli
 from jobs.engine import logs
 from tests.conftest import FAST, write_seeds
 
@@ -48,7 +47,7 @@ def cold_inject(tmp_path_factory):
     return {"proc": inject, "seeds": seeds, "root": root, "state": state, "archive": archive}
 
 
-def test_results_on_stdout_progress_on_stderr_spark_in_its_file(cold_inject, spark, capsys):
+def test_results_on_stdout_progress_on_stderr_spark_in_its_file(cold_inject):
     seeds, root, state, inject = (cold_inject[k] for k in ("seeds", "root", "state", "proc"))
     assert inject.returncode == 0, inject.stderr
     assert inject.stdout == ""  # inject has no machine-readable result
@@ -62,23 +61,14 @@ def test_results_on_stdout_progress_on_stderr_spark_in_its_file(cold_inject, spa
     jvm_logs = list((state / "deltacrawl" / "logs").glob("*-inject-*.log"))
     assert len(jvm_logs) == 1 and "Using incubator modules" in jvm_logs[0].read_text()
 
-    # --verbose: the JVM's own output stays on stderr (no log file), next to our lines, and stdout
-    # keeps the results alone. A cold JVM of its own, for a step that ends right after the JVM
-    # has started (warc-get of a URL that is not archived: exit 1, nothing on stdout); a cold
-    # stats cost ~7 CPU s more, and its report is read in this process below.
-    verbose = run_cli(["warc-get", "http://a.example/", "--crawl-root", root, "--verbose"], state)
-    assert verbose.returncode == 1, verbose.stderr  # not archived
-    assert verbose.stdout == ""
-    assert "Using incubator modules" in verbose.stderr
-    assert "http://a.example/ is not archived" in verbose.stderr
-    assert not list((state / "deltacrawl" / "logs").glob("*-warc-get-*.log"))
-
-    capsys.readouterr()
-    assert cli.main(["stats", "--format", "json", "--crawl-root", root, "--verbose", *CONF]) == 0
-    out, err = capsys.readouterr()
-    report = json.loads(out)  # stdout is exactly one JSON object
+    stats = run_cli(["stats", "--format", "json", "--crawl-root", root, "--verbose"], state)
+    assert stats.returncode == 0, stats.stderr
+    report = json.loads(stats.stdout)  # stdout is exactly one JSON object
     assert report["total_urls"] == 1 and report["by_status"] == [["unfetched", 1]]
-    assert re.search(r"^\d\d:\d\d:\d\d stats: 1 URLs on 1 hosts in the crawldb \(\d+\.\d s\)$", err, re.M)
+    # --verbose: the JVM's own output stays on stderr (no log file), next to our lines
+    assert "Using incubator modules" in stats.stderr
+    assert re.search(r"^\d\d:\d\d:\d\d stats: 1 URLs on 1 hosts in the crawldb \(\d+\.\d s\)$", stats.stderr, re.M)
+    assert not list((state / "deltacrawl" / "logs").glob("*-stats-*.log"))
 
 
 def test_a_cold_step_maps_the_class_archive(cold_inject):
