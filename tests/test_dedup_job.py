@@ -203,50 +203,48 @@ def test_dedup_through_spark(spark, server, tmp_path, monkeypatch):
     if canonical in (a + "/orig.html", a + "/copy.html"):
         assert from_dup["score"] == pytest.approx(from_canonical["score"] * float(cfg["dedup.duplicate_link_factor"]))
 
-    # a later segment: a near copy meets the canonical page in dedup/pages
+    # a duplicate is re-checked after schedule.max_interval_s
+    dup_url = a + "/near.html" if canonical != a + "/near.html" else a + "/copy.html"
+    row = rows[dup_url]
+    assert row["status"] == "duplicate" and row["next_fetch_at"] is not None
+    assert (row["next_fetch_at"] - row["last_fetched_at"]).total_seconds() == float(cfg["schedule.max_interval_s"])
+    # the duplicates of the canonical page, and those of other pages, and when they are due
+    orphans = {u: r["next_fetch_at"] for u, r in rows.items()
+               if r["status"] == "duplicate" and r["dup_of"] == canonical and u != dup_url}
+    others = {u: r["next_fetch_at"] for u, r in rows.items() if r["status"] == "duplicate" and r["dup_of"] != canonical}
+    assert orphans and others
+
+    # a later segment holds three things at once (one cycle, not three: each costs a generate, a
+    # fetch, a dedup and an update): a near copy meets the canonical page in dedup/pages (dedup
+    # compares the segment's 2xx pages with that table, where the canonical page's row stays: its
+    # 404 in this segment is no page); the duplicate dup_url, re-checked (time passes: the recheck
+    # is due now), has new content; and the canonical page, due again, is gone
     inject.run(spark, cfg, root, write_seeds(tmp_path / "seeds2.txt", [a + "/late.html"]))
-    seg2, _ = _cycle(spark, cfg, root)
+    for url in (dup_url, canonical):
+        DeltaTable.forPath(spark, root.crawldb).update(f"url = '{url}'", {"next_fetch_at": "timestamp'2000-01-01'"})
+    path = dup_url[len(a):]
+    site = PAGES if canonical.startswith(a) else MIRROR
+    gone_path = "/" + canonical.split("/", 3)[3]
+    old_page, PAGES[path] = PAGES[path], _html(_article(99), "2026-12-02")
+    gone = site.pop(gone_path)
+    try:
+        seg2, _ = _cycle(spark, cfg, root)
+    finally:
+        PAGES[path] = old_page
+        site[gone_path] = gone
     late = {r["url"]: r.asDict() for r in spark.read.parquet(root.dedup_result(seg2)).collect()}
     assert late[a + "/late.html"]["dup_of"] == canonical and late[a + "/late.html"]["match"] == "near"
+    assert dup_url not in late  # with new content it is no duplicate
     # the other ways of deciding, on the segment whose page meets an earlier segment's in the tables
     # (the harder case: the slices must find rows the segment did not write)
     assert len(_same_answer_from_whole_tables(spark, cfg, root, seg2, monkeypatch)) == len(late)
 
-    # a duplicate is re-checked after schedule.max_interval_s: with new content it is released
     update.run(spark, cfg, root, seg2)
-    dup_url = a + "/near.html" if canonical != a + "/near.html" else a + "/copy.html"
-    row = spark.read.format("delta").load(root.crawldb).filter(f"url = '{dup_url}'").collect()[0]
-    assert row["status"] == "duplicate" and row["next_fetch_at"] is not None
-    assert (row["next_fetch_at"] - row["last_fetched_at"]).total_seconds() == float(cfg["schedule.max_interval_s"])
-    # time passes: the recheck is due now
-    DeltaTable.forPath(spark, root.crawldb).update(f"url = '{dup_url}'", {"next_fetch_at": "timestamp'2000-01-01'"})
-    path = dup_url[len(a):]
-    old_page, PAGES[path] = PAGES[path], _html(_article(99), "2026-12-02")
-    try:
-        seg3, _ = _cycle(spark, cfg, root)
-    finally:
-        PAGES[path] = old_page
-    assert dup_url not in {r["url"] for r in spark.read.parquet(root.dedup_result(seg3)).collect()}
-    update.run(spark, cfg, root, seg3)
-    row = spark.read.format("delta").load(root.crawldb).filter(f"url = '{dup_url}'").collect()[0]
-    assert row["status"] == "fetched" and row["dup_of"] is None
-    assert dup_url in {r["url"] for r in spark.read.format("delta").load(root.dedup_pages).collect()}
-
-    # the canonical page goes away: its duplicates are due at once, not at their long re-check
-    rows = spark.read.format("delta").load(root.crawldb).collect()
-    orphans = {r["url"]: r["next_fetch_at"] for r in rows if r["status"] == "duplicate" and r["dup_of"] == canonical}
-    others = {r["url"]: r["next_fetch_at"] for r in rows if r["status"] == "duplicate" and r["dup_of"] != canonical}
-    assert orphans
-    DeltaTable.forPath(spark, root.crawldb).update(f"url = '{canonical}'", {"next_fetch_at": "timestamp'2000-01-01'"})
-    site = PAGES if canonical.startswith(a) else MIRROR
-    path = canonical.split("/", 3)[3]
-    gone = site.pop("/" + path)
-    try:
-        seg4, _ = _cycle(spark, cfg, root)
-    finally:
-        site["/" + path] = gone
-    update.run(spark, cfg, root, seg4)
     after = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}
+    # the re-checked duplicate with new content is released
+    assert after[dup_url]["status"] == "fetched" and after[dup_url]["dup_of"] is None
+    assert dup_url in {r["url"] for r in spark.read.format("delta").load(root.dedup_pages).collect()}
+    # the canonical page went away: its duplicates are due at once, not at their long re-check
     assert after[canonical]["status"] == "gone"
     for url, before in orphans.items():
         assert after[url]["status"] == "duplicate" and after[url]["next_fetch_at"] < before, url
