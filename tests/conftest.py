@@ -265,6 +265,18 @@ def _tree_cpu_s() -> float:
 _CPU_CGROUP: list = []  # [path of this worker's own cpu accounting group, its counter's scale], once made
 
 
+def _remove_stale_groups(base: str) -> None:
+    """Remove the groups of workers that are gone: a worker cannot always remove its own as it ends
+    (pyspark stops the session's JVM only when the interpreter exits, after pytest_unconfigure)."""
+    import os
+    for name in os.listdir(base):
+        if name.startswith("deltacrawl-test-") and not os.path.exists(f"/proc/{name.rsplit('-', 1)[1]}"):
+            try:
+                os.rmdir(os.path.join(base, name))
+            except OSError:  # a process still in it, or another worker removed it first
+                pass
+
+
 def _cgroup_cpu_s() -> float | None:
     """CPU seconds charged so far to this worker's own cgroup: every process it started, also those
     that left its process tree (a subprocess started in a session of its own, Airflow's task
@@ -277,6 +289,7 @@ def _cgroup_cpu_s() -> float | None:
             if not os.path.exists(os.path.join(base, counter)) and not os.path.exists(os.path.join(base, "cgroup.procs")):
                 continue
             group = os.path.join(base, f"deltacrawl-test-{os.getpid()}")
+            _remove_stale_groups(base)
             try:
                 os.makedirs(group, exist_ok=True)
                 with open(os.path.join(group, "cgroup.procs"), "w") as fh:
@@ -296,7 +309,8 @@ def _cgroup_cpu_s() -> float | None:
 
 def pytest_unconfigure(config):
     """The worker's cpu accounting group (_cgroup_cpu_s) goes when it ends: the worker moves back to
-    the parent group and removes its own (left in place while a straggler still runs in it)."""
+    the parent group and removes its own (left in place while a straggler still runs in it, such as
+    the session's JVM: the next run's workers remove it then, _remove_stale_groups)."""
     import os
     if _CPU_CGROUP and _CPU_CGROUP[0]:
         group = os.path.dirname(_CPU_CGROUP[0])
