@@ -28,9 +28,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawl.config import with_values
+from crawl.crawldb.schedule_fit import Fitted
 from crawl.crawldb import schedule
-from crawl.crawldb.status import ALL_STATUSES, DUPLICATE, FetchStatus
+from crawl.crawldb.status import ALL_STATUSES, DUPLICATE, FetchStatus, schedule_policy
 from crawl.dedup.rules import band_rows
 from crawl.net.urls import host_bucket, url_hash
 from jobs import dedup, generate, update
@@ -376,18 +376,19 @@ def update_example(draw):
                       fetch__max_redirects=draw(st.integers(0, 2)),
                       update__outlink_score_factor=draw(st.sampled_from([0.5, 0.85])),
                       fetch__host_overrides=json.dumps(overrides))
+    fitted = None
     if draw(st.booleans()):  # what update fits to the crawl reaches apply_fetch in both paths
         prior = np.geomspace(1.0, 50.0, schedule.RATE_GRID_POINTS)
-        cfg = with_values(cfg, {"fitted.rate_prior": tuple(float(v) for v in prior / prior.sum()),
-                                "fitted.information_horizon_s": draw(st.sampled_from([0.0, 500.0, 5e6]))})
+        fitted = Fitted(draw(st.sampled_from([None, 7.5])), tuple(float(v) for v in prior / prior.sum()),
+                        draw(st.sampled_from([0.0, 500.0, 5e6])))
     cases = [draw(update_case(c)) for c in range(draw(st.integers(6, 14)))]
-    return cfg, cases, draw(st.booleans())
+    return cfg, schedule_policy(cfg, fitted), cases, draw(st.booleans())
 
 
 @settings(max_examples=5, **FIXED)
 @given(example=update_example())
 def test_update_writes_the_same_rows_both_ways(spark, example):
-    cfg, cases, deduped = example
+    cfg, policy, cases, deduped = example
     url_state = _frame(spark, [r for case in cases for r in case[0]], URL_STATE_SCHEMA, URL_STATE_TIMES)
     names = FETCHED_SCHEMA.fieldNames()
     fetched = spark.createDataFrame([tuple(r[n] for n in names) for case in cases for r in case[1]], FETCHED_SCHEMA)
@@ -396,9 +397,9 @@ def test_update_writes_the_same_rows_both_ways(spark, example):
     host_state = _frame(spark, [h for case in cases for h in case[3]], HOST_STATE_SCHEMA, HOST_STATE_TIMES)
 
     local = update.sources_in_memory(spark, cfg, fetched, lambda: dups, update.whole_crawldb(url_state), host_state,
-                                     SEGMENT, NOW)
+                                     SEGMENT, NOW, policy=policy)
     assert local is not None
-    by_spark = update.sources_by_spark(spark, cfg, fetched, dups, url_state, host_state, SEGMENT, NOW)
+    by_spark = update.sources_by_spark(spark, cfg, fetched, dups, url_state, host_state, SEGMENT, NOW, policy=policy)
     try:
         for name in ("updates", "new_rows", "hints", "host_counts"):
             assert table_rows(getattr(local, name)) == table_rows(getattr(by_spark, name)), name
