@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         # whether this run makes the crawl root (run_main does, after these checks): a test web
         # that cannot start (its port taken) must not leave an empty one behind
         local = args.crawl_root.removeprefix("file://")
-        args.root_made_here = "://" not in local and not os.path.exists(local)
+        args.root_made_here = local if "://" not in local and not os.path.exists(local) else None
 
     def body(args, cfg) -> int:
         from jobs.engine.session import build_spark
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
                 except UserError:
                     if args.root_made_here:
                         with suppress(OSError):  # only if still empty: nothing was written
-                            os.rmdir(args.crawl_root.removeprefix("file://"))
+                            os.rmdir(args.root_made_here)
                     raise
                 cfg = with_values(cfg, options)
             tracker = CrawlTracker.open(cfg, args.crawl_root, args.mlflow_uri, "deltacrawl crawl")
