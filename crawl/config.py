@@ -241,12 +241,13 @@ def _validate(cfg: dict[str, Any]) -> None:
         cfg["fetch.host_overrides"] = validate_overrides(cfg["fetch.host_overrides"])
     except ValueError as exc:
         raise ConfigError(f"config key 'fetch.host_overrides': {exc}") from None
+    sections = Config(cfg)  # what the policies below read (cfg.fetch, cfg.discovery)
     try:
-        AddressPolicy.from_config(cfg)  # bad CIDRs or ports: one clear message now, not in a task
+        AddressPolicy.from_config(sections)  # bad CIDRs or ports: one clear message now, not in a task
     except ValueError as exc:
         raise ConfigError(f"config key {exc}") from None
     try:
-        LinkFilter.from_config(cfg)  # bad regexes or scope: one clear message now, not in a task
+        LinkFilter.from_config(sections)  # bad regexes or scope: one clear message now, not in a task
     except ValueError as exc:
         raise ConfigError(f"discovery: {exc}") from None
     agent = cfg["fetch.user_agent"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from crawl import config
-from crawl.config import ConfigError
+from crawl.config import Config, ConfigError
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 # Seconds to open a connection to the endpoint, and to wait for its answer to one request (an
@@ -72,22 +72,24 @@ def s3_uri(bucket: str, key: str) -> str:
 
 def s3_settings(cfg: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> S3Settings:
     """Endpoint, region, addressing style and credentials from the ``s3.*`` options, each empty
-    option falling back to the standard AWS configuration (see conf/defaults.toml)."""
-    endpoint = (cfg["s3.endpoint"] or environ.get("AWS_ENDPOINT_URL_S3")
+    option falling back to the standard AWS configuration (see conf/defaults.toml). ``cfg`` is a
+    Config, or a mapping of every key (crawl.sqlengine passes the defaults as they are loaded)."""
+    cfg = Config.of(cfg)
+    endpoint = (cfg.s3.endpoint or environ.get("AWS_ENDPOINT_URL_S3")
                 or environ.get("AWS_ENDPOINT_URL") or None)
-    region = cfg["s3.region"] or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or FALLBACK_REGION
-    style = cfg["s3.path_style"]  # auto, true or false (crawl.config checks)
+    region = cfg.s3.region or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or FALLBACK_REGION
+    style = cfg.s3.path_style  # auto, true or false (crawl.config checks)
     path_style = endpoint is not None if style == "auto" else style == "true"
     key_id, secret, token = _credentials(cfg, environ)
     return S3Settings(endpoint, region, path_style, key_id, secret, token)
 
 
-def _credentials(cfg: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
+def _credentials(cfg: Config, environ: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
     """(key id, secret, token): from conf, else the AWS_* variables, else a profile; all None
     when only a role (or nothing) would provide them."""
-    key_id, secret = cfg["s3.access_key_id"], cfg["s3.secret_access_key"]
+    key_id, secret = cfg.s3.access_key_id, cfg.s3.secret_access_key
     if key_id and secret:  # both or neither (crawl.config checks)
-        return key_id, secret, cfg["s3.session_token"] or None
+        return key_id, secret, cfg.s3.session_token or None
     key_id, secret = environ.get("AWS_ACCESS_KEY_ID"), environ.get("AWS_SECRET_ACCESS_KEY")
     if key_id and secret:
         return key_id, secret, environ.get("AWS_SESSION_TOKEN") or None

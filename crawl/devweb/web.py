@@ -51,10 +51,11 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Mapping
+from typing import Any
 
 from aiohttp import web
 
+from crawl.config import Config
 from crawl.devweb import devweb_user_agent
 from crawl.devweb.dns import SERVFAIL, SILENT, DevDns
 from crawl.devweb.hostile import HOSTILE, HostileHosts, _not_found, hostile_dns_name
@@ -324,28 +325,29 @@ class DevWeb(GeneratedSite, HostileHosts):
         raise last_err
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any], log_path: str | None = None) -> "DevWeb":
+    def from_config(cls, cfg: Config, log_path: str | None = None) -> "DevWeb":
         """The bundled test web as the devweb.* options describe it (not started); ValueError
         names an unknown behaviour in devweb.hostile."""
-        unknown = [name for name in cfg["devweb.hostile"] if name not in HOSTILE]
+        options = cfg.devweb
+        unknown = [name for name in options.hostile if name not in HOSTILE]
         if unknown:
             raise ValueError(f"devweb.hostile: unknown behaviour {unknown[0]!r} (one of {', '.join(HOSTILE)})")
-        web = cls(hosts=int(cfg["devweb.hosts"]), pages_per_host=int(cfg["devweb.pages_per_host"]),
-                  port=int(cfg["devweb.port"]), seed=int(cfg["devweb.seed"]),
-                  crawl_delay_s=float(cfg["devweb.crawl_delay_s"]), log_path=log_path,
-                  hostile=bool(cfg["devweb.hostile"]), named=bool(cfg["devweb.named"]),
-                  https_port=int(cfg["devweb.https_port"]), dns_port=int(cfg["devweb.dns_port"]))
-        web.seeded_hostile = tuple(cfg["devweb.hostile"])
+        web = cls(hosts=options.hosts, pages_per_host=options.pages_per_host,
+                  port=options.port, seed=options.seed,
+                  crawl_delay_s=options.crawl_delay_s, log_path=log_path,
+                  hostile=bool(options.hostile), named=options.named,
+                  https_port=options.https_port, dns_port=options.dns_port)
+        web.seeded_hostile = tuple(options.hostile)
         return web
 
-    def crawl_config(self, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    def crawl_config(self, cfg: Config) -> dict[str, Any]:
         """The options a crawl of this web sets over ``cfg``: its networks allowed through the
         address guard (which refuses loopback), a user agent naming the test web when ``cfg`` has
         the shipped one, and, named, its DNS server and its CA."""
-        out: dict[str, Any] = {"fetch.allow_networks": [*cfg["fetch.allow_networks"], *self.networks()],
-                               "fetch.user_agent": devweb_user_agent(cfg["fetch.user_agent"])}
+        out: dict[str, Any] = {"fetch.allow_networks": [*cfg.fetch.allow_networks, *self.networks()],
+                               "fetch.user_agent": devweb_user_agent(cfg.fetch.user_agent)}
         if self.named:
-            out["fetch.dns_servers"] = [*cfg["fetch.dns_servers"], self.dns.server]
+            out["fetch.dns_servers"] = [*cfg.fetch.dns_servers, self.dns.server]
             out["fetch.tls_ca_file"] = self.ca_file
         return out
 

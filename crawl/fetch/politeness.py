@@ -13,7 +13,7 @@ previous penalty doubled (exponential backoff), capped.
 from __future__ import annotations
 
 from email.utils import parsedate_to_datetime
-from typing import Any, Mapping
+from typing import Any
 
 from crawl.net.urls import host_without_port
 from crawl.rule_ops import NUMPY_OPS
@@ -102,11 +102,12 @@ def host_override(host: str, overrides: list[dict]) -> dict | None:
     return None
 
 
-def override_value(cfg: Mapping[str, Any], key: str, default: int, host: str) -> int:
+def override_value(cfg: Any, key: str, default: int, host: str) -> int:
     """``key`` of the first fetch.host_overrides entry matching ``host`` that sets it, else
     ``default``: override_rule for one host (jobs.engine.host_caps.override_cap is the same rule
-    as a Spark Column)."""
-    return int(override_rule(cfg["fetch.host_overrides"], key, default, host_name(host)))
+    as a Spark Column). ``cfg`` is a crawl.config.Config (not imported here: crawl.config imports
+    this module to check fetch.host_overrides at load)."""
+    return int(override_rule(cfg.fetch.host_overrides, key, default, host_name(host)))
 
 
 def validate_overrides(overrides: object) -> list[dict]:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 # The crawldb status and fetch outcome of a URL whose host, address or port is refused.
 BLOCKED_STATUS = "blocked_address"
@@ -202,8 +202,10 @@ class AddressPolicy:
         self.allow_ports = frozenset(parse_ports(allow_ports))
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> "AddressPolicy":
-        return cls(cfg["fetch.allow_networks"], cfg["fetch.allow_ports"])
+    def from_config(cls, cfg: Any) -> "AddressPolicy":
+        """The policy of a crawl.config.Config's [fetch] section (crawl.config is not imported
+        here: it imports this module to check a config at load)."""
+        return cls(cfg.fetch.allow_networks, cfg.fetch.allow_ports)
 
     def _allowed(self, address: IPAddress) -> bool:
         return any(address.version == net.version and address in net for net in self.allow_networks)

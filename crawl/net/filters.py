@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
 from publicsuffixlist import PublicSuffixList
 
@@ -192,16 +192,18 @@ class LinkFilter:
         return (type(self), self._args)
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> "LinkFilter":
-        """The filter described by the [discovery] keys of a crawl.config mapping."""
-        return cls(schemes=cfg["discovery.schemes"],
-                   max_url_length=cfg["discovery.max_url_length"],
-                   max_path_depth=cfg["discovery.max_path_depth"],
-                   max_segment_repeats=cfg["discovery.max_segment_repeats"],
-                   deny_extensions=cfg["discovery.deny_extensions"],
-                   include_patterns=cfg["discovery.include_patterns"],
-                   exclude_patterns=cfg["discovery.exclude_patterns"],
-                   scope=cfg["discovery.scope"])
+    def from_config(cls, cfg: Any) -> "LinkFilter":
+        """The filter described by the [discovery] section of a crawl.config.Config (not imported
+        here: crawl.config imports this module to check a config at load)."""
+        discovery = cfg.discovery
+        return cls(schemes=discovery.schemes,
+                   max_url_length=discovery.max_url_length,
+                   max_path_depth=discovery.max_path_depth,
+                   max_segment_repeats=discovery.max_segment_repeats,
+                   deny_extensions=discovery.deny_extensions,
+                   include_patterns=discovery.include_patterns,
+                   exclude_patterns=discovery.exclude_patterns,
+                   scope=discovery.scope)
 
     @property
     def scope(self) -> str:

@@ -40,7 +40,7 @@ import ipaddress
 import re
 import string
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from crawl.net import whatwg
@@ -115,8 +115,10 @@ class UrlRules:
         return (type(self), (self.tracking_params, self.session_params))
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> "UrlRules":
-        return cls(tuple(cfg["discovery.tracking_params"]), tuple(cfg["discovery.session_params"]))
+    def from_config(cls, cfg: Any) -> "UrlRules":
+        """The rules of a crawl.config.Config's [discovery] section (crawl.config is not imported
+        here: it imports this module, through the link filter, to check a config at load)."""
+        return cls(tuple(cfg.discovery.tracking_params), tuple(cfg.discovery.session_params))
 
 
 NameMatcher = Callable[[str], bool]

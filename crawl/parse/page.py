@@ -17,10 +17,11 @@ from __future__ import annotations
 import codecs
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
 from selectolax.lexbor import LexborHTMLParser
 
+from crawl.config import Config
 from crawl.dedup.fingerprint import fingerprint, visible_text
 from crawl.parse.links import extract_links
 from crawl.net.urls import UrlRules
@@ -51,14 +52,15 @@ class ParseOptions:
     pdf_max_document_bytes: int = 128 * 2**20  # decompressed bytes of all of a PDF's streams together
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> "ParseOptions":
+    def from_config(cls, cfg: Config) -> "ParseOptions":
         """From a config the loader checked (crawl.config: the media types, parser names and bounds)."""
-        return cls(int(cfg["parse.max_outlinks"]), UrlRules.from_config(cfg), str(cfg["fetch.robots_agent"]),
-                   content_types=tuple(str(t).strip().lower() for t in cfg["fetch.content_types"]),
-                   disabled=tuple(str(n) for n in cfg["parse.disabled"]),
-                   pdf_max_pages=int(cfg["parse.pdf_max_pages"]),
-                   pdf_max_stream_bytes=int(cfg["parse.pdf_max_stream_mb"]) * 2**20,
-                   pdf_max_document_bytes=int(cfg["parse.pdf_max_document_mb"]) * 2**20)
+        parse = cfg.parse
+        return cls(parse.max_outlinks, UrlRules.from_config(cfg), cfg.fetch.robots_agent,
+                   content_types=tuple(t.strip().lower() for t in cfg.fetch.content_types),
+                   disabled=tuple(parse.disabled),
+                   pdf_max_pages=parse.pdf_max_pages,
+                   pdf_max_stream_bytes=parse.pdf_max_stream_mb * 2**20,
+                   pdf_max_document_bytes=parse.pdf_max_document_mb * 2**20)
 
 
 @dataclass(frozen=True)
