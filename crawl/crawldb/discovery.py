@@ -22,6 +22,7 @@ import functools
 from collections import Counter
 from typing import Any, Iterable, Mapping
 
+from crawl.config import Config
 from crawl.net.bloom import BloomFilter
 from crawl.net.filters import LinkFilter
 from crawl.net.urls import UrlRules, host_of
@@ -52,15 +53,15 @@ def _lsh_params(threshold: float) -> tuple[int, int]:
 class TaskLinks:
     """Shared by every host of one fetch task: the rules, the filter and the Bloom filter."""
 
-    def __init__(self, cfg: Mapping[str, Any], bloom: BloomFilter | None = None):
+    def __init__(self, cfg: Config, bloom: BloomFilter | None = None):
         self.rules = UrlRules.from_config(cfg)
         self.filter = LinkFilter.from_config(cfg)
         self.bloom = bloom
-        self.trap_min_pages = int(cfg["discovery.trap_min_pages"])
-        self.trap_near_dup_share = float(cfg["discovery.trap_near_dup_share"])
-        self.trap_similarity = float(cfg["discovery.trap_similarity"])
-        self.trap_new_urls_per_page = float(cfg["discovery.trap_new_urls_per_page"])
-        self.max_depth = int(cfg["update.max_depth"])
+        self.trap_min_pages = cfg.discovery.trap_min_pages
+        self.trap_near_dup_share = cfg.discovery.trap_near_dup_share
+        self.trap_similarity = cfg.discovery.trap_similarity
+        self.trap_new_urls_per_page = cfg.discovery.trap_new_urls_per_page
+        self.max_depth = cfg.update.max_depth
 
     def for_host(self, host: str) -> "HostLinks":
         return HostLinks(host, self)

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from crawl.config import Config
 from crawl.crawldb import schedule
 
 # The columns fit reads, one array each (update's sample of the known URLs' rows).
@@ -50,7 +51,7 @@ def _histories(histories: Mapping[str, np.ndarray], pick=slice(None)) -> dict[st
             "change_span_s": histories["change_span_s"][pick], "exposure_changes": histories["exposure_changes"][pick]}
 
 
-def fit(histories: Mapping[str, np.ndarray], cfg: Mapping[str, Any], *, refresh_per_cycle: float, cycle_s: float,
+def fit(histories: Mapping[str, np.ndarray], cfg: Config, *, refresh_per_cycle: float, cycle_s: float,
         sampled_share: float, seed: int | None = None) -> Fitted:
     """The fitted values (module docstring) from ``histories`` ({column: array}, HISTORY_COLUMNS,
     NaN for nulls), a ``sampled_share`` of the known URLs; ``refresh_per_cycle`` fetches for
@@ -58,22 +59,24 @@ def fit(histories: Mapping[str, np.ndarray], cfg: Mapping[str, Any], *, refresh_
     n = int(np.size(histories["observed_count"]))
     if n == 0:
         return NOT_FITTED
-    grid = {"min_interval_s": float(cfg["schedule.min_interval_s"]), "max_interval_s": float(cfg["schedule.max_interval_s"]),
-            "prior_min_change_s": float(cfg["schedule.prior_min_change_s"]),
-            "prior_max_change_s": float(cfg["schedule.prior_max_change_s"])}
+    options = cfg.schedule
+    # the interval bounds are whole seconds (ints): the fit's grid takes floats
+    grid = {"min_interval_s": float(options.min_interval_s), "max_interval_s": float(options.max_interval_s),
+            "prior_min_change_s": options.prior_min_change_s,
+            "prior_max_change_s": options.prior_max_change_s}
     prior = None
-    if cfg["schedule.fit_rate_prior"]:
+    if options.fit_rate_prior:
         prior = schedule.fit_rate_prior(**_histories(histories), prior_min_change_s=grid["prior_min_change_s"],
                                         prior_max_change_s=grid["prior_max_change_s"])
-    horizon = float(cfg["schedule.information_horizon_cycles"]) * max(float(cycle_s), 0.0)
-    if not cfg["schedule.fit_fetch_value"]:
+    horizon = options.information_horizon_cycles * max(float(cycle_s), 0.0)
+    if not options.fit_fetch_value:
         return Fitted(None, prior, horizon)
     weight = schedule.importance(histories["score"], histories["depth"],
-                                 score_exponent=float(cfg["schedule.score_exponent"]),
-                                 depth_decay=float(cfg["schedule.depth_decay"]),
-                                 score_floor=float(cfg["schedule.score_floor"]))
+                                 score_exponent=options.score_exponent,
+                                 depth_decay=options.depth_decay,
+                                 score_floor=options.score_floor)
     budget = {"refresh_per_cycle": refresh_per_cycle, "cycle_s": cycle_s,
-              "headroom": float(cfg["schedule.fit_headroom"]), **grid}
+              "headroom": options.fit_headroom, **grid}
     mu = schedule.fit_fetch_value(**_histories(histories), importance=weight, sampled_share=sampled_share,
                                   rate_prior=prior, **budget)
     if horizon > 0 and 0 < mu < math.inf:
@@ -84,6 +87,6 @@ def fit(histories: Mapping[str, np.ndarray], cfg: Mapping[str, Any], *, refresh_
         mu = schedule.fit_fetch_value(**_histories(histories, pick), importance=np.asarray(weight)[pick],
                                       sampled_share=sampled_share * pick.size / n, rate_prior=prior,
                                       information_horizon_s=horizon, information_fetch_value_s=mu,
-                                      information_max_changes=float(cfg["schedule.information_max_changes"]),
+                                      information_max_changes=float(options.information_max_changes),
                                       **budget)
     return Fitted(mu, prior, horizon)

@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from crawl.config import Config
 from crawl.crawldb.schedule import priority, valued
 from crawl.crawldb.status import FETCHED, NOTMODIFIED
 from crawl.rule_ops import NUMPY_OPS, By, sort_key
@@ -125,7 +126,7 @@ def budget_split(top_n: int, discovery_share: float) -> tuple[int, int]:
 
 
 def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_budget: Mapping[str, int | None],
-           quotas: tuple[int, int], top_n: int, cfg: Mapping[str, Any], now: float) -> list[tuple[Mapping[str, Any], int]]:
+           quotas: tuple[int, int], top_n: int, cfg: Config, now: float) -> list[tuple[Mapping[str, Any], int]]:
     """(due row, rank in its host) of each URL the cycle fetches, best first. ``due``: the due
     URLs (jobs/generate.DUE_COLUMNS, times in epoch seconds) of hosts neither deferred nor backing
     off, and with generate.fill_budget those that may be taken early (early_rule); ``url_budget``: a host's lowered budget, if it has one; ``quotas``: the
@@ -137,14 +138,14 @@ def select(due: list[Mapping[str, Any]], host_cap: Callable[[str], int], url_bud
         early = np.atleast_1d(early_rule(np.array([r["status"] for r in due], dtype=object),
                                          np.array(next_at, dtype=float),
                                          np.array([r["last_fetched_at"] for r in due], dtype=float), float(now),
-                                         float(cfg["schedule.min_interval_s"]), NUMPY_OPS))
+                                         float(cfg.schedule.min_interval_s), NUMPY_OPS))
     column = {name: [r.get(name) for r in due] for name in (
         "score", "depth", "fetch_interval_s", "status", "refresh_value", "refresh_slope", "last_fetched_at")}
     weights = priority(column["score"], column["depth"], now, next_at, column["fetch_interval_s"], early=early,
                        status=column["status"], refresh_value=column["refresh_value"],
                        refresh_slope=column["refresh_slope"], last_fetched_at=column["last_fetched_at"],
-                       score_exponent=float(cfg["schedule.score_exponent"]),
-                       depth_decay=float(cfg["schedule.depth_decay"]), score_floor=float(cfg["schedule.score_floor"]))
+                       score_exponent=cfg.schedule.score_exponent,
+                       depth_decay=cfg.schedule.depth_decay, score_floor=cfg.schedule.score_floor)
     is_valued = np.atleast_1d(valued(column["status"], column["refresh_value"], column["refresh_slope"],
                                      column["last_fetched_at"], column["fetch_interval_s"]))
     # the rules on whole columns at once (numpy), as Spark evaluates them on whole columns
