@@ -195,21 +195,63 @@ def test_the_config_is_typed_sections_and_a_mapping_of_dotted_keys():
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 CONFIG_NAME = __import__("re").compile(r"(?:^|[._])(?:cfg|config)$")  # cfg, self.cfg, run_cfg, ctx.cfg
+# calls that return a config: Config.of(cfg).warc.s3_part_mb reads a key like cfg.warc.s3_part_mb
+CONFIG_CALLS = ("Config", "Config.of", "build_config", "make_config", "with_values")
+
+
+def _is_config(node) -> bool:
+    """``node`` is an expression holding a config: a name like one, or a call that makes one."""
+    import ast
+    if isinstance(node, ast.Call):
+        name = ast.unparse(node.func)
+        return name in CONFIG_CALLS or name.endswith(tuple(f".{call}" for call in CONFIG_CALLS))
+    return isinstance(node, (ast.Name, ast.Attribute)) and bool(CONFIG_NAME.search(ast.unparse(node)))
+
+
+def _section_names(scope, sections) -> dict[str, str]:
+    """{name: section} of the names that hold one section of a config in a function (or a
+    module's top level): ``fetch = cfg.fetch``, or a parameter annotated ``schedule: ScheduleConfig``."""
+    import ast
+    held: dict[str, str] = {}
+    classes = {f"{name.capitalize()}Config": name for name in sections}
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for arg in [*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs]:
+            if arg.annotation is not None and ast.unparse(arg.annotation).strip("'\"") in classes:
+                held[arg.arg] = classes[ast.unparse(arg.annotation).strip("'\"")]
+    for node in _own_nodes(scope):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Attribute) and node.value.attr in sections and _is_config(node.value.value):
+            held[node.targets[0].id] = node.value.attr
+    return held
+
+
+def _own_nodes(scope):
+    """The nodes of a function (or module) outside the functions defined in it."""
+    import ast
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
 
 
 def config_reads(source: str) -> list[tuple[int, str]]:
     """(line, key) of every config key a Python source reads: a "section.key" literal read by
     subscript or .get() (from any mapping: a config, or a part of one),
-    a key given to with_values or to a ``{**cfg, ...}`` copy, and ``cfg.section.key`` on anything
-    named like a config. Spark's own settings ("spark.speculation") are set or read from Spark's
-    objects, never subscripted out of a config, so they do not count; nor do [spark.conf]'s
-    pass-through keys."""
+    a key given to with_values or to a ``{**cfg, ...}`` copy, ``cfg.section.key`` on anything
+    named like a config or made by a call that makes one (``Config.of(cfg).warc.s3_part_mb``), and
+    ``name.key`` where the function's ``name`` holds a section (``fetch = cfg.fetch``, or a
+    parameter ``fetch: FetchConfig``). Spark's own settings ("spark.speculation") are set or read
+    from Spark's objects, never subscripted out of a config, so they do not count; nor do
+    [spark.conf]'s pass-through keys."""
     import ast
     import re
     from crawl.config import SECTIONS, SPARK_PASSTHROUGH
     key_pattern = re.compile(r"(?:%s)\.[A-Za-z_]\w*" % "|".join(SECTIONS))
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
         literals: list[ast.expr | None] = []
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and not isinstance(node.value, ast.Call):
             literals = [node.slice]
@@ -223,12 +265,17 @@ def config_reads(source: str) -> list[tuple[int, str]]:
                                                 for k, v in zip(node.keys, node.values)):
             literals = list(node.keys)
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \
-                and node.value.attr in SECTIONS and CONFIG_NAME.search(ast.unparse(node.value.value)):
+                and node.value.attr in SECTIONS and _is_config(node.value.value):
             found.append((node.lineno, f"{node.value.attr}.{node.attr}"))
         for literal in literals:
             if isinstance(literal, ast.Constant) and isinstance(literal.value, str) \
                     and key_pattern.fullmatch(literal.value) and not literal.value.startswith(SPARK_PASSTHROUGH):
                 found.append((literal.lineno, literal.value))
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
+            held = _section_names(node, SECTIONS)
+            found += [(read.lineno, f"{held[read.value.id]}.{read.attr}") for read in _own_nodes(node)
+                      if isinstance(read, ast.Attribute) and isinstance(read.value, ast.Name)
+                      and read.value.id in held and isinstance(read.ctx, ast.Load)]
     return found
 
 
@@ -237,13 +284,24 @@ def test_the_declared_key_checker_sees_an_undeclared_key():
               "    a = cfg['fetch.delay_s'] + cfg.get('fetch.dealy_s', 1.0)\n"
               "    b = ctx.cfg.fetch.delay_s + ctx.cfg.fetch.dely_s + with_values(cfg, {'generate.top_m': 1})\n"
               "    conf = {'spark.speculation': 'false'}; conf['spark.jars'] = ''\n"
-              "    return {**cfg, 'dedup.max_hammin': 2}, spark_settings(cfg).get('spark.speculation')\n")
+              "    return {**cfg, 'dedup.max_hammin': 2}, spark_settings(cfg).get('spark.speculation')\n"
+              # a section held by a name, by an annotated parameter, or read off a call that makes a config
+              "def g(cfg, schedule: ScheduleConfig, other):\n"
+              "    parse = cfg.parse\n"
+              "    other.fetch.delay_ss = 1  # not a config: no read\n"
+              "    return parse.max_outlinks + parse.max_outlink + schedule.min_intervall_s + other.max_outlink, \\\n"
+              "        Config.of(cfg).warc.s3_part_mbb, build_config().generate.top_n\n"
+              "def h(parse):\n"
+              "    return parse.max_outlinkz  # another function's parse: not a section here\n")
     reads = config_reads(source)
     assert sorted(key for _, key in reads) == ["dedup.max_hammin", "fetch.dealy_s", "fetch.delay_s", "fetch.delay_s",
-                                               "fetch.dely_s", "generate.top_m"]
+                                               "fetch.dely_s", "generate.top_m", "generate.top_n", "parse.max_outlink",
+                                               "parse.max_outlinks", "schedule.min_intervall_s", "warc.s3_part_mbb"]
     declared = set(load_defaults())
     assert sorted(key for _, key in reads if key not in declared) == ["dedup.max_hammin", "fetch.dealy_s",
-                                                                      "fetch.dely_s", "generate.top_m"]
+                                                                      "fetch.dely_s", "generate.top_m",
+                                                                      "parse.max_outlink", "schedule.min_intervall_s",
+                                                                      "warc.s3_part_mbb"]
 
 
 def test_every_config_key_read_in_code_is_declared():
