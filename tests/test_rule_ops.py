@@ -178,11 +178,12 @@ def test_hamming_counts_the_same_bits_on_columns(spark):
 
 def test_host_override_caps_are_the_same_for_a_host_and_for_a_column(spark):
     from crawl.fetch.politeness import override_value
+    from crawl.config import build_config
     from jobs.engine.host_caps import override_cap
-    cfg = {"fetch.host_overrides": [{"pattern": "*.a.example", "max_urls_per_cycle": 3},
-                                    {"pattern": "x.a.example", "max_urls_per_cycle": 9},
-                                    {"pattern": "b.example", "delay_s": 1.0},
-                                    {"pattern": "b.example", "max_urls_per_cycle": 5}]}
+    cfg = build_config(overrides={"fetch.host_overrides": [{"pattern": "*.a.example", "max_urls_per_cycle": 3},
+                                                           {"pattern": "x.a.example", "max_urls_per_cycle": 9},
+                                                           {"pattern": "b.example", "delay_s": 1.0},
+                                                           {"pattern": "b.example", "max_urls_per_cycle": 5}]})
     hosts = ["a.example", "x.a.example:8080", "X.A.Example", "b.example:81", "xa.example", "[::1]:80", "c.example"]
     df = spark.createDataFrame([(h,) for h in hosts], "host string")
     got = [r[0] for r in df.select(override_cap(cfg, "max_urls_per_cycle", 7)).collect()]

@@ -8,6 +8,7 @@ import os
 
 from delta.tables import DeltaTable
 
+from crawl.config import with_values
 from crawl.net.bloom import BloomFilter
 from jobs import inject
 from jobs.engine import seen_filter as seen_filter_module
@@ -52,7 +53,7 @@ def append_urls(spark, root, urls: list[str]) -> None:
 
 def test_stored_filter_is_reused_updated_or_built_again(spark, cfg, root, tmp_path):
     add_seeds(spark, cfg, root, tmp_path, "a", [f"http://a{i}.test/" for i in range(5)])
-    assert seen_filter(spark, root, {**cfg, "discovery.bloom_fpr": 0.0}) is None and stored(root) == []  # off
+    assert seen_filter(spark, root, with_values(cfg, {"discovery.bloom_fpr": 0.0})) is None and stored(root) == []  # off
     first = seen_filter(spark, root, cfg)
     table, version = table_and_version(spark, root)
     folder = os.path.join(root.root, "seen_filter")

@@ -33,8 +33,8 @@ import tempfile
 import time
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, Mapping
 
+from crawl.config import Config
 from jobs.engine.jars import pyspark_jars_dir
 
 # set in the child that builds the archive: its own JVM must not look for (or build) one
@@ -74,15 +74,15 @@ def archive_key() -> str | None:
     return digest.hexdigest()[:16]
 
 
-def archive_path(cfg: Mapping[str, Any]) -> Path | None:
+def archive_path(cfg: Config) -> Path | None:
     key = archive_key()
-    return None if key is None else default_dir(str(cfg["spark.class_archive_dir"])) / f"spark-{key}.jsa"
+    return None if key is None else default_dir(cfg.spark.class_archive_dir) / f"spark-{key}.jsa"
 
 
-def ensure_archive(cfg: Mapping[str, Any]) -> Path | None:
+def ensure_archive(cfg: Config) -> Path | None:
     """The archive for this Java and Spark, built first if there is none; None when class data
     sharing is off, cannot be used here, or another process is building it right now."""
-    if not bool(cfg["spark.class_data_sharing"]) or os.environ.get(_BUILDING):
+    if not cfg.spark.class_data_sharing or os.environ.get(_BUILDING):
         return None
     path = archive_path(cfg)
     if path is None:

@@ -18,11 +18,12 @@ the URLs fetched in this segment are dropped, and the rest are joined with the c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from crawl.config import Config
 from crawl.crawldb.in_memory import (CANDIDATE_AGGREGATES, LINK_SOURCES, NEW_URL_ORDER, lastmod_hint_rule,
                                       within_budget_rule)
 from crawl.crawldb.status import discovered_links, new_url_state, outlink_score
@@ -61,13 +62,13 @@ class LinkSettings:
     buckets: int          # crawldb.host_buckets
 
     @classmethod
-    def of(cls, cfg: Mapping[str, Any]) -> "LinkSettings":
-        factor = float(cfg["update.outlink_score_factor"])
-        return cls(factor, int(cfg["update.max_depth"]), int(cfg["fetch.max_redirects"]),
-                   outlink_score(float(cfg["inject.seed_score"]), 1, factor), int(cfg["crawldb.host_buckets"]))
+    def of(cls, cfg: Config) -> "LinkSettings":
+        factor = cfg.update.outlink_score_factor
+        return cls(factor, cfg.update.max_depth, cfg.fetch.max_redirects,
+                   outlink_score(cfg.inject.seed_score, 1, factor), cfg.crawldb.host_buckets)
 
 
-def candidates(spark: SparkSession, outcomes: DataFrame, hosts: DataFrame, cfg: Mapping[str, Any]) -> DataFrame:
+def candidates(spark: SparkSession, outcomes: DataFrame, hosts: DataFrame, cfg: Config) -> DataFrame:
     """One row per URL discovered in the segment and not fetched in it (``_CANDIDATE_SCHEMA``)."""
     settings = LinkSettings.of(cfg)
     factor, max_depth, max_redirects = settings.factor, settings.max_depth, settings.max_redirects
@@ -95,14 +96,14 @@ def candidates(spark: SparkSession, outcomes: DataFrame, hosts: DataFrame, cfg: 
                                  verifySchema=False)
 
 
-def host_total_cap(cfg: Mapping[str, Any]) -> Column:
+def host_total_cap(cfg: Config) -> Column:
     """discovery.max_urls_per_host_total, or the first matching override's max_urls_total."""
-    return override_cap(cfg, "max_urls_total", int(cfg["discovery.max_urls_per_host_total"]))
+    return override_cap(cfg, "max_urls_total", cfg.discovery.max_urls_per_host_total)
 
 
-def host_total_cap_of(cfg: Mapping[str, Any], host: str) -> int:
+def host_total_cap_of(cfg: Config, host: str) -> int:
     """host_total_cap for one host, in Python."""
-    return override_value(cfg, "max_urls_total", int(cfg["discovery.max_urls_per_host_total"]), host)
+    return override_value(cfg, "max_urls_total", cfg.discovery.max_urls_per_host_total, host)
 
 
 def split_known(cands: DataFrame, url_state: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -114,7 +115,7 @@ def split_known(cands: DataFrame, url_state: DataFrame) -> tuple[DataFrame, Data
             joined.filter(F.col("_known")).drop("_known"))
 
 
-def within_host_budget(unknown: DataFrame, host_state: DataFrame, cfg: Mapping[str, Any]) -> DataFrame:
+def within_host_budget(unknown: DataFrame, host_state: DataFrame, cfg: Config) -> DataFrame:
     """Unknown candidates with ``_keep``: whether the host's total budget has room for them."""
     counts = host_state.select("host_bucket", "host", "url_count")
     best_first = Window.partitionBy("host").orderBy(*spark_order(NEW_URL_ORDER))

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
+from crawl.config import Config
 from crawl.crawldb.hints import HINT_APPLIES_SQL
 from crawl.crawldb.in_memory import within_budget_rule
 from crawl.crawldb.status import new_url_state
@@ -79,10 +80,10 @@ def ensure_hints_table(spark: SparkSession, root: CrawlRoot) -> None:
      .property(CHANGE_FEED_PROPERTY, "true").execute())
 
 
-def append_hints(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, urls: list[str], now: float,
+def append_hints(spark: SparkSession, cfg: Config, root: CrawlRoot, urls: list[str], now: float,
                  source: str = PUSH_SOURCE) -> None:
     """Append ``urls`` (normalised and filtered: crawl.crawldb.hints.parse_hint_lines), hinted at ``now``."""
-    buckets = int(cfg["crawldb.host_buckets"])
+    buckets = cfg.crawldb.host_buckets
     rows = [(u, url_hash(u), host_of(u), host_bucket(host_of(u), buckets), float(now), source) for u in urls]
     schema = StructType([f if f.name != "hinted_at" else StructField("hinted_at", DoubleType(), False)
                          for f in HINTS_SCHEMA.fields])
@@ -132,7 +133,7 @@ def _unread_hints(spark: SparkSession, path: str, after: int | None, upto: int) 
     return every, every.count()
 
 
-def consume_hints(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot) -> HintsConsumed:
+def consume_hints(spark: SparkSession, cfg: Config, root: CrawlRoot) -> HintsConsumed:
     """Apply the hints not consumed yet to the crawldb (module docstring); nothing without a
     hints table or new versions."""
     path = hints_path(root)
@@ -185,7 +186,7 @@ def _hints_for_leased_urls_again(spark: SparkSession, root: CrawlRoot, hints: Da
         leased.unpersist()
 
 
-def _within_host_budgets(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot,
+def _within_host_budgets(spark: SparkSession, cfg: Config, root: CrawlRoot,
                          hints: DataFrame) -> tuple[DataFrame, int]:
     """(the hints to merge, how many were left out): every hint for a known URL, and those for
     unknown URLs while their host's total budget has room (discovery.max_urls_per_host_total or an
@@ -209,13 +210,13 @@ def _within_host_budgets(spark: SparkSession, cfg: Mapping[str, Any], root: Craw
         ranked.unpersist()
 
 
-def _merge_hints(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, hints: DataFrame,
+def _merge_hints(spark: SparkSession, cfg: Config, root: CrawlRoot, hints: DataFrame,
                  now: float) -> tuple[int, int]:
     """(made due, inserted): one MERGE of the hints into the crawldb; a leased URL is left as it
     is (``_hints_for_leased_urls_again``)."""
     # a new URL: crawl.crawldb.status.new_url_state's row (a seed's: depth 0, inject.seed_score),
     # due at the hint's time
-    template = new_url_state("", "", 0, 0, 0, float(cfg["inject.seed_score"]), 0.0)
+    template = new_url_state("", "", 0, 0, 0, cfg.inject.seed_score, 0.0)
     values: dict[str, Any] = {f.name: F.lit(template.get(f.name)).cast(f.dataType) for f in URL_STATE_SCHEMA.fields}
     values.update({c: F.col(f"s.{c}") for c in ("url", "url_hash", "host", "host_bucket")})
     values.update(discovered_at=F.col("s.hinted_at"), next_fetch_at=F.col("s.hinted_at"))

@@ -7,11 +7,11 @@ paths use it); tests/test_rule_ops.py holds the two equal.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from crawl.config import Config
 from crawl.fetch.politeness import override_rule
 from jobs.engine.column_ops import COLUMN_OPS
 
@@ -21,12 +21,12 @@ def host_name_col() -> Column:
     return F.lower(F.regexp_replace(F.col("host"), r":[0-9]+$", ""))
 
 
-def override_cap(cfg: Mapping[str, Any], key: str, default: int) -> Column:
+def override_cap(cfg: Config, key: str, default: int) -> Column:
     """``default``, or ``key`` of the first fetch.host_overrides entry matching the row's host that
     sets it (crawl.fetch.politeness.override_rule, as a Column)."""
-    return override_rule(cfg["fetch.host_overrides"], key, default, host_name_col(), COLUMN_OPS)
+    return override_rule(cfg.fetch.host_overrides, key, default, host_name_col(), COLUMN_OPS)
 
 
-def per_host_cap(cfg: Mapping[str, Any]) -> Column:
+def per_host_cap(cfg: Config) -> Column:
     """generate.max_urls_per_host, or the first matching override's max_urls_per_cycle."""
-    return override_cap(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]))
+    return override_cap(cfg, "max_urls_per_cycle", cfg.generate.max_urls_per_host)

@@ -4,13 +4,14 @@ enough for a step's in-memory path, and the release of what a step cached.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from crawl.config import Config
 from jobs.engine.crawl_root import CrawlRoot
 from jobs.engine.tables import table_bytes, table_version
 
@@ -25,10 +26,10 @@ class CachedFrames:
             df.unpersist()
 
 
-def fits_driver(spark: SparkSession, cfg: Mapping[str, Any], path: str) -> bool:
+def fits_driver(spark: SparkSession, cfg: Config, path: str) -> bool:
     """The table at ``path`` is small enough for a step's in-memory path to read it whole
     (crawldb.local_read_max_mb)."""
-    max_bytes = float(cfg["crawldb.local_read_max_mb"]) * 1024 * 1024
+    max_bytes = cfg.crawldb.local_read_max_mb * 1024 * 1024
     return max_bytes > 0 and table_bytes(spark, path) <= max_bytes
 
 

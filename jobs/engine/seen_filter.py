@@ -34,11 +34,12 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from crawl.config import Config
 from crawl.net.bloom import BloomFilter
 from jobs.engine.logs import step_logger
 from jobs.engine.crawl_root import CrawlRoot, hadoop_path
@@ -80,14 +81,14 @@ class SeenFilter:
                 f"{self.nbytes / 2**20:.1f} MiB, expected false-positive rate {self.expected_fpr:.4f}")
 
 
-def seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Mapping[str, Any]) -> SeenFilter | None:
+def seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Config) -> SeenFilter | None:
     """The filter of every URL the crawldb holds now: the stored one, brought up to date, or a full
     build (module docstring); stored for the next fetch. None when discovery.bloom_fpr is 0, or when
     discovery.bloom_max_mb keeps it too small to use (MAX_USABLE_FACTOR)."""
-    fpr = float(cfg["discovery.bloom_fpr"])
+    fpr = cfg.discovery.bloom_fpr
     if fpr <= 0:
         return None
-    max_bytes = int(cfg["discovery.bloom_max_mb"]) * 2**20
+    max_bytes = cfg.discovery.bloom_max_mb * 2**20
     store = _FilterStore(spark, f"{root.root}/seen_filter")
     snapshot = latest_snapshot(spark, root.crawldb)
     table, version = str(snapshot.metadata().id()), int(snapshot.version())
@@ -123,7 +124,7 @@ def seen_filter(spark: SparkSession, root: CrawlRoot, cfg: Mapping[str, Any]) ->
         step_logger("fetch").warning(
             "the seen-URL filter of %d URLs is capped at discovery.bloom_max_mb = %s MiB, where it would drop "
             "%.1f%% of new links as known: not used this cycle (raise discovery.bloom_max_mb)",
-            bloom.count, cfg["discovery.bloom_max_mb"], 100 * bloom.expected_fpr())
+            bloom.count, cfg.discovery.bloom_max_mb, 100 * bloom.expected_fpr())
         return None
     return SeenFilter(data, bloom.count, bloom.nbytes, bloom.expected_fpr(), version, how, added,
                       "" if how != "built" else why)

@@ -41,6 +41,7 @@ from typing import Any, Callable, Mapping, Sequence
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from crawl.config import Config
 from crawl.tracking import (CYCLE_STEPS, StepFigures, TrackingStore, config_document, config_params,
                             cycle_metrics, cycle_row, figures_document, tracking_store)
 from jobs.engine.commit_info import USER_METADATA_CONF, commit_metadata, run_context, set_crawl_cycle
@@ -177,7 +178,7 @@ def append_cycle_rows(spark: SparkSession, root: CrawlRoot, rows: Sequence[Mappi
     spark.createDataFrame(data, CYCLES_SCHEMA).write.format("delta").mode("append").save(root.cycles)
 
 
-def record_step(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, step: str, run: Callable[[], Any],
+def record_step(spark: SparkSession, cfg: Config, root: CrawlRoot, step: str, run: Callable[[], Any],
                 args: argparse.Namespace, what: str = "") -> Any:
     """Run one step on its own (``deltacrawl fetch SEG`` ...) between its start and end lines on
     stderr (``what`` names its input) and append its row to the cycles table; with --crawl-id,
@@ -249,7 +250,7 @@ def cycles_of_run(spark: SparkSession, root: CrawlRoot, crawl_id: str,
     return sorted(out.items())
 
 
-def finish_run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, args: argparse.Namespace,
+def finish_run(spark: SparkSession, cfg: Config, root: CrawlRoot, args: argparse.Namespace,
                stats: Mapping[str, Any]) -> None:
     """``stats --crawl-id ID``: end that crawl run's MLflow run like ``crawl`` ends its own."""
     crawl_id, _ = run_context(args, "stats")
@@ -305,10 +306,10 @@ class CrawlTracker:
         self.run_id: str | None = None
 
     @classmethod
-    def open(cls, cfg: Mapping[str, Any], crawl_root: str, cli_uri: str | None, prog: str) -> "CrawlTracker | None":
+    def open(cls, cfg: Config, crawl_root: str, cli_uri: str | None, prog: str) -> "CrawlTracker | None":
         """None when tracking is off (--mlflow-uri off, mlflow.tracking_uri = "off")."""
-        store = tracking_store(crawl_root, cli_uri, str(cfg["mlflow.tracking_uri"]), os.environ)
-        return None if store is None else cls(store, str(cfg["mlflow.experiment"]), OneLineWarnings(prog))
+        store = tracking_store(crawl_root, cli_uri, cfg.mlflow.tracking_uri, os.environ)
+        return None if store is None else cls(store, cfg.mlflow.experiment, OneLineWarnings(prog))
 
     @property
     def active(self) -> bool:

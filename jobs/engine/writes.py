@@ -15,13 +15,14 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator
 
 from delta.tables import DeltaTable
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from crawl.config import Config
 from jobs.engine.crawl_root import CrawlRoot
 from jobs.engine.reads import url_counts
 from jobs.engine.tables import table_bytes
@@ -81,13 +82,13 @@ def session_setting(spark: SparkSession, key: str, value: str | None) -> Iterato
 
 
 @contextmanager
-def merge_mode(spark: SparkSession, cfg: Mapping[str, Any], *paths: str) -> Iterator[bool]:
+def merge_mode(spark: SparkSession, cfg: Config, *paths: str) -> Iterator[bool]:
     """The MERGEs made inside mark changed rows in deletion vectors if one of the tables at
     ``paths`` (those they write) holds more than crawldb.deletion_vectors_min_mb, and rewrite the
     files they touch otherwise (yields which). A deletion-vector MERGE writes what changed, however
     large the table, but costs ~1 s more on a small one (conf/defaults.toml). One decision for all
     of a step's MERGEs: the setting belongs to the session (they may run side by side)."""
-    min_bytes = float(cfg["crawldb.deletion_vectors_min_mb"]) * 1024 * 1024
+    min_bytes = cfg.crawldb.deletion_vectors_min_mb * 1024 * 1024
     mark = min_bytes == 0 or any(table_bytes(spark, path) > min_bytes for path in paths)
     with session_setting(spark, MERGE_DELETION_VECTORS, "true" if mark else "false"):
         yield mark
