@@ -68,6 +68,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
+from crawl.config import Config
 from crawl.fetch.fetcher import HOST_FIELDS
 from crawl.fetch.politeness import override_value
 from crawl.crawldb import selection
@@ -118,15 +119,15 @@ def _epoch(name: str) -> Column:
     return F.unix_micros(F.col(name)) / F.lit(1e6)
 
 
-def early_col(cfg: Mapping[str, Any], now: float) -> Column:
+def early_col(cfg: Config, now: float) -> Column:
     """crawl.crawldb.selection.early_rule as a Column: the row may fill the budget before it is due."""
     return selection.early_rule(F.col("status"), _epoch("next_fetch_at"), _epoch("last_fetched_at"), float(now),
-                                float(cfg["schedule.min_interval_s"]), COLUMN_OPS)
+                                float(cfg.schedule.min_interval_s), COLUMN_OPS)
 
 
-def _due_regardless_of_host(url_state: DataFrame, cfg: Mapping[str, Any], now: float) -> DataFrame:
+def _due_regardless_of_host(url_state: DataFrame, cfg: Config, now: float) -> DataFrame:
     """crawl.crawldb.selection.fetchable_rule as a filter (the held-back hosts are select_due's)."""
-    early = early_col(cfg, now) if cfg["generate.fill_budget"] else F.lit(False)
+    early = early_col(cfg, now) if cfg.generate.fill_budget else F.lit(False)
     return url_state.filter(selection.fetchable_rule(F.col("next_fetch_at"), F.col("lease_until"),
                                                      from_epoch_col(F.lit(now)), early, COLUMN_OPS))
 
@@ -136,28 +137,28 @@ def _held_back(now: float) -> Column:
     return held_back_rule(F.col("deferred_until"), F.col("backoff_until"), from_epoch_col(F.lit(now)), COLUMN_OPS)
 
 
-def select_due(url_state: DataFrame, host_state: DataFrame, cfg: Mapping[str, Any], now: float) -> DataFrame:
+def select_due(url_state: DataFrame, host_state: DataFrame, cfg: Config, now: float) -> DataFrame:
     """URLs eligible for fetching now (see module docstring)."""
     held_back = host_state.filter(_held_back(now)).select("host_bucket", "host")
     return _due_regardless_of_host(url_state, cfg, now).join(held_back, ["host_bucket", "host"], "left_anti")
 
 
-def largest_host_cap(cfg: Mapping[str, Any]) -> int:
+def largest_host_cap(cfg: Config) -> int:
     """The largest per-host cap any host can have (per_host_cap; a trap's url_budget only lowers
     it). As a literal bound on the rank in its host it lets Spark keep only each host's best rows
     in every partition before the shuffle (WindowGroupLimit, up to
     spark.sql.optimizer.windowGroupLimitThreshold, 1,000 by default), so a giant host's due URLs
     are neither shuffled nor sorted whole in one task."""
-    return max([int(cfg["generate.max_urls_per_host"])]
-               + [int(e["max_urls_per_cycle"]) for e in cfg["fetch.host_overrides"] if "max_urls_per_cycle" in e])
+    return max([cfg.generate.max_urls_per_host]
+               + [int(e["max_urls_per_cycle"]) for e in cfg.fetch.host_overrides if "max_urls_per_cycle" in e])
 
 
-def _priority_settings(cfg: Mapping[str, Any]) -> dict[str, float]:
-    return {"score_exponent": float(cfg["schedule.score_exponent"]), "depth_decay": float(cfg["schedule.depth_decay"]),
-            "score_floor": float(cfg["schedule.score_floor"])}
+def _priority_settings(cfg: Config) -> dict[str, float]:
+    return {"score_exponent": cfg.schedule.score_exponent, "depth_decay": cfg.schedule.depth_decay,
+            "score_floor": cfg.schedule.score_floor}
 
 
-def importance_col(cfg: Mapping[str, Any]) -> Column:
+def importance_col(cfg: Config) -> Column:
     """crawl.crawldb.schedule.importance_rule of the row's score and depth, as a Column."""
     return importance_rule(F.col("score").cast("double"), F.col("depth").cast("double"), COLUMN_OPS,
                            **_priority_settings(cfg))
@@ -170,7 +171,7 @@ def staleness_col(now: float) -> Column:
     return staleness_rule(float(now), due_at, F.col("fetch_interval_s").cast("double"), COLUMN_OPS)
 
 
-def priority_col(cfg: Mapping[str, Any], now: float) -> Column:
+def priority_col(cfg: Config, now: float) -> Column:
     """crawl.crawldb.schedule.priority_rule as a Column (higher first: a URL with a refresh value
     by what its fetch buys now, the others by importance × staleness, 0 = not due, or for a row
     taken early how close it is to due). Reads score, depth, next_fetch_at, fetch_interval_s,
@@ -217,7 +218,7 @@ def split_budget(capped: DataFrame, top_n: int, discovery_share: float,
             .drop("_pool_rank", "_over_quota"))
 
 
-def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, Any], segment_id: str,
+def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Config, segment_id: str,
                      now: float) -> DataFrame:
     """Rank by priority, cap per host, split the budget between discovery and refresh, attach the
     fresh robots.txt cache; one row per URL to fetch (see the module docstring)."""
@@ -236,15 +237,15 @@ def select_fetchlist(due: DataFrame, host_state: DataFrame, cfg: Mapping[str, An
               .filter(F.col("_rank") <= F.lit(largest_host_cap(cfg)))  # a literal: see largest_host_cap
               .filter(F.col("_rank") <= selection.host_cap_rule(per_host_cap(cfg), F.col("url_budget"), COLUMN_OPS))
               .drop("url_budget"))
-    top = split_budget(capped, int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"]))
+    top = split_budget(capped, cfg.generate.top_n, cfg.generate.discovery_share)
     def fetched_after(column: str, ttl_s: float) -> Column:
         return selection.fetched_after_rule(F.col(column), from_epoch_col(F.lit(now - ttl_s)), COLUMN_OPS)
 
-    fresh = fetched_after("robots_fetched_at", float(cfg["fetch.robots_ttl_s"]))
-    sitemaps_fresh = fetched_after("sitemaps_fetched_at", float(cfg["sitemaps.ttl_s"]))
+    fresh = fetched_after("robots_fetched_at", float(cfg.fetch.robots_ttl_s))
+    sitemaps_fresh = fetched_after("sitemaps_fetched_at", float(cfg.sitemaps.ttl_s))
     # the other origin's answer by its own time (epoch seconds in its JSON: selection.json_fetched_at)
     other_fresh = selection.fetched_after_rule(F.get_json_object("robots_other", "$.fetched_at").cast("double"),
-                                               F.lit(now - float(cfg["fetch.robots_ttl_s"])), COLUMN_OPS)
+                                               F.lit(now - float(cfg.fetch.robots_ttl_s)), COLUMN_OPS)
     known = selection.unexpired_rule(F.col("addresses_expire_at"), from_epoch_col(F.lit(now)), COLUMN_OPS)
     robots = host_state.select(
         "host_bucket", "host", "backoff_s", "sitemaps",
@@ -273,7 +274,7 @@ class Fetchlist(CachedFrames):
     cached: list[DataFrame] = field(default_factory=list)
 
 
-def spark_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
+def spark_fetchlist(spark: SparkSession, cfg: Config, root: CrawlRoot, segment_id: str,
                     now: float) -> Fetchlist:
     # Both inputs are read once and cached: the fetchlist query reads the due URLs twice (one
     # top-k per pool) and the hostdb three times, and Delta plans every scan of a table with a
@@ -302,7 +303,7 @@ def _host_rows(spark: SparkSession, host_state: DataFrame, names: list[str] | No
     return {r["host"]: r.asDict() for r in hosts.filter(F.col("host").isin(names)).collect()}
 
 
-def _due_rows(url_state: DataFrame, cfg: Mapping[str, Any], now: float, limit: int, whole: bool) -> list[dict]:
+def _due_rows(url_state: DataFrame, cfg: Config, now: float, limit: int, whole: bool) -> list[dict]:
     """The due URLs of the crawldb ``url_state`` (DUE_COLUMNS, epoch times), and with
     generate.fill_budget those that may be taken early, leased or held back or not; at most
     ``limit`` + 1 of them (more means: too many for the driver). ``whole``: read the table whole
@@ -320,8 +321,8 @@ def _due_rows(url_state: DataFrame, cfg: Mapping[str, Any], now: float, limit: i
         status = t["status"].to_numpy()
         with np.errstate(invalid="ignore"):  # null times are NaN, and compare as false
             early = (selection.early_rule(status, t["next_fetch_at"].to_numpy(), t["last_fetched_at"].to_numpy(),
-                                          float(now), float(cfg["schedule.min_interval_s"]), NUMPY_OPS)
-                     if cfg["generate.fill_budget"] else False)
+                                          float(now), float(cfg.schedule.min_interval_s), NUMPY_OPS)
+                     if cfg.generate.fill_budget else False)
             keep = selection.fetchable_rule(t["_due_us"].to_numpy().astype(float),
                                             t["_lease_us"].to_numpy().astype(float), float(epoch_micros(now)),
                                             early, NUMPY_OPS)
@@ -339,7 +340,7 @@ def held_back_rule(deferred_until, backoff_until, now, ops):
             | (ops.not_null(backoff_until) & (backoff_until > now)))
 
 
-def choose_in_memory(due: list[dict], hosts: Mapping[str, Mapping[str, Any]], cfg: Mapping[str, Any],
+def choose_in_memory(due: list[dict], hosts: Mapping[str, Mapping[str, Any]], cfg: Config,
                      segment_id: str, now: float, with_bodies: bool) -> list[dict]:
     """The fetchlist rows (FETCHLIST_SCHEMA fields, epoch times, with ``_robots`` and ``_rank``)
     chosen on the driver from the due URLs and their hosts' rows (_due_rows, _host_rows): the
@@ -350,12 +351,12 @@ def choose_in_memory(due: list[dict], hosts: Mapping[str, Mapping[str, Any]], cf
                  and held_back_rule(NUMPY_OPS.micros(hosts[h]["deferred_until"]), NUMPY_OPS.micros(hosts[h]["backoff_until"]),
                                     epoch_micros(now), NUMPY_OPS)}
     due = [r for r in due if r["host"] not in held_back]
-    chosen = selection.select(due, lambda host: override_value(cfg, "max_urls_per_cycle", int(cfg["generate.max_urls_per_host"]), host),
+    chosen = selection.select(due, lambda host: override_value(cfg, "max_urls_per_cycle", cfg.generate.max_urls_per_host, host),
                               {h: hosts[h]["url_budget"] for h in names if h in hosts},
-                              budget_split(int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"])),
-                              int(cfg["generate.top_n"]), cfg, now)
-    rows = selection.with_hosts(chosen, hosts, HOST_FIELDS, now - float(cfg["fetch.robots_ttl_s"]),
-                                now - float(cfg["sitemaps.ttl_s"]), now)
+                              budget_split(cfg.generate.top_n, cfg.generate.discovery_share),
+                              cfg.generate.top_n, cfg, now)
+    rows = selection.with_hosts(chosen, hosts, HOST_FIELDS, now - float(cfg.fetch.robots_ttl_s),
+                                now - float(cfg.sitemaps.ttl_s), now)
     for r in rows:
         r["segment_id"] = segment_id
         r["robots_txt"] = hosts[r["host"]]["robots_txt"] if with_bodies and r["_robots"] else None
@@ -371,7 +372,7 @@ def in_memory_frame(spark: SparkSession, rows: list[dict]) -> DataFrame:
                                             schema, verifySchema=False), FETCHLIST_TIMES)
 
 
-def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
+def local_fetchlist(spark: SparkSession, cfg: Config, root: CrawlRoot, segment_id: str,
                     now: float) -> Fetchlist | None:
     """The fetchlist chosen on the driver (choose_in_memory, crawl/crawldb/selection.py) when at most
     generate.local_max_due URLs are due. Two reads side by side instead of the planned query:
@@ -380,7 +381,7 @@ def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
     and the bodies need no join). On a larger hostdb, the due hosts' rows are read after the due
     URLs, without the bodies, which join the chosen rows as they are written. None when more are
     due (in hosts held back or not): spark_fetchlist chooses then."""
-    limit = int(cfg["generate.local_max_due"])
+    limit = cfg.generate.local_max_due
     if limit <= 0:
         return None
     due, hosts = run_concurrently(
@@ -405,7 +406,7 @@ def local_fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
                      lease_keys=sorted({(r["host_bucket"], r["url_hash"]) for r in rows}))
 
 
-def fetchlist(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str, now: float) -> Fetchlist:
+def fetchlist(spark: SparkSession, cfg: Config, root: CrawlRoot, segment_id: str, now: float) -> Fetchlist:
     return local_fetchlist(spark, cfg, root, segment_id, now) or spark_fetchlist(spark, cfg, root, segment_id, now)
 
 
@@ -435,7 +436,7 @@ def lease_in_place(spark: SparkSession, root: CrawlRoot, keys: list[tuple[int, i
     return int(rows[0]["num_affected_rows"]) if rows else 0
 
 
-def lease_by_merge(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, keys: DataFrame, until: float,
+def lease_by_merge(spark: SparkSession, cfg: Config, root: CrawlRoot, keys: DataFrame, until: float,
                    now: float) -> int:
     """Lease the crawldb rows of ``keys`` (host_bucket, url_hash, url, segment_id) to their
     segment until ``until``, unless a lease is in force on them; the number of rows leased."""
@@ -462,7 +463,7 @@ def _remove_segment(spark: SparkSession, root: CrawlRoot, segment_id: str, owner
 
 
 @writes_commits("generate")
-def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float | None = None,
+def run(spark: SparkSession, cfg: Config, root: CrawlRoot, now: float | None = None,
         owner: OwnedSegments | None = None) -> GenerateResult:
     """``owner``: the crawl driver's segments (deltacrawl crawl): its record goes into the new segment
     before the lease commits, so a crawl restarted after its death finds whose it was
@@ -491,7 +492,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, now: float
         return GenerateResult(None, 0, 0)
     if owner is not None:
         owner.mark(segment_id)  # before the lease: no leased segment of a crawl is without its record
-    until = now + float(cfg["generate.lease_s"])
+    until = now + float(cfg.generate.lease_s)
     try:
         if chosen.lease_keys is not None:
             leased = lease_in_place(spark, root, chosen.lease_keys, segment_id, until, now)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,6 +42,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from crawl.config import Config
 from crawl.crawldb import held_back, in_memory, schedule, schedule_fit
 from crawl.crawldb.segment_ids import segment_time
 from crawl.crawldb.selection import budget_split
@@ -117,13 +118,13 @@ def _dedup_result(spark: SparkSession, root: CrawlRoot, segment_id: str) -> Data
     return spark.read.parquet(root.dedup_result(segment_id)).select("url_hash", "url", "dup_of")
 
 
-def with_duplicates(outcomes: DataFrame, dups: DataFrame | None, cfg: Mapping[str, Any]) -> DataFrame:
+def with_duplicates(outcomes: DataFrame, dups: DataFrame | None, cfg: Config) -> DataFrame:
     """The segment's outcomes with dedup's ``dup_of`` (``dups``: url_hash, url, dup_of; None if
     dedup did not run) and the score of crawl.crawldb.in_memory.duplicate_score_rule: the share
     a duplicate's links get is smaller."""
     if dups is None:
         return outcomes.withColumn("dup_of", F.lit(None).cast("string"))
-    factor = float(cfg["dedup.duplicate_link_factor"])
+    factor = cfg.dedup.duplicate_link_factor
     return (outcomes.join(dups, ["url_hash", "url"], "left")
             .withColumn("score", in_memory.duplicate_score_rule(F.col("score"), F.col("dup_of"), factor, COLUMN_OPS)))
 
@@ -245,12 +246,12 @@ def merge_crawldb(spark: SparkSession, root: CrawlRoot, updates: DataFrame, disc
     return counts
 
 
-def _host_source(hosts: DataFrame, discovered: DataFrame, reasons: DataFrame, cfg: Mapping[str, Any],
+def _host_source(hosts: DataFrame, discovered: DataFrame, reasons: DataFrame, cfg: Config,
                  segment_id: str, now: float) -> DataFrame:
     """One row per host touched by the segment: hosts fetched in it (``_fetched``, with their
     held_back ``reasons``) and hosts that only received new URLs, with the new-URL counts of
     discovery."""
-    defer_s = float(cfg["fetch.robots_ttl_s"])
+    defer_s = float(cfg.fetch.robots_ttl_s)
     cap = per_host_cap(cfg)
     # a segment fetched by an older deltacrawl has no such columns: null (nothing cached, 0 queries)
     hosts = hosts.withColumns({f.name: F.lit(None).cast(f.dataType) for f in FETCHED_SCHEMA.fields
@@ -300,14 +301,14 @@ def _map_sum(a: str, b: str) -> str:
     return f"map_zip_with(coalesce({a}, {empty}), coalesce({b}, {empty}), {_ADD})"
 
 
-def merge_hostdb(spark: SparkSession, root: CrawlRoot, source: DataFrame, cfg: Mapping[str, Any]) -> int:
+def merge_hostdb(spark: SparkSession, root: CrawlRoot, source: DataFrame, cfg: Config) -> int:
     """host_state: robots cache, politeness, counters, discovery budget; the number of hosts
     written. Applied once per segment (run() commits it once; and a row whose last_segment_id
     is this segment is left alone)."""
     fetched_robots = "s._fetched AND s.robots_fetched_at IS NOT NULL"
     segment_rejects = _map_sum("s.link_rejects", f"map('{HOST_TOTAL_CAP}', s.over_cap)")
     # a trap signal halves the host's per-cycle budget, down to discovery.trap_min_budget
-    halved = f"greatest({int(cfg['discovery.trap_min_budget'])}, coalesce(t.url_budget, s._cap) DIV 2)"
+    halved = f"greatest({cfg.discovery.trap_min_budget}, coalesce(t.url_budget, s._cap) DIV 2)"
 
     def fetch(column: str, keep: str | None = None) -> Column:
         """The segment's value for a host it fetched, else the table's."""
@@ -407,7 +408,7 @@ class Sources(CachedFrames):
     cached: list[DataFrame] = field(default_factory=list)
 
 
-def spark_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
+def spark_sources(spark: SparkSession, cfg: Config, root: CrawlRoot, segment_id: str,
                   now: float, *, policy: SchedulePolicy | None = None) -> Sources:
     """The sources computed by Spark queries, for a segment of any size. ``policy``: the schedule
     the fetched URLs are scheduled by (None: ``cfg``'s options, nothing fitted)."""
@@ -417,7 +418,7 @@ def spark_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
                             read_host_state(spark, root, pinned=True), segment_id, now, policy=policy)
 
 
-def sources_by_spark(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataFrame, dups: DataFrame | None,
+def sources_by_spark(spark: SparkSession, cfg: Config, fetched: DataFrame, dups: DataFrame | None,
                      url_state: DataFrame, host_state: DataFrame, segment_id: str, now: float, *,
                      policy: SchedulePolicy | None = None) -> Sources:
     """spark_sources of the segment's ``fetched`` rows, dedup's answer ``dups`` (None: dedup did
@@ -450,11 +451,11 @@ def whole_crawldb(url_state: DataFrame) -> pa.Table:
     return to_epoch(url_state, URL_STATE_TIMES).select(*_URL_FIELDS).toArrow()
 
 
-def _whole_crawldb_if_small(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot) -> pa.Table | None:
+def _whole_crawldb_if_small(spark: SparkSession, cfg: Config, root: CrawlRoot) -> pa.Table | None:
     """whole_crawldb of ``root`` when the crawldb fits the driver (crawldb.local_read_max_mb) and
     the schedule's fit or local_sources reads it; else None (each reads what it needs then)."""
-    fits = (cfg["schedule.fit_fetch_value"] or cfg["schedule.fit_rate_prior"]
-            or cfg["schedule.information_horizon_cycles"] > 0 or int(cfg["update.local_max_urls"]) > 0)
+    fits = (cfg.schedule.fit_fetch_value or cfg.schedule.fit_rate_prior
+            or cfg.schedule.information_horizon_cycles > 0 or cfg.update.local_max_urls > 0)
     return whole_crawldb(read_url_state(spark, root)) if fits and fits_driver(spark, cfg, root.crawldb) else None
 
 
@@ -496,7 +497,7 @@ def _held_back_rows(crawldb: pa.Table, hosts: list[tuple]) -> list[dict] | None:
     return None if len(rows) > _LOCAL_MAX_ROWS else rows
 
 
-def local_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
+def local_sources(spark: SparkSession, cfg: Config, root: CrawlRoot, segment_id: str,
                   now: float, crawldb: pa.Table | None = None, *, policy: SchedulePolicy | None = None) -> Sources | None:
     """The sources of a segment of at most update.local_max_urls URLs, computed on the driver
     (crawl/crawldb/in_memory.py) from what it collects: the segment, dedup's answer, the crawldb
@@ -506,7 +507,7 @@ def local_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     (or a URL appears twice in it): spark_sources computes them then. ``crawldb``: the crawldb
     read whole (whole_crawldb), if the caller has it (run() read it for the schedule's fit);
     ``policy`` as for spark_sources."""
-    if int(cfg["update.local_max_urls"]) <= 0:
+    if cfg.update.local_max_urls <= 0:
         return None
     if crawldb is None:
         if not fits_driver(spark, cfg, root.crawldb):
@@ -517,13 +518,13 @@ def local_sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
                              read_host_state(spark, root), segment_id, now, policy=policy)
 
 
-def sources_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataFrame,
+def sources_in_memory(spark: SparkSession, cfg: Config, fetched: DataFrame,
                       dups: Callable[[], DataFrame | None], crawldb: pa.Table, host_state: DataFrame,
                       segment_id: str, now: float, *, policy: SchedulePolicy | None = None) -> Sources | None:
     """local_sources of the segment's ``fetched`` rows, dedup's answer (``dups``: a reader of
     it, None if dedup did not run), the crawldb read whole (whole_crawldb: it must fit the
     driver) and the hostdb ``host_state``; None when the segment is too large."""
-    limit = int(cfg["update.local_max_urls"])
+    limit = cfg.update.local_max_urls
     fetched = fetched.select(*[c for c in fetched.columns if c != "signature"])  # dedup's, not needed here
 
     def duplicates() -> dict[tuple[int, str], str]:
@@ -540,7 +541,7 @@ def sources_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: Data
     if len(segment) > 2 * limit or len(url_rows) > limit or len(keys) != len(url_rows):
         return None
     links = discover.LinkSettings.of(cfg)
-    outcomes = in_memory.with_duplicates(url_rows, dup_of, float(cfg["dedup.duplicate_link_factor"]))
+    outcomes = in_memory.with_duplicates(url_rows, dup_of, cfg.dedup.duplicate_link_factor)
     cands = in_memory.candidates(outcomes, host_rows, links.factor, links.max_depth, links.max_redirects,
                                  links.sitemap_score, links.buckets)
     if len(cands) > _LOCAL_MAX_ROWS:
@@ -586,7 +587,7 @@ def sources_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: Data
                    segment_df.filter(F.col("kind") == "url"), segment_df.filter(F.col("kind") == "host"), local=True)
 
 
-def sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str, now: float,
+def sources(spark: SparkSession, cfg: Config, root: CrawlRoot, segment_id: str, now: float,
             crawldb: pa.Table | None = None, *, policy: SchedulePolicy | None = None) -> Sources:
     """``crawldb``: the crawldb read whole (whole_crawldb), if the caller has it; ``policy``: the
     schedule with what update fitted (None: ``cfg``'s options)."""
@@ -594,14 +595,14 @@ def sources(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segmen
             or spark_sources(spark, cfg, root, segment_id, now, policy=policy))
 
 
-def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot,
+def _known_histories(spark: SparkSession, cfg: Config, root: CrawlRoot,
                      crawldb: pa.Table | None) -> tuple[dict, int, float]:
     """({column: numpy array} of the histories of (a random sample of at most
     schedule.fit_sample_urls of) the URLs update schedules from their history (fetched or not
     modified), the number of never-fetched URLs, the share sampled). ``crawldb``: the crawldb
     read whole (whole_crawldb), None when it does not fit the driver (then Spark filters it)."""
     import numpy as np
-    limit = int(cfg["schedule.fit_sample_urls"])
+    limit = cfg.schedule.fit_sample_urls
     known = F.col("status").isin(FETCHED, NOTMODIFIED) & (F.coalesce("observed_count", F.lit(0)) > 0)
     pending = F.col("status") == UNFETCHED  # what generate's discovery pool will take first
     times = ["first_observed_at", "last_observed_at"]
@@ -627,14 +628,14 @@ def _known_histories(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoo
     return arrays, int(n_new), (rows.num_rows / n_known if n_known else 1.0)
 
 
-def fitted_schedule(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
+def fitted_schedule(spark: SparkSession, cfg: Config, root: CrawlRoot, segment_id: str,
                     now: float, crawldb: pa.Table | None = None) -> schedule_fit.Fitted:
     """What update fits to the crawl (crawl.crawldb.schedule_fit.Fitted): the fetch value fitted
     to the fetch budget, the change-rate prior and the information horizon, and one line saying
     what it chose; NOT_FITTED when nothing is fitted or no URL has a history yet.
     ``crawldb``: the crawldb read whole (whole_crawldb), None when it does not fit the driver."""
-    if not (cfg["schedule.fit_fetch_value"] or cfg["schedule.fit_rate_prior"]
-            or cfg["schedule.information_horizon_cycles"] > 0):
+    if not (cfg.schedule.fit_fetch_value or cfg.schedule.fit_rate_prior
+            or cfg.schedule.information_horizon_cycles > 0):
         return schedule_fit.NOT_FITTED
     histories, pending_new, share = _known_histories(spark, cfg, root, crawldb)
     if histories["observed_count"].size == 0:
@@ -647,8 +648,8 @@ def fitted_schedule(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
             continue
     mine = segment_time(segment_id)
     cycle_s = schedule.cycle_seconds([t for t in starts if t <= mine], now)
-    quota, _ = budget_split(int(cfg["generate.top_n"]), float(cfg["generate.discovery_share"]))
-    refresh = schedule.refresh_budget(int(cfg["generate.top_n"]), quota, pending_new)
+    quota, _ = budget_split(cfg.generate.top_n, cfg.generate.discovery_share)
+    refresh = schedule.refresh_budget(cfg.generate.top_n, quota, pending_new)
     fitted = schedule_fit.fit(histories, cfg, refresh_per_cycle=refresh, cycle_s=cycle_s, sampled_share=share)
     # what a user can check against the crawl: the budget is generate.top_n less the new URLs it
     # takes first, the value is what the schedule trades a fetch against (docs/architecture.md)
@@ -656,15 +657,15 @@ def fitted_schedule(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
         "schedule fitted to %d URL histories: a refresh budget of %d fetches a cycle (generate.top_n %d less "
         "%d new URLs taken first), a cycle every %.0f s; a fetch is worth %.3g s of freshness "
         "(schedule.fetch_value_s); change-rate prior: %s; information horizon: %.0f s",
-        histories["observed_count"].size, refresh, int(cfg["generate.top_n"]), int(cfg["generate.top_n"]) - refresh,
-        cycle_s, cfg["schedule.fetch_value_s"] if fitted.fetch_value_s is None else fitted.fetch_value_s,
+        histories["observed_count"].size, refresh, cfg.generate.top_n, cfg.generate.top_n - refresh,
+        cycle_s, cfg.schedule.fetch_value_s if fitted.fetch_value_s is None else fitted.fetch_value_s,
         "fitted to the crawl" if fitted.rate_prior is not None else "log-uniform (not fitted: too few histories, or schedule.fit_rate_prior off)",
         fitted.information_horizon_s)
     return fitted
 
 
 @writes_commits("update")
-def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str,
+def run(spark: SparkSession, cfg: Config, root: CrawlRoot, segment_id: str,
         now: float | None = None) -> UpdateResult:
     now = time.time() if now is None else now
     if not path_exists(spark, root.segment(segment_id)):

@@ -9,6 +9,7 @@ from typing import Iterator
 
 import pytest
 
+from crawl.config import with_values
 from jobs import generate, update
 
 
@@ -43,7 +44,7 @@ def _both_paths(module, chooser: str, local_path: str, spark_path: str, frames: 
                 expected = table_rows(getattr(by_spark, name))
                 assert table_rows(getattr(local, name)) == expected, (segment_id, name)
                 for overrides in local_variants:
-                    variant = getattr(module, local_path)(spark, {**cfg, **overrides}, root, segment_id, now, **kw)
+                    variant = getattr(module, local_path)(spark, with_values(cfg, overrides), root, segment_id, now, **kw)
                     assert variant is not None and table_rows(getattr(variant, name)) == expected, (segment_id, name, overrides)
         finally:
             by_spark.release()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from crawl.config import with_values
 from tests.conftest import FAST, write_seeds
 from tests.expected import assert_breadth_first, assert_hosts_and_index
 from tests.both_paths import both_generate_paths, both_update_paths
@@ -84,7 +85,7 @@ def test_one_cycle_over_the_hostile_web(spark, tmp_path, capsys):
             update.run(spark, cfg, root, seg.segment_id)
         assert checked
         # a crawldb above crawldb.local_read_max_mb: Spark computes the writes
-        assert update.local_sources(spark, {**cfg, "crawldb.local_read_max_mb": 0}, root, seg.segment_id, 0.0) is None
+        assert update.local_sources(spark, with_values(cfg, {"crawldb.local_read_max_mb": 0}), root, seg.segment_id, 0.0) is None
     finally:
         web.stop()
     rows = {r["url"]: r for r in spark.read.format("delta").load(root.crawldb).collect()}

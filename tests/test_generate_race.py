@@ -14,6 +14,7 @@ from jobs import fetch, generate, inject
 from jobs.engine.errors import ConcurrentStepError, UserError
 from jobs.engine.crawl_root import list_segments
 from jobs.engine.tables import ensure_cycles_table
+from crawl.config import with_values
 from tests.conftest import FAST, write_seeds
 
 DELTACRAWL = os.path.join(os.path.dirname(sys.executable), "deltacrawl")
@@ -123,7 +124,7 @@ def test_a_url_a_rival_leased_meanwhile_is_never_in_the_segment(spark, cfg, riva
     monkeypatch.setattr(generate, "lease_in_place", rival_first(generate.lease_in_place))
     monkeypatch.setattr(generate, "lease_by_merge", rival_first(generate.lease_by_merge))
     with pytest.raises(ConcurrentStepError, match="1 of this segment.s 5 URLs"):
-        generate.run(spark, {**cfg, "generate.local_max_due": local_max_due}, root)
+        generate.run(spark, with_values(cfg, {"generate.local_max_due": local_max_due}), root)
     assert list_segments(spark, root) == []
     assert leases(spark, root) == {"20200101000000-aaaaaa": {urls[2]}}
     monkeypatch.undo()

@@ -14,6 +14,7 @@ from crawl.crawldb.segment_owner import SegmentOwner, owner_is_gone, process_sta
 from jobs import generate, inject
 from jobs.engine.crawl_root import read_marker, write_marker
 from jobs.engine.segment_owners import OwnedSegments, segment_leases, take_over, unfinished_segments
+from crawl.config import with_values
 from tests.conftest import write_seeds
 
 HERE = SegmentOwner("crawler-1", "boot-a", 100, "5000", "crawl-x")
@@ -52,7 +53,7 @@ def test_a_live_crawls_segment_is_never_taken_a_dead_ones_at_once_a_standalone_o
                                                                       for h in (2, 3) for i in range(3)]))
     mine = OwnedSegments(spark, root, this_process("crawl-a"), 600)
     other_crawl = OwnedSegments(spark, root, this_process("crawl-b"), 600)
-    cfg_one = {**cfg, "generate.top_n": 2, "generate.max_urls_per_host": 1}
+    cfg_one = with_values(cfg, {"generate.top_n": 2, "generate.max_urls_per_host": 1})
     live = generate.run(spark, cfg_one, root, owner=mine).segment_id
     standalone = generate.run(spark, cfg_one, root).segment_id
     assert live and standalone and unfinished_segments(spark, root) == sorted([live, standalone])
