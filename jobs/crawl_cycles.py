@@ -43,11 +43,11 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from pyspark.sql import SparkSession
 
-from crawl.config import with_values
+from crawl.config import Config, with_values
 from crawl.crawldb.segment_owner import this_process
 from crawl.tracking import INJECT_CYCLE
 from jobs import dedup, fetch, generate, inject, stats, update
@@ -71,7 +71,7 @@ class CrawlResult:
     mlflow_run_id: str | None = None
 
 
-def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path: str, cycles: int,
+def run(spark: SparkSession, cfg: Config, root: CrawlRoot, seeds_path: str, cycles: int,
         tracker: CrawlTracker | None = None) -> CrawlResult:
     """Inject, ``cycles`` cycles, stats. Each step's figures go to the cycles table after each
     cycle and, with a ``tracker`` (what main() opens from --mlflow-uri / mlflow.*), to MLflow."""
@@ -82,13 +82,13 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path
                                              "deltacrawl.cycles_requested": str(cycles)})
         result.mlflow_run_id = tracker.run_id
     status = "FAILED"
-    owned = OwnedSegments(spark, root, this_process(result.crawl_id), float(cfg["crawl.owner_stale_s"])).start()
+    owned = OwnedSegments(spark, root, this_process(result.crawl_id), float(cfg.crawl.owner_stale_s)).start()
     try:
         set_crawl_cycle(spark, result.crawl_id, INJECT_CYCLE)  # every Delta commit says its cycle
         recorder.run_step(INJECT_CYCLE, "inject", lambda: inject.run(spark, cfg, root, seeds_path), seeds_path)
         _finish_dead_segments(spark, cfg, root, recorder, owned)
         recorder.end_cycle()
-        if cfg["crawl.overlap"]:
+        if cfg.crawl.overlap:
             _overlapping_cycles(spark, cfg, root, cycles, recorder, result, owned)
         else:
             _cycles_in_turn(spark, cfg, root, cycles, recorder, result, owned)
@@ -122,7 +122,7 @@ def _cycle_done(recorder: CrawlRecorder, result: CrawlResult, cycle: int, cycles
                               ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
 
 
-def _finish_dead_segments(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, recorder: CrawlRecorder,
+def _finish_dead_segments(spark: SparkSession, cfg: Config, root: CrawlRoot, recorder: CrawlRecorder,
                           owned: OwnedSegments) -> None:
     """Before its first cycle, the crawl finishes the segments a crawl driver that died left (no
     _updated marker, owner gone: jobs/engine/segment_owners.py), oldest first, in turn: fetch what
@@ -131,7 +131,7 @@ def _finish_dead_segments(spark: SparkSession, cfg: Mapping[str, Any], root: Cra
     segments = unfinished_segments(spark, root)
     leases = segment_leases(spark, root, segments)  # before any owner record is read (take_over)
     for segment in segments:
-        taken = take_over(spark, root, segment, leases.get(segment), owned, float(cfg["generate.lease_s"]))
+        taken = take_over(spark, root, segment, leases.get(segment), owned, float(cfg.generate.lease_s))
         if taken is None:
             continue
         step_logger("crawl").info("segment %s: %s: finishing it (%s)", segment, taken.why, ", ".join(taken.steps()))
@@ -141,7 +141,7 @@ def _finish_dead_segments(spark: SparkSession, cfg: Mapping[str, Any], root: Cra
         owned.done(segment)
 
 
-def _cycles_in_turn(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, cycles: int,
+def _cycles_in_turn(spark: SparkSession, cfg: Config, root: CrawlRoot, cycles: int,
                     recorder: CrawlRecorder, result: CrawlResult, owned: OwnedSegments) -> None:
     """generate → fetch → dedup → update, one cycle after the other."""
     for cycle in range(1, cycles + 1):
@@ -163,16 +163,16 @@ def _cycles_in_turn(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot
         _cycle_done(recorder, result, cycle, cycles, segment)
 
 
-def overlap_fetch_config(spark: SparkSession, cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+def overlap_fetch_config(spark: SparkSession, cfg: Config) -> Config:
     """The config fetch runs with while other steps run beside it: with fetch.tasks = 0 (Spark's
     default parallelism) it takes half the task slots, so the driver's steps have the rest (its
     tasks mostly wait on hosts: fewer tasks, each with more hosts, lose little)."""
-    if int(cfg["fetch.tasks"]):
+    if cfg.fetch.tasks:
         return cfg
     return with_values(cfg, {"fetch.tasks": max(1, spark.sparkContext.defaultParallelism // 2)})
 
 
-def _overlapping_cycles(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, cycles: int,
+def _overlapping_cycles(spark: SparkSession, cfg: Config, root: CrawlRoot, cycles: int,
                         recorder: CrawlRecorder, result: CrawlResult, owned: OwnedSegments) -> None:
     """crawl.overlap: fetch N on its own thread while the driver runs dedup and update of N - 1 and
     generate N + 1 (module docstring)."""
@@ -226,7 +226,7 @@ def _overlapping_cycles(spark: SparkSession, cfg: Mapping[str, Any], root: Crawl
             finish(*pending)
 
 
-def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> tuple[str, dict[str, Any]]:
+def start_devweb(cfg: Config, crawl_root: str, stack: ExitStack) -> tuple[str, dict[str, Any]]:
     """Start the bundled test web for this run and write its seeds file; return the file's path and
     the options a crawl of it sets (DevWeb.crawl_config: its networks, which the address guard would
     refuse, a user agent naming the test web, and, named, its DNS server and CA file)."""
@@ -238,7 +238,7 @@ def start_devweb(cfg: Mapping[str, Any], crawl_root: str, stack: ExitStack) -> t
     try:
         web.start()
     except OSError as exc:
-        raise UserError(f"cannot start the test web on port {cfg['devweb.port']}: {exc.strerror or exc} "
+        raise UserError(f"cannot start the test web on port {cfg.devweb.port}: {exc.strerror or exc} "
                         f"(try --conf devweb.port=0)") from None
     stack.callback(web.stop)
     if "://" in crawl_root and not crawl_root.startswith("file://"):

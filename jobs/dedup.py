@@ -53,6 +53,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StructField, StructType
 
+from crawl.config import Config
 from crawl.dedup.in_memory import Decision, decide
 from crawl.dedup.rules import (BANDS_PER_PAGE, EXACT, NEAR, SIMHASH_BANDS, band_collisions, band_rows, canonical_key,
                                first_fetched_rule, hamming, is_cool_band, is_near_duplicate)
@@ -234,7 +235,7 @@ def _whole_slices(spark: SparkSession, known: DataFrame, old_bands: DataFrame, s
     return known_rows, band_slice
 
 
-def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataFrame, known: DataFrame,
+def decide_in_memory(spark: SparkSession, cfg: Config, fetched: DataFrame, known: DataFrame,
                      old_bands: DataFrame, root: CrawlRoot | None = None, whole: bool | None = None
                      ) -> InMemory | None:
     """The duplicates of a segment of at most dedup.local_max_pages pages, decided on the driver
@@ -245,7 +246,7 @@ def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataF
     instead when given. Three reads
     instead of a dozen planned queries. None when the segment or its band slice is larger (or a
     page appears twice): duplicates() decides then."""
-    limit = int(cfg["dedup.local_max_pages"])
+    limit = cfg.dedup.local_max_pages
     if limit <= 0:
         return None
     rows = fetched.limit(limit + 1).collect()  # fetched_pages: the segment's own files, no table read
@@ -268,8 +269,8 @@ def decide_in_memory(spark: SparkSession, cfg: Mapping[str, Any], fetched: DataF
     for p in page_rows:
         p["first"] = first_fetched_rule(p.pop("fetched_at"), firsts.get((p["url_hash"], p["url"])))
     decision = decide(page_rows, known_rows, new_bands, band_slice,
-                      int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"]),
-                      int(cfg["dedup.max_band_candidates"]))
+                      cfg.dedup.max_hamming, cfg.dedup.min_jaccard,
+                      cfg.dedup.max_band_candidates)
     known_keys = {(r["url_hash"], r["url"]) for r in known_rows}
     schema = StructType([*[f for f in fetched.schema.fields if f.name != "fetched_at"], StructField("first", DoubleType())])
     return InMemory(spark.createDataFrame([tuple(p[c] for c in _PAGE_COLUMNS) for p in page_rows], schema,
@@ -370,7 +371,10 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
     or twice, and only rows that share a text hash or a band value with a segment page cross a
     shuffle (the exact match selects earlier pages by a broadcast of the segment's text hashes;
     the fingerprints, first-fetch times and scores of the other pages of candidate pairs come by
-    a broadcast of their keys when there are at most _BROADCAST_KEYS)."""
+    a broadcast of their keys when there are at most _BROADCAST_KEYS).
+
+    ``cfg``: a Config, or a mapping of every key (bench/dedup_scale.py passes a changed copy)."""
+    cfg = Config.of(cfg)
     cached: list[DataFrame] = []
     page_keys = pages.select("url_hash", "url")
     known_pages = to_epoch(known.select(*[c for c in _PAGE_COLUMNS if c != "first"],
@@ -391,11 +395,11 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
     exact = (pages.join(best_text, "text_hash").filter(F.col("url_hash") != F.col("o_url_hash"))
              .select("url_hash", "url", "o_url_hash", "o_url", F.lit(EXACT).alias("match")))
 
-    max_hamming, min_jaccard = int(cfg["dedup.max_hamming"]), float(cfg["dedup.min_jaccard"])
+    max_hamming, min_jaccard = cfg.dedup.max_hamming, cfg.dedup.min_jaccard
     if new_bands is None:
         new_bands = page_bands(spark, pages).cache()
         cached.append(new_bands)
-    cand = candidate_pairs(new_bands, old_bands, int(cfg["dedup.max_band_candidates"]), max_hamming, cached,
+    cand = candidate_pairs(new_bands, old_bands, cfg.dedup.max_band_candidates, max_hamming, cached,
                            None if n_pages is None else n_pages * BANDS_PER_PAGE)
     signature_pairs = _without_stale(cand.signature, page_keys).cache()
     cached.append(signature_pairs)
@@ -456,7 +460,7 @@ def _resolve_chains(dups: DataFrame, cached: list[DataFrame]) -> DataFrame:
     return dups
 
 
-def merge_dedup_tables(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, pages: DataFrame,
+def merge_dedup_tables(spark: SparkSession, cfg: Config, root: CrawlRoot, pages: DataFrame,
                        dups: DataFrame, segment_id: str, new_bands: DataFrame | None = None,
                        all_new: bool = False, local: bool = False) -> None:
     """Canonical pages of the segment into dedup/pages and dedup/bands (their old band rows
@@ -512,7 +516,7 @@ def merge_dedup_tables(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlR
 
 
 @writes_commits("dedup")
-def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str) -> DedupResult:
+def run(spark: SparkSession, cfg: Config, root: CrawlRoot, segment_id: str) -> DedupResult:
     if not path_exists(spark, root.segment(segment_id)):
         raise UserError(f"no segment {segment_id} in {root.root}")
     if not path_exists(spark, root.fetched(segment_id) + "/_SUCCESS"):
@@ -528,7 +532,7 @@ def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id
     return result
 
 
-def _deduplicate(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, segment_id: str) -> DedupResult:
+def _deduplicate(spark: SparkSession, cfg: Config, root: CrawlRoot, segment_id: str) -> DedupResult:
     known, old_bands = read_delta(spark, root.dedup_pages, pinned=True), read_delta(spark, root.dedup_bands, pinned=True)
     small = decide_in_memory(spark, cfg, fetched_pages(spark, root, segment_id), known, old_bands, root)
     if small is not None:
@@ -562,7 +566,7 @@ def _deduplicate(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, s
     return result
 
 
-def decide_by_spark(spark: SparkSession, cfg: Mapping[str, Any], pages: DataFrame, new_bands: DataFrame,
+def decide_by_spark(spark: SparkSession, cfg: Config, pages: DataFrame, new_bands: DataFrame,
                     known: DataFrame, old_bands: DataFrame, slices: list[DataFrame]
                     ) -> tuple[int, tuple[DataFrame, Candidates, list[DataFrame]]]:
     """(the number of pages, duplicates()'s answer) for the segment's ``pages`` (segment_pages,

@@ -22,10 +22,10 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
 
 from pyspark.sql import SparkSession
 
+from crawl.config import Config
 from crawl.crawldb.hints import HintParse, parse_hint_lines
 from crawl.crawldb.seeds import check_encoding
 from crawl.fetch.identity import identity_refusal
@@ -50,7 +50,7 @@ class HintResult:
                 f"skipped, {self.duplicates} duplicate lines")
 
 
-def load_hints(path: str, cfg: Mapping[str, Any]) -> HintParse:
+def load_hints(path: str, cfg: Config) -> HintParse:
     """The hint file parsed and filtered; a clear UserError for a file that cannot be used, or for
     hosts that are not loopback IP literals while fetch.user_agent names no contact
     (crawl/fetch/identity.py)."""
@@ -58,11 +58,11 @@ def load_hints(path: str, cfg: Mapping[str, Any]) -> HintParse:
         with open(path, "rb") as raw:
             check_encoding(raw.read(4096))
         with open(path, encoding="utf-8", errors="replace") as fh:
-            parsed = parse_hint_lines(fh, LinkFilter.from_config(cfg), int(cfg["discovery.max_url_length"]))
+            parsed = parse_hint_lines(fh, LinkFilter.from_config(cfg), cfg.discovery.max_url_length)
     bad = parsed.describe_rejected()
     if not parsed.urls:
         raise UserError(f"no valid URL in hints file {path}" + (f": {bad}" if bad else " (it has no URL lines)"))
-    refusal = identity_refusal(map(host_of, parsed.urls), cfg["fetch.user_agent"])
+    refusal = identity_refusal(map(host_of, parsed.urls), cfg.fetch.user_agent)
     if refusal is not None:
         raise UserError(refusal)
     if bad:
@@ -70,7 +70,7 @@ def load_hints(path: str, cfg: Mapping[str, Any]) -> HintParse:
     return parsed
 
 
-def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, path: str, now: float | None = None,
+def run(spark: SparkSession, cfg: Config, root: CrawlRoot, path: str, now: float | None = None,
         parsed: HintParse | None = None) -> HintResult:
     if parsed is None:
         parsed = load_hints(path, cfg)  # validate before touching the crawl root

@@ -17,11 +17,12 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
+from crawl.config import Config
 from crawl.crawldb.seeds import SeedParse, read_seed_file
 from crawl.crawldb.status import new_url_state
 from crawl.fetch.identity import identity_refusal
@@ -54,9 +55,9 @@ class InjectResult:
                 f"{self.rejected} bad lines skipped, {self.duplicates} duplicate lines")
 
 
-def seed_rows(urls: list[str], cfg: Mapping[str, Any], now: float) -> list[dict[str, Any]]:
-    buckets = int(cfg["crawldb.host_buckets"])
-    score = float(cfg["inject.seed_score"])
+def seed_rows(urls: list[str], cfg: Config, now: float) -> list[dict[str, Any]]:
+    buckets = cfg.crawldb.host_buckets
+    score = cfg.inject.seed_score
     rows = []
     for url in urls:
         host = host_of(url)
@@ -70,12 +71,12 @@ def rows_to_url_state(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFr
     return from_epoch(df, URL_STATE_TIMES)
 
 
-def load_seeds(path: str, cfg: Mapping[str, Any] | None = None) -> SeedParse:
+def load_seeds(path: str, cfg: Config | None = None) -> SeedParse:
     """The seeds file parsed; URLs longer than discovery.max_url_length (as for links) are bad lines.
     Seeds of hosts that are not loopback IP literals need fetch.user_agent to name the operator
     (crawl/fetch/identity.py)."""
     with reading_input_file("seeds", path):
-        parsed = read_seed_file(path, int(cfg["discovery.max_url_length"]) if cfg is not None else None)
+        parsed = read_seed_file(path, cfg.discovery.max_url_length if cfg is not None else None)
     for number, text, reason in parsed.rejected[:SHOWN_REJECTS]:
         step_logger("inject").warning("skipped line %d: %r: %s", number, text, reason)
     if len(parsed.rejected) > SHOWN_REJECTS:
@@ -83,14 +84,14 @@ def load_seeds(path: str, cfg: Mapping[str, Any] | None = None) -> SeedParse:
     if not parsed.urls:
         raise UserError(f"no valid URL in seeds file {path} ({len(parsed.rejected)} bad lines)")
     if cfg is not None:
-        refusal = identity_refusal(map(host_of, parsed.urls), cfg["fetch.user_agent"])
+        refusal = identity_refusal(map(host_of, parsed.urls), cfg.fetch.user_agent)
         if refusal is not None:
             raise UserError(refusal)
         warn_refused_seeds(parsed.urls, cfg)
     return parsed
 
 
-def warn_refused_seeds(urls: list[str], cfg: Mapping[str, Any]) -> None:
+def warn_refused_seeds(urls: list[str], cfg: Config) -> None:
     """Seeds whose host the address guard refuses as written (an internal IP literal, a metadata
     name, a bad port) are injected all the same, and their fetch records blocked_address with the
     reason, as for any URL (a name's addresses are only known when it is fetched); one line says so
@@ -107,7 +108,7 @@ def warn_refused_seeds(urls: list[str], cfg: Mapping[str, Any]) -> None:
 
 
 @writes_commits("inject")
-def run(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, seeds_path: str,
+def run(spark: SparkSession, cfg: Config, root: CrawlRoot, seeds_path: str,
         now: float | None = None, parsed: SeedParse | None = None) -> InjectResult:
     if parsed is None:
         parsed = load_seeds(seeds_path, cfg)  # validate before touching the crawl root

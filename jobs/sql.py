@@ -455,7 +455,7 @@ def sql_main(argv: list[str] | None = None) -> int:
                                  "VACUUM, ...) on the live crawl root (on Spark); without it they are refused")
 
     def body(args, cfg) -> int:
-        engine = args.engine or cfg["sql.engine"]
+        engine = args.engine or cfg.sql.engine
         if engine not in ENGINES:
             raise UserError(f"sql.engine is {engine!r}: one of {', '.join(ENGINES)}")
         statements: list[str] = []

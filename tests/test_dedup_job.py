@@ -14,6 +14,7 @@ from aiohttp import web
 
 from jobs import dedup, fetch, generate, inject, update
 from jobs.engine.crawl_root import CrawlRoot
+from crawl.config import with_values
 from tests.conftest import make_config, write_seeds
 
 HOST_A, HOST_B = "127.0.0.61", "127.0.0.62"
@@ -122,7 +123,7 @@ def _same_answer_from_whole_tables(spark, cfg, root, seg, monkeypatch):
     known, bands = read_delta(spark, root.dedup_pages, True), read_delta(spark, root.dedup_bands, True)
     filtered = dedup.decide_in_memory(spark, cfg, dedup.fetched_pages(spark, root, seg), known, bands, whole=False)
     assert filtered is not None and sorted(filtered.decision.duplicates) == in_memory, "filtered reads"
-    dedup.run(spark, {**cfg, "dedup.local_max_pages": 0}, root, seg)
+    dedup.run(spark, with_values(cfg, {"dedup.local_max_pages": 0}), root, seg)
     assert answer() == in_memory, "by Spark, on the slices"
     known, bands = read_delta(spark, root.dedup_pages, True), read_delta(spark, root.dedup_bands, True)
     pages = dedup.segment_pages(spark, root, seg, known).cache()
