@@ -58,7 +58,7 @@ def devweb_main(argv: list[str] | None) -> int:
         try:
             web.start()
         except OSError as exc:
-            raise UserError(f"cannot serve on port {cfg['devweb.port']}: {exc.strerror or exc} "
+            raise UserError(f"cannot serve on port {cfg.devweb.port}: {exc.strerror or exc} "
                             f"(try --conf devweb.port=0)") from None
         # the address guard refuses loopback: a crawl of this web must allow its addresses (and,
         # named, ask its DNS server and trust its CA)

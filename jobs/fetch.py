@@ -283,7 +283,7 @@ def fetch_task(index: int, rows: Iterator[Any], cfg: Mapping[str, Any], run: Fet
             info = {"operator": cfg.warc.operator, "http-header-user-agent": cfg.fetch.user_agent,
                     "robots": "obey", "isPartOf": segment_id}
             archive = stack.enter_context(WarcWriter(
-                store, f"{cfg['warc.prefix']}-{segment_id}-{index:05d}-{attempt}",
+                store, f"{cfg.warc.prefix}-{segment_id}-{index:05d}-{attempt}",
                 cfg.warc.max_file_bytes, {k: v for k, v in info.items() if v},
                 gzip_level=cfg.warc.gzip_level))
         parser = None
@@ -352,7 +352,7 @@ def remove_unindexed_warc(cfg: Mapping[str, Any], store: WarcStore, segment_id: 
     and the complete files the results do not name (closed by attempts or earlier runs that died).
     Returns how many complete files it removed."""
     sweep_unfinished(store, segment_id=segment_id)
-    names = store.finished(f"{cfg['warc.prefix']}-{segment_id}-")
+    names = store.finished(f"{cfg.warc.prefix}-{segment_id}-")
     unwanted = unindexed_files(names, {segment_id: named})
     removed = remove_files(store, unwanted)
     if removed:

@@ -139,8 +139,8 @@ def table_properties(cfg: Mapping[str, Any]) -> dict[str, str]:
     """The retention and checkpoint properties maintain keeps on every table (conf/defaults.toml
     [maintain] says what they promise)."""
     cfg = Config.of(cfg)
-    return {"delta.deletedFileRetentionDuration": f"interval {int(cfg['maintain.vacuum_retain_hours'])} hours",
-            "delta.logRetentionDuration": f"interval {int(cfg['maintain.log_retain_days'])} days",
+    return {"delta.deletedFileRetentionDuration": f"interval {cfg.maintain.vacuum_retain_hours} hours",
+            "delta.logRetentionDuration": f"interval {cfg.maintain.log_retain_days} days",
             "delta.checkpointInterval": str(cfg.maintain.checkpoint_interval)}
 
 
