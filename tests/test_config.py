@@ -197,6 +197,10 @@ REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 CONFIG_NAME = __import__("re").compile(r"(?:^|[._])(?:cfg|config)$")  # cfg, self.cfg, run_cfg, ctx.cfg
 # calls that return a config: Config.of(cfg).warc.s3_part_mb reads a key like cfg.warc.s3_part_mb
 CONFIG_CALLS = ("Config", "Config.of", "build_config", "make_config", "with_values")
+# objects that carry one section as a field: a SchedulePolicy's ``options`` is the [schedule] section
+# (crawl.crawldb.status), read as policy.options.min_interval_s
+HOLDER = __import__("re").compile(r"(?:^|[._])policy$")
+HELD_FIELDS = {"options": "schedule"}
 
 
 def _is_config(node) -> bool:
@@ -267,6 +271,9 @@ def config_reads(source: str) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \
                 and node.value.attr in SECTIONS and _is_config(node.value.value):
             found.append((node.lineno, f"{node.value.attr}.{node.attr}"))
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \
+                and node.value.attr in HELD_FIELDS and HOLDER.search(ast.unparse(node.value.value)):
+            found.append((node.lineno, f"{HELD_FIELDS[node.value.attr]}.{node.attr}"))
         for literal in literals:
             if isinstance(literal, ast.Constant) and isinstance(literal.value, str) \
                     and key_pattern.fullmatch(literal.value) and not literal.value.startswith(SPARK_PASSTHROUGH):
@@ -291,17 +298,18 @@ def test_the_declared_key_checker_sees_an_undeclared_key():
               "    other.fetch.delay_ss = 1  # not a config: no read\n"
               "    return parse.max_outlinks + parse.max_outlink + schedule.min_intervall_s + other.max_outlink, \\\n"
               "        Config.of(cfg).warc.s3_part_mbb, build_config().generate.top_n\n"
-              "def h(parse):\n"
-              "    return parse.max_outlinkz  # another function's parse: not a section here\n")
+              "def h(parse, policy):\n"
+              "    return parse.max_outlinkz, policy.options.depth_decayy  # parse: not a section here\n")
     reads = config_reads(source)
     assert sorted(key for _, key in reads) == ["dedup.max_hammin", "fetch.dealy_s", "fetch.delay_s", "fetch.delay_s",
                                                "fetch.dely_s", "generate.top_m", "generate.top_n", "parse.max_outlink",
-                                               "parse.max_outlinks", "schedule.min_intervall_s", "warc.s3_part_mbb"]
+                                               "parse.max_outlinks", "schedule.depth_decayy", "schedule.min_intervall_s",
+                                               "warc.s3_part_mbb"]
     declared = set(load_defaults())
     assert sorted(key for _, key in reads if key not in declared) == ["dedup.max_hammin", "fetch.dealy_s",
                                                                       "fetch.dely_s", "generate.top_m",
-                                                                      "parse.max_outlink", "schedule.min_intervall_s",
-                                                                      "warc.s3_part_mbb"]
+                                                                      "parse.max_outlink", "schedule.depth_decayy",
+                                                                      "schedule.min_intervall_s", "warc.s3_part_mbb"]
 
 
 def test_every_config_key_read_in_code_is_declared():
