@@ -385,7 +385,7 @@ def _load() -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from crawl.config import build_config
+    from crawl.config import build_config, with_values
     from crawl.dedup.rules import band_rows
 
     facts = machine_facts(("pyarrow", "numpy"))
@@ -482,9 +482,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def run_dedup(label: str, root: CrawlRoot, new_path: str, n_existing: int, max_candidates: int | None = None,
                       evaluate: bool = True, breakdown: bool = False) -> dict[str, Any]:
-            run_cfg = dict(cfg)
-            if max_candidates is not None:
-                run_cfg["dedup.max_band_candidates"] = max_candidates
+            run_cfg = cfg if max_candidates is None else with_values(cfg, {"dedup.max_band_candidates": max_candidates})
             known = spark.read.format("delta").load(root.dedup_pages)
             old_bands = spark.read.format("delta").load(root.dedup_bands)
             out: dict[str, Any] = {"label": label, "existing": n_existing,

@@ -70,11 +70,9 @@ def s3_uri(bucket: str, key: str) -> str:
     return f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
 
 
-def s3_settings(cfg: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> S3Settings:
+def s3_settings(cfg: Config, environ: Mapping[str, str] = os.environ) -> S3Settings:
     """Endpoint, region, addressing style and credentials from the ``s3.*`` options, each empty
-    option falling back to the standard AWS configuration (see conf/defaults.toml). ``cfg`` is a
-    Config, or a mapping of every key (crawl.sqlengine passes the defaults as they are loaded)."""
-    cfg = Config.of(cfg)
+    option falling back to the standard AWS configuration (see conf/defaults.toml)."""
     endpoint = (cfg.s3.endpoint or environ.get("AWS_ENDPOINT_URL_S3")
                 or environ.get("AWS_ENDPOINT_URL") or None)
     region = cfg.s3.region or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or FALLBACK_REGION

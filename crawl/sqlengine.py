@@ -178,7 +178,7 @@ class DuckDBEngine:
         import duckdb
 
         from crawl import config, s3
-        settings = s3.s3_settings(cfg if cfg is not None else config.load_defaults())
+        settings = s3.s3_settings(cfg if cfg is not None else config.build_config())
         if not (settings.access_key_id and settings.secret_access_key):
             raise EngineUnavailable("S3 credentials other than keys (an instance or container role)")
         try:

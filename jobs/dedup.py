@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -359,7 +359,7 @@ def _without_stale(pairs: DataFrame, page_keys: DataFrame) -> DataFrame:
 
 
 def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_bands: DataFrame,
-               cfg: Mapping[str, Any], new_bands: DataFrame | None = None, n_pages: int | None = None
+               cfg: Config, new_bands: DataFrame | None = None, n_pages: int | None = None
                ) -> tuple[DataFrame, Candidates, list[DataFrame]]:
     """(duplicates: url, url_hash, host_bucket, dup_of, match; the band join's Candidates; cached
     DataFrames to unpersist once the duplicates are written). ``new_bands``: page_bands(pages),
@@ -371,10 +371,7 @@ def duplicates(spark: SparkSession, pages: DataFrame, known: DataFrame, old_band
     or twice, and only rows that share a text hash or a band value with a segment page cross a
     shuffle (the exact match selects earlier pages by a broadcast of the segment's text hashes;
     the fingerprints, first-fetch times and scores of the other pages of candidate pairs come by
-    a broadcast of their keys when there are at most _BROADCAST_KEYS).
-
-    ``cfg``: a Config, or a mapping of every key (bench/dedup_scale.py passes a changed copy)."""
-    cfg = Config.of(cfg)
+    a broadcast of their keys when there are at most _BROADCAST_KEYS)."""
     cached: list[DataFrame] = []
     page_keys = pages.select("url_hash", "url")
     known_pages = to_epoch(known.select(*[c for c in _PAGE_COLUMNS if c != "first"],
