@@ -87,15 +87,34 @@ def test_jvm_options_join_ours_and_reach_a_clusters_executors():
     assert cluster["spark.executor.extraJavaOptions"] == "-XX:TieredStopAtLevel=1 -Dx=y"
 
 
-def test_the_quick_jit_compiler_for_one_step_and_the_users_options_after_it():
+def test_the_quick_jit_compiler_for_one_step_and_the_users_options_after_it(tmp_path):
     from jobs.engine.session import QUICK_JIT, java_options
 
-    def driver(cfg, one_step):
-        return java_options(cfg, "local[2]", one_step=one_step)["spark.driver.extraJavaOptions"].split()[1:]
+    def driver(cfg, one_step, root=None, master="local[2]"):
+        return java_options(cfg, master, one_step=one_step, crawl_root=root)["spark.driver.extraJavaOptions"].split()[1:]
     auto = build_config()
     assert auto["spark.jit"] == "auto"
     assert driver(auto, one_step=True) == [*QUICK_JIT, "-XX:+UseParallelGC"]  # a process per step
-    assert driver(auto, one_step=False) == ["-XX:+UseParallelGC"]  # deltacrawl crawl, sql, shell
+    assert driver(auto, one_step=False) == ["-XX:+UseParallelGC"]  # deltacrawl crawl, sql, shell: no root known
+    # crawl, sql and shell on a local master: the quick compiler while the crawl root's crawldb is
+    # small (crawldb.local_read_max_mb of data files; a new crawl has none), both once it is not
+    root = tmp_path / "crawl"
+    assert driver(auto, False, str(root)) == [*QUICK_JIT, "-XX:+UseParallelGC"]
+    part = root / "crawldb" / "host_bucket=3"
+    part.mkdir(parents=True)
+    with open(part / "part-0.parquet", "wb") as fh:
+        fh.truncate(10 * 1024 * 1024)  # 10 MB (sparse)
+    (root / "crawldb" / "_delta_log").mkdir()
+    with open(root / "crawldb" / "_delta_log" / "00000000000000000099.checkpoint.json", "wb") as fh:
+        fh.truncate(50 * 1024 * 1024)  # the log is not data
+    assert driver(auto, False, f"file://{root}") == [*QUICK_JIT, "-XX:+UseParallelGC"]
+    with open(part / "part-1.parquet", "wb") as fh:
+        fh.truncate(7 * 1024 * 1024)  # 17 MB in all: more than local_read_max_mb's 16
+    assert driver(auto, False, str(root)) == ["-XX:+UseParallelGC"]
+    assert driver(build_config(overrides={"crawldb.local_read_max_mb": 32}), False, str(root)) == [*QUICK_JIT, "-XX:+UseParallelGC"]
+    assert driver(auto, False, "s3a://bucket/crawl") == ["-XX:+UseParallelGC"]  # not read from here
+    new = str(tmp_path / "other")
+    assert driver(auto, False, new, "spark://127.0.0.1:7077") == ["-XX:+UseParallelGC"]  # a cluster's crawl
     quick = build_config(overrides={"spark.jit": "quick", "spark.jvm_options": "-XX:TieredStopAtLevel=4"})
     # the user's own option comes last, and the JVM takes the last of a repeated option
     assert driver(quick, one_step=False) == [*QUICK_JIT, "-XX:TieredStopAtLevel=4"]

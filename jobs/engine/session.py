@@ -145,21 +145,49 @@ def with_task_retries(master: str, max_failures: int) -> str:
 QUICK_JIT = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
 
 
-def jit_options(cfg: Mapping[str, Any], one_step: bool) -> list[str]:
+def small_local_crawl(crawl_root: str | None, max_mb: float) -> bool:
+    """``crawl_root`` is a folder on this machine whose crawldb's data files add up to at most
+    ``max_mb`` MB (no crawldb yet: 0). Read from the file system before any JVM starts."""
+    if not crawl_root or is_object_store(crawl_root) or max_mb <= 0:
+        return False
+    path = crawl_root[len("file://"):] if crawl_root.startswith("file://") else crawl_root
+    path = path[len("file:"):] if path.startswith("file:") else path
+    limit, total = max_mb * 1024 * 1024, 0
+    for folder, _, files in os.walk(os.path.join(path, "crawldb")):
+        for name in files:
+            if name.endswith(".parquet"):
+                try:
+                    total += os.path.getsize(os.path.join(folder, name))
+                except OSError:  # vacuumed meanwhile
+                    continue
+                if total > limit:
+                    return False
+    return True
+
+
+def jit_options(cfg: Mapping[str, Any], one_step: bool, crawl_root: str | None = None,
+                master: str = "local") -> list[str]:
     """The JVM options spark.jit asks for: the quick compiler alone for "quick", and for "auto" in a
-    process that runs one step and exits (conf/defaults.toml says why); none for "full"."""
+    process that runs one step and exits, or that runs on a local master over a small local crawl
+    root (small_local_crawl with crawldb.local_read_max_mb: a crawl, sql or shell on the driver's
+    machine whose steps take their in-memory paths); none for "full". conf/defaults.toml says why."""
     cfg = Config.of(cfg)
     mode = cfg.spark.jit
-    return list(QUICK_JIT) if mode == "quick" or (mode == "auto" and one_step) else []
+    if mode == "auto":
+        quick = one_step or (master.startswith("local")
+                             and small_local_crawl(crawl_root, cfg.crawldb.local_read_max_mb))
+        return list(QUICK_JIT) if quick else []
+    return list(QUICK_JIT) if mode == "quick" else []
 
 
 def java_options(cfg: Mapping[str, Any], master: str, class_archive: Path | None = None,
-                 one_step: bool = False) -> dict[str, str]:
+                 one_step: bool = False, crawl_root: str | None = None) -> dict[str, str]:
     """The driver's JVM options (our log settings, the class archive if there is one, spark.jit's,
     then spark.jvm_options, so that an option there wins) and, for a cluster master, the
-    executors' (spark.jit's and spark.jvm_options). ``one_step``: the process runs one step."""
+    executors' (spark.jit's and spark.jvm_options). ``one_step``: the process runs one step;
+    ``crawl_root``: the crawl root it works on (spark.jit "auto" looks at its crawldb's size)."""
     cfg = Config.of(cfg)
-    extra = [*jit_options(cfg, one_step), *str(cfg.spark.jvm_options).split()]
+    extra = [*jit_options(cfg, one_step, crawl_root, master), *str(cfg.spark.jvm_options).split()]
     log_conf = resources.files("conf").joinpath("log4j2.properties")
     # the archive, and the JVM's own warnings (an archive it cannot use, say) on stderr instead of
     # stdout, which carries a command's results
@@ -206,7 +234,7 @@ def build_spark(cfg: Mapping[str, Any], crawl_root: str | None = None, one_step:
                          "spark.ui.enabled": str(cfg.spark.ui_enabled).lower(),
                          "spark.speculation": "false",
                          "spark.task.maxFailures": str(cfg.spark.task_max_failures),
-                         **java_options(cfg, master, archive, one_step)})
+                         **java_options(cfg, master, archive, one_step, crawl_root)})
         if master.startswith("local"):
             # Keep the driver on loopback (this machine's host name may resolve elsewhere), and run
             # Python workers with the interpreter that runs us, so they see the same packages.
