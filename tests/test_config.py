@@ -112,7 +112,8 @@ def test_the_quick_jit_compiler_for_one_step_and_the_users_options_after_it(tmp_
         fh.truncate(7 * 1024 * 1024)  # 17 MB in all: more than local_read_max_mb's 16
     assert driver(auto, False, str(root)) == ["-XX:+UseParallelGC"]
     assert driver(build_config(overrides={"crawldb.local_read_max_mb": 32}), False, str(root)) == [*QUICK_JIT, "-XX:+UseParallelGC"]
-    assert driver(auto, False, "s3a://bucket/crawl") == ["-XX:+UseParallelGC"]  # not read from here
+    for remote in ("s3a://bucket/crawl", "hdfs://namenode/crawl"):
+        assert driver(auto, False, remote) == ["-XX:+UseParallelGC"]  # not read from here
     new = str(tmp_path / "other")
     assert driver(auto, False, new, "spark://127.0.0.1:7077") == ["-XX:+UseParallelGC"]  # a cluster's crawl
     quick = build_config(overrides={"spark.jit": "quick", "spark.jvm_options": "-XX:TieredStopAtLevel=4"})

@@ -152,6 +152,8 @@ def small_local_crawl(crawl_root: str | None, max_mb: float) -> bool:
         return False
     path = crawl_root[len("file://"):] if crawl_root.startswith("file://") else crawl_root
     path = path[len("file:"):] if path.startswith("file:") else path
+    if "://" in path:  # another file system's (hdfs://, abfss://, ...): not read from here
+        return False
     limit, total = max_mb * 1024 * 1024, 0
     for folder, _, files in os.walk(os.path.join(path, "crawldb")):
         for name in files:
