@@ -67,8 +67,8 @@ def spark():
     # it lives as long as the whole run, where the optimising compiler pays for itself: both JIT
     # compilers, not FAST's quick one alone (with it five Spark-heavy modules took the same machine
     # CPU and 1.1x the wall, docs/decisions.md "The quick compiler for one step"), and the
-    # documented JVM options. Its queries run
-    # interpreted, without Spark's code generation (FAST): on test-sized data, compiling each query's Java
+    # documented JVM options. Its queries run interpreted, without Spark's code generation
+    # (FAST): on test-sized data, compiling each query's Java
     # (Janino, then the JIT compiling Janino and the generated classes) costs more than it saves:
     # over a whole run the two session JVMs used 804 CPU s instead of 984 (docs/development.md).
     session = build_spark(make_config(**{"spark.jit": "full", "spark.jvm_options": build_config()["spark.jvm_options"]}))

@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 
 from crawl.config import Config, spark_settings
 from jobs.engine.class_archive import ensure_archive
+from jobs.engine.crawl_root import CrawlRoot
 from jobs.engine.jars import JAR_SETS, default_jars_dir, ensure_jars
 
 
@@ -148,14 +149,13 @@ QUICK_JIT = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
 def small_local_crawl(crawl_root: str | None, max_mb: float) -> bool:
     """``crawl_root`` is a folder on this machine whose crawldb's data files add up to at most
     ``max_mb`` MB (no crawldb yet: 0). Read from the file system before any JVM starts."""
-    if not crawl_root or is_object_store(crawl_root) or max_mb <= 0:
+    if not crawl_root or max_mb <= 0:
         return False
-    path = crawl_root[len("file://"):] if crawl_root.startswith("file://") else crawl_root
-    path = path[len("file:"):] if path.startswith("file:") else path
-    if "://" in path:  # another file system's (hdfs://, abfss://, ...): not read from here
+    root = CrawlRoot(crawl_root)
+    if not root.is_local:  # an object store's or another file system's: not read from here
         return False
     limit, total = max_mb * 1024 * 1024, 0
-    for folder, _, files in os.walk(os.path.join(path, "crawldb")):
+    for folder, _, files in os.walk(root.local_path(root.crawldb)):
         for name in files:
             if name.endswith(".parquet"):
                 try:
