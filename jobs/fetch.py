@@ -346,7 +346,7 @@ def open_warc_store(root: CrawlRoot, cfg: Mapping[str, Any]) -> WarcStore:
     return store
 
 
-def remove_unindexed_warc(cfg: Mapping[str, Any], store: WarcStore, segment_id: str, named: set[str]) -> int:
+def remove_unindexed_warc(cfg: Config, store: WarcStore, segment_id: str, named: set[str]) -> int:
     """Once the segment's results are committed (they name the WARC files ``named``), the files of
     the segment nothing will index: what is still open (the attempts that succeeded closed theirs)
     and the complete files the results do not name (closed by attempts or earlier runs that died).
