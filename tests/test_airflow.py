@@ -12,10 +12,11 @@ and SQLite metadata database per test module.
 - a bad input (exit 2) failing the run at once, without retries (stand-in);
   the stand-in runs go one after the other in one Airflow process (stand_in_runs), each with its
   own environment, and each test checks its own;
-- a run of the overlapped DAG with the real `deltacrawl`, by the LocalExecutor (tasks side by
-  side, as under a scheduler), that crawls the bundled test web for two cycles, checked in
-  Airflow's task start and end times (the steps overlapped, the chains held), the crawldb, the
-  cycles table and its one MLflow run (read with MLflow's client).
+- two runs of the overlapped DAG by the LocalExecutor (tasks side by side, as under a scheduler)
+  in one Airflow process: two cycles with a stand-in whose overlapped steps wait for each other,
+  checked in Airflow's task start and end times (the steps overlapped, the chains held); and one
+  cycle with the real `deltacrawl` over the bundled test web, checked in the crawldb, the cycles
+  table and its one MLflow run (read with MLflow's client).
 """
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ DELTACRAWL = str(Path(sys.executable).parent / "deltacrawl")  # the crawler's ve
 MARK = "DELTACRAWL_AIRFLOW_TEST_MARK"  # in the environment of every process a DAG run starts
 
 # Runs inside .venv-airflow: "graph DAGS_FOLDER" prints the DagBag as JSON; "run DAGS_FOLDER DAG_ID
-# CONF_JSON" runs one DAG run with dag.test() and prints its outcome as JSON on a line "RESULT ...";
+# CONF_JSON" runs one DAG run with dag.test() (or one per conf of a JSON list, one after the other)
+# and prints the outcome of each as JSON on a line "RESULT ...";
 # "runs DAGS_FOLDER DAG_ID SPECS_JSON" runs several, one after the other, each with its own
 # environment, and prints a line "RESULT ..." for each, with its name (or the error it ended with).
 HARNESS = textwrap.dedent(r'''
@@ -146,12 +148,15 @@ HARNESS = textwrap.dedent(r'''
             upstream_end(self)
         LocalExecutor.end = end
     try:
-        dr = dag.test(run_conf=json.loads(sys.argv[4]), use_executor=bool(api))
+        # one run conf, or a list of them: run one after the other with the same executor set-up
+        confs = json.loads(sys.argv[4])
+        for conf in confs if isinstance(confs, list) else [confs]:
+            dr = dag.test(run_conf=conf, use_executor=bool(api))
+            print("RESULT " + json.dumps(outcome(dr)), flush=True)
     finally:
         if api:
             api_server.terminate()
             api_server.wait()
-    print("RESULT " + json.dumps(outcome(dr)), flush=True)
 ''')
 
 
@@ -224,13 +229,14 @@ def airflow_home(tmp_path_factory):
     return home
 
 
-def dag_run(home: Path, conf: dict, log: Path, timeout: float, **env: str) -> dict:
-    """One run of the DAG with ``conf``; its final state, task states and XComs."""
-    text = airflow_python(["-c", HARNESS, "run", str(DAGS), DAG_ID, json.dumps(conf)],
+def dag_runs(home: Path, confs: list[dict], log: Path, timeout: float, **env: str) -> list[dict]:
+    """Runs of the DAG, one per conf of ``confs``, one after the other in one Airflow process; the
+    final state, task states, their start and end times and XComs of each."""
+    text = airflow_python(["-c", HARNESS, "run", str(DAGS), DAG_ID, json.dumps(confs)],
                           clean_env(home, **{"DELTACRAWL_DAG_RETRIES": "0", **env}), log, timeout)
-    lines = [line for line in text.splitlines() if line.startswith("RESULT ")]
-    assert lines, f"no result in {log}:\n{text[-6000:]}"
-    return json.loads(lines[-1][len("RESULT "):])
+    results = [json.loads(line[len("RESULT "):]) for line in text.splitlines() if line.startswith("RESULT ")]
+    assert len(results) == len(confs), f"{len(results)} results of {len(confs)} runs in {log}:\n{text[-6000:]}"
+    return results
 
 
 def cycle_tasks(cycle: int) -> list[str]:
@@ -543,76 +549,118 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-# nine cold JVMs, two at a time at most: ~7 minutes with the suite's load on two cores
+# A stand-in for the overlapped run's timing: two cycles whose steps must run side by side. Each
+# call records its argv and start; the two steps of each pair that `crawl --overlap` runs at once
+# (fetch 1 beside generate 2, fetch 2 beside dedup 1) each wait until the other has started, so a
+# pair run one after the other makes the first one give up (exit 3) and the run fail.
+OVERLAP_PAIRS = '''#!{python}
+"""A stand-in for deltacrawl whose overlapped steps meet: generate hands out segment-1, then segment-2."""
+import json, os, sys, time
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "calls.jsonl"), "a") as fh:
+    fh.write(json.dumps(sys.argv[1:]) + "\\n")
+step = sys.argv[1]
+key = f"{{step}}-{{sys.argv[sys.argv.index('--cycle') + 1]}}" if "--cycle" in sys.argv else step
+open(os.path.join(here, "started-" + key), "w").close()
+partner = {{"fetch-1": "generate-2", "generate-2": "fetch-1", "fetch-2": "dedup-1", "dedup-1": "fetch-2"}}.get(key)
+deadline = time.time() + 300
+while partner and not os.path.exists(os.path.join(here, "started-" + partner)):
+    if time.time() > deadline:
+        print(f"{{key}}: {{partner}} never started beside it", file=sys.stderr)
+        sys.exit(3)
+    time.sleep(0.2)
+time.sleep(1)  # both are running now: each ends at least a second after the other started
+if step == "generate":
+    print("segment-" + key.split("-")[1])
+'''
+
+
+# five cold JVMs, one at a time, and the stand-in's run: ~4 minutes with the suite's load on two cores
 @pytest.mark.timeout(900)
-def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
-    """Every task a real `deltacrawl` (a cold JVM each: nine of them, generate 1 to stats; the seeds
-    are injected beforehand, in this process: the inject task's command line is the stand-in's
-    above, its MLflow and cycles rows tests/test_tracking.py's), in the overlapped shape (DELTACRAWL_DAG_OVERLAP=1), run by the LocalExecutor so tasks really run side by
-    side: two cycles, seeds for two segments (generate.top_n is half of them), so generate 2 runs
-    while segment 1 is fetched and fetch 2 while segment 1 is deduplicated and updated. Checked:
-    those overlaps and the chains' order in Airflow's own task start and end times (order facts
-    only, no durations), the crawl root (both segments updated, no lease left), the cycles table
-    and the one MLflow run. The in-turn shape's command lines and skips: the stand-in runs above;
+def test_overlapped_dag_runs_steps_side_by_side_and_crawls_the_test_web(spark, airflow_home, tmp_path):
+    """The overlapped shape (DELTACRAWL_DAG_OVERLAP=1) run by the LocalExecutor, so tasks really run
+    side by side (each in a worker process, through the execution API, as under a scheduler), two
+    DAG runs in one Airflow process:
+
+    1. two cycles with a stand-in whose paired steps wait for each other (OVERLAP_PAIRS): generate 2
+       runs while segment 1 is fetched and fetch 2 while segment 1 is deduplicated, so segment 2 is
+       fetched before segment 1 is updated; checked also in Airflow's own task start and end times
+       (order facts only, no durations), with the chains: no two crawldb writers at once, one fetch
+       after the other.
+    2. one cycle with the real `deltacrawl` (a cold JVM per task: generate to stats; the seeds are
+       injected beforehand, in this process: the inject task's command line is the stand-in's
+       above, its MLflow and cycles rows tests/test_tracking.py's) over the bundled test web:
+       the segment id from generate to the other steps through XCom, the crawl root (every seed
+       fetched, what they link to added, no lease left), politeness from the web's log, the
+       cycles table, the one MLflow run and each task JVM's JIT flags.
+
+    Real JVMs side by side, their politeness across segments fetched back to back and their crash
+    safety: `crawl --overlap` in tests/test_crawl_overlap.py, whose steps are these tasks' code;
     generate's exit 99 itself: tests/test_cli.py."""
     from crawl.devweb.web import DevWeb
 
+    bin_dir, stand_in = write_stand_in(tmp_path, OVERLAP_PAIRS)
     web = DevWeb(hosts=3, pages_per_host=4, port=0, seed=7, crawl_delay_s=0.4)
     web.start()
     try:
         root = str(tmp_path / "crawl")
-        # the home pages and what they link to, so the first generate cannot take every known URL
+        # the home pages and what they link to
         urls = sorted(u for u in reachable(web, web.seed_urls(), 2) if not web.is_disallowed(u))
         inject.run(spark, make_config(), CrawlRoot(root), write_seeds(tmp_path / "seeds.txt", urls))
         state = tmp_path / "state"
         # the JIT compiler as shipped (spark.jit "auto": each task runs one step, so the quick
         # compiler alone), which every task's JVM reports in its log (-XX:+PrintFlagsFinal, below).
         # Each task's queries run interpreted, as every test JVM's do (tests/conftest.py FAST).
-        conf = {**{k: v for k, v in TRACKED.items() if k != "spark.jit"}, "generate.top_n": (len(urls) + 1) // 2,
+        conf = {**{k: v for k, v in TRACKED.items() if k != "spark.jit"},
                 "spark.jvm_options": f"{FAST['spark.jvm_options']} -XX:+PrintFlagsFinal".strip()}
         params = {"crawl_root": root, "spark_master": FAST["spark.master"], "deltacrawl_bin": DELTACRAWL,
                   "conf": [f"{k}={v}" for k, v in conf.items() if k != "spark.master"]}
-        run = dag_run(airflow_home, {**params, "cycles": 2}, tmp_path / "run1.log", 3600,
-                      DELTACRAWL_DAG_OVERLAP="1", AIRFLOW__CORE__EXECUTOR="LocalExecutor", XDG_STATE_HOME=str(state),
-                      AIRFLOW__CORE__PARALLELISM="4", AIRFLOW__API_AUTH__JWT_SECRET=uuid.uuid4().hex,
-                      AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{free_port()}/execution/")
-        tasks = run["tasks"]
-        assert run["state"] == "success", tasks
+        paired, run = dag_runs(
+            airflow_home, [{"crawl_root": "/crawls/paired", "cycles": 2, "deltacrawl_bin": str(stand_in)},
+                           {**params, "cycles": 1}],
+            tmp_path / "runs.log", 3600, DELTACRAWL_DAG_OVERLAP="1", AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+            XDG_STATE_HOME=str(state), AIRFLOW__CORE__PARALLELISM="4", AIRFLOW__API_AUTH__JWT_SECRET=uuid.uuid4().hex,
+            AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{free_port()}/execution/")
+
+        # 1. the steps overlapped: each pair met (its stand-ins waited for each other), and in
+        # Airflow's records each of the two started before the other ended
+        tasks = paired["tasks"]
+        assert paired["state"] == "success", tasks
         ran = [*cycle_tasks(1), *cycle_tasks(2), "stats"]
         assert {t: tasks[t] for t in ran} == {t: "success" for t in ran}
-        assert tasks["inject"] == "skipped"  # no seeds given
-        assert all(tasks[t] == "skipped" for t in cycle_tasks(3))  # not requested
-
-        # the steps overlapped, in Airflow's own records: each of the two started before the other
-        # ended (one task at a time, in any order, one of them ends before the other starts).
-        # Each pair becomes runnable at the same moment and each task is a JVM of many seconds.
-        start = {t: se[0] for t, se in run["times"].items()}
-        end = {t: se[1] for t, se in run["times"].items()}
+        assert paired["xcom"] == {"cycle_1.generate": "segment-1", "cycle_2.generate": "segment-2"}
+        start = {t: se[0] for t, se in paired["times"].items()}
+        end = {t: se[1] for t, se in paired["times"].items()}
         for a, b in (("cycle_1.fetch", "cycle_2.generate"), ("cycle_2.fetch", "cycle_1.dedup")):
-            assert start[a] < end[b] and start[b] < end[a], (a, b, run["times"])
+            assert start[a] < end[b] and start[b] < end[a], (a, b, paired["times"])
         assert start["cycle_2.fetch"] < end["cycle_1.update"]  # segment 2 was fetched before 1 was updated
         # ... and the chains held: no two writers at once, one fetch after the other
         writers = [t for t in OVERLAP_WRITERS if t in ran]
         for before, after in zip(writers, writers[1:]):
-            assert end[before] <= start[after], (before, after, run["times"])
+            assert end[before] <= start[after], (before, after, paired["times"])
         assert end["cycle_1.fetch"] <= start["cycle_2.fetch"]
+        calls = [json.loads(line) for line in (bin_dir / "calls.jsonl").read_text().splitlines()]
+        assert sorted(c[0] for c in calls) == sorted(["generate", "fetch", "dedup", "update"] * 2 + ["stats"])
 
-        # the segment ids went from generate to the other steps through XCom
-        segments = [run["xcom"]["cycle_1.generate"], run["xcom"]["cycle_2.generate"]]
-        assert sorted(os.listdir(f"{root}/segments")) == sorted(segments)
-        assert all(os.path.exists(f"{root}/segments/{s}/_updated") for s in segments)
+        # 2. the real crawl
+        tasks = run["tasks"]
+        assert run["state"] == "success", tasks
+        assert {t: tasks[t] for t in [*cycle_tasks(1), "stats"]} == {t: "success" for t in [*cycle_tasks(1), "stats"]}
+        assert tasks["inject"] == "skipped"  # no seeds given
+        assert all(tasks[t] == "skipped" for t in cycle_tasks(2) + cycle_tasks(3))  # not requested
+
+        # the segment id went from generate to the other steps through XCom
+        segment = run["xcom"]["cycle_1.generate"]
+        assert os.listdir(f"{root}/segments") == [segment]
+        assert os.path.exists(f"{root}/segments/{segment}/_updated")
 
         rows = {r["url"]: r for r in spark.read.format("delta").load(f"{root}/crawldb").collect()}
         fetched = {u for u, r in rows.items() if r["status"] == "fetched"}
-        assert fetched == set(urls)
-        by_segment = {s: {u for u in fetched if rows[u]["segment_id"] == s} for s in segments}
-        assert all(by_segment.values()) and set().union(*by_segment.values()) == fetched  # disjoint, both used
-        assert all(r["lease_until"] is None for r in rows.values())  # every lease released by its update
-        # what the seeds link to went in through the two updates
+        assert fetched == set(urls) and all(rows[u]["segment_id"] == segment for u in fetched)
+        assert all(r["lease_until"] is None for r in rows.values())  # the lease released by update
+        # what the seeds link to went in through the update
         assert {u for u, r in rows.items() if r["status"] in ("unfetched", "robots_denied")} == \
             reachable(web, urls, 2) - fetched
-        # politeness across the overlap, from the web's own log: fetch 2 ran before update 1 cached
-        # the hosts' robots.txt in the hostdb, yet asked no host for it again (recent_contacts)
         assert_polite(web, web.requests(), float(FAST["fetch.delay_s"]))
 
         # the DAG run is one crawl run: its cycles rows, and one finished MLflow run with metrics per cycle
@@ -622,11 +670,11 @@ def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
         assert len(crawl_ids) == 1 and next(iter(crawl_ids)).startswith(f"{DAG_ID}/")
         crawl_id = next(iter(crawl_ids))
         assert sorted((r["cycle"], r["step"]) for r in cycles) == [
-            (c, s) for c in (1, 2) for s in sorted(("generate", "fetch", "dedup", "update"))]
+            (1, s) for s in sorted(("generate", "fetch", "dedup", "update"))]
         mlflow_run = finished_mlflow_run(root, crawl_id)
         assert {r["mlflow_run_id"] for r in cycles} == {mlflow_run["run_id"]}
-        assert mlflow_run["steps"]["fetch/urls"] == [1, 2] and mlflow_run["steps"]["seconds/cycle"] == [1, 2]
-        assert mlflow_run["fetched_by_cycle"] == [len(by_segment[s]) for s in segments]
+        assert mlflow_run["steps"]["fetch/urls"] == [1] and mlflow_run["steps"]["seconds/cycle"] == [1]
+        assert mlflow_run["fetched_by_cycle"] == [len(fetched)]
         assert {"stats.json", "cycles.json", "config.json"} <= set(mlflow_run["artifacts"])
         assert {"status_mix.png", "step_seconds.png"} <= set(mlflow_run["charts"])
         assert mlflow_run["params"]["fetch.delay_s"] == str(FAST["fetch.delay_s"])
@@ -635,7 +683,7 @@ def test_overlapped_dag_crawls_the_test_web(spark, airflow_home, tmp_path):
         jvm_logs = {step: list((state / "deltacrawl" / "logs").glob(f"*-{step}-*.log"))
                     for step in ("generate", "fetch", "dedup", "update", "stats")}
         assert {step: len(found) for step, found in jvm_logs.items()} == {
-            "generate": 2, "fetch": 2, "dedup": 2, "update": 2, "stats": 1}
+            "generate": 1, "fetch": 1, "dedup": 1, "update": 1, "stats": 1}
         for log in (log for found in jvm_logs.values() for log in found):
             text = log.read_text(errors="replace")
             assert re.search(r"TieredStopAtLevel\s+= 1\s.*\{command line\}", text), log
