@@ -230,7 +230,7 @@ SLOW_MODULES = {"test_airflow", "test_cluster", "test_kill", "test_generate_race
 # test_e2e and test_tracking late: whichever asks first builds the shared crawl (named_crawl) and
 # another worker asking meanwhile would wait for it. Every other module (under a minute each)
 # follows, in file order.
-LONGEST_FIRST = ("test_airflow",          # 426: the real DAG run, nine cold JVMs
+LONGEST_FIRST = ("test_airflow",          # 426 with nine cold JVMs; ~230 with five (one real cycle) since
                  "test_cluster",          # 285 with two cycles, one since
                  "test_sql",              # 174 with the shared crawl's 109
                  "test_dedup_job",        # 255
