@@ -231,6 +231,7 @@ def with_values(cfg: Mapping[str, Any], values: Mapping[str, Any]) -> Config:
 # What SparkContext.setLogLevel accepts.
 SPARK_LOG_LEVELS = ("ALL", "DEBUG", "ERROR", "FATAL", "INFO", "OFF", "TRACE", "WARN")
 SPARK_JIT_MODES = ("auto", "full", "quick")
+DRIVER_READERS = ("auto", "spark")
 
 
 def _validate(cfg: dict[str, Any]) -> None:
@@ -293,6 +294,9 @@ def _validate(cfg: dict[str, Any]) -> None:
         raise ConfigError(f"config key 'spark.log_level' must be one of {', '.join(SPARK_LOG_LEVELS)}, "
                           f"got {cfg['spark.log_level']!r}")
     cfg["spark.log_level"] = level
+    if cfg["crawldb.driver_reader"] not in DRIVER_READERS:
+        raise ConfigError(f"config key 'crawldb.driver_reader' must be one of {', '.join(DRIVER_READERS)}, "
+                          f"got {cfg['crawldb.driver_reader']!r}")
     if cfg["spark.jit"] not in SPARK_JIT_MODES:
         raise ConfigError(f"config key 'spark.jit' must be one of {', '.join(SPARK_JIT_MODES)}, "
                           f"got {cfg['spark.jit']!r}")

@@ -81,7 +81,8 @@ from jobs.engine.commit_info import note_segment, writes_commits
 from jobs.engine.runtime import add_run_options, run_spark_step
 from jobs.engine.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError, is_commit_conflict
 from jobs.engine.crawl_root import CrawlRoot, check_segment_id, delete_path, write_marker
-from jobs.engine.reads import CachedFrames, fits_driver, read_host_state, read_url_state, rows_where
+from jobs.engine.reads import (CachedFrames, arrow_rows, fits_driver, read_host_state, read_url_state,
+                               whole_arrow)
 from jobs.engine.schemas import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, epoch_schema, from_epoch,
                                  from_epoch_col, to_epoch)
 from jobs.engine.tables import ensure_tables, table_exists
@@ -295,11 +296,13 @@ _HOST_COLUMNS = ("host_bucket", "host", "url_budget", "backoff_s", "sitemaps", "
 
 def _host_rows(spark: SparkSession, host_state: DataFrame, names: list[str] | None) -> dict[str, dict]:
     """{host: host row (epoch times)} of the hostdb ``host_state``: of the hosts ``names`` without
-    their robots.txt bodies, or (None) of every host, bodies included (a whole read, through Arrow)."""
+    their robots.txt bodies, or (None) of every host, bodies included (a whole read, through Arrow;
+    local_fetchlist reads the hostdb itself with reads.whole_arrow, the same rows)."""
     columns = list(_HOST_COLUMNS) if names is not None else [*_HOST_COLUMNS, "robots_txt"]
     hosts = to_epoch(host_state.select(*columns), [c for c in HOST_STATE_TIMES if c in columns])
     if names is None:
-        return {r["host"]: r for r in rows_where(hosts, lambda t: pc.is_valid(t["host"]))}
+        table = hosts.toArrow()
+        return {r["host"]: r for r in arrow_rows(table, pc.is_valid(table["host"]))}
     return {r["host"]: r.asDict() for r in hosts.filter(F.col("host").isin(names)).collect()}
 
 
@@ -307,14 +310,22 @@ def _due_rows(url_state: DataFrame, cfg: Config, now: float, limit: int, whole: 
     """The due URLs of the crawldb ``url_state`` (DUE_COLUMNS, epoch times), and with
     generate.fill_budget those that may be taken early, leased or held back or not; at most
     ``limit`` + 1 of them (more means: too many for the driver). ``whole``: read the table whole
-    through Arrow (it fits the driver) and filter there, else with the due filter."""
+    through Arrow (it fits the driver) and filter there (_due_in_table), else with the due filter."""
     if not whole:
         due = _due_regardless_of_host(url_state, cfg, now).select(*DUE_COLUMNS)
         return [r.asDict() for r in to_epoch(due, DUE_TIMES).limit(limit + 1).collect()]
-    frame = to_epoch(url_state.select(
-        *DUE_COLUMNS, F.unix_micros("next_fetch_at").alias("_due_us"),
-        F.unix_micros("lease_until").alias("_lease_us")), DUE_TIMES)
+    frame = to_epoch(url_state.select(*DUE_COLUMNS, *[F.unix_micros(c).alias(a) for a, c in _DUE_MICROS.items()]),
+                     DUE_TIMES)
+    return _due_in_table(frame.toArrow(), cfg, now, limit)
 
+
+# the times the due rule compares, as whole microseconds (exact in a double)
+_DUE_MICROS = {"_due_us": "next_fetch_at", "_lease_us": "lease_until"}
+
+
+def _due_in_table(table: pa.Table, cfg: Config, now: float, limit: int) -> list[dict]:
+    """_due_rows of a whole crawldb read into Arrow: DUE_COLUMNS with DUE_TIMES in epoch seconds
+    and _DUE_MICROS's columns (reads.whole_arrow), filtered on the driver."""
     def wanted(t: pa.Table) -> pa.Array:
         # the rules on whole columns (numpy): times as whole microseconds (exact in a double) and as
         # epoch seconds where early_rule reads them, as Spark's filter has them
@@ -328,7 +339,7 @@ def _due_rows(url_state: DataFrame, cfg: Config, now: float, limit: int, whole: 
                                             early, NUMPY_OPS)
         return pa.array(np.broadcast_to(np.asarray(keep, dtype=bool), (t.num_rows,)))
 
-    rows = rows_where(frame, wanted)
+    rows = arrow_rows(table, wanted(table))
     return [{c: r[c] for c in DUE_COLUMNS} for r in rows[:limit + 1]]
 
 
@@ -384,9 +395,21 @@ def local_fetchlist(spark: SparkSession, cfg: Config, root: CrawlRoot, segment_i
     limit = cfg.generate.local_max_due
     if limit <= 0:
         return None
-    due, hosts = run_concurrently(
-        lambda: _due_rows(read_url_state(spark, root), cfg, now, limit, fits_driver(spark, cfg, root.crawldb)),
-        lambda: _host_rows(spark, read_host_state(spark, root), None) if fits_driver(spark, cfg, root.hostdb) else None)
+
+    def due_rows() -> list[dict]:
+        if not fits_driver(spark, cfg, root.crawldb):
+            return _due_rows(read_url_state(spark, root), cfg, now, limit, False)
+        return _due_in_table(whole_arrow(spark, cfg, root, root.crawldb, DUE_COLUMNS, DUE_TIMES, _DUE_MICROS),
+                             cfg, now, limit)
+
+    def all_hosts() -> dict[str, dict] | None:
+        if not fits_driver(spark, cfg, root.hostdb):
+            return None
+        columns = [*_HOST_COLUMNS, "robots_txt"]
+        table = whole_arrow(spark, cfg, root, root.hostdb, columns, [c for c in HOST_STATE_TIMES if c in columns])
+        return {r["host"]: r for r in arrow_rows(table, pc.is_valid(table["host"]))}
+
+    due, hosts = run_concurrently(due_rows, all_hosts)
     if len(due) > limit:
         return None
     names = sorted({r["host"] for r in due})

@@ -144,3 +144,32 @@ def test_the_pdfs_of_the_shared_crawl(spark, named_crawl):
     log = [e for e in named_crawl.log if e["host"] == host]
     assert_polite(site, log, float(FAST["fetch.delay_s"]))
     assert sorted(e["path"] for e in log if e["path"] not in ("/robots.txt", "/sitemap.xml")) == sorted(pdfs.LINKS)
+
+
+def test_duckdb_and_spark_read_a_whole_table_alike(spark, named_crawl):
+    """reads.whole_arrow by DuckDB's delta extension (crawldb.driver_reader "auto", the default
+    here) and by Spark ("spark"): the same rows, values and Python types, for the projections
+    generate reads whole (the crawldb's due columns with epoch seconds and microseconds, every
+    hostdb column it keeps, robots.txt bodies and lists included) and the whole crawldb."""
+    import pyarrow as pa
+
+    from jobs import generate
+    from jobs.engine import reads
+    from jobs.engine.crawl_root import CrawlRoot
+    from jobs.engine.schemas import HOST_STATE_TIMES, URL_STATE_SCHEMA, URL_STATE_TIMES
+    from tests.conftest import make_config
+    root = CrawlRoot(named_crawl.root)
+    host_columns = [*generate._HOST_COLUMNS, "robots_txt"]
+    reads_ = [(root.crawldb, generate.DUE_COLUMNS, generate.DUE_TIMES, generate._DUE_MICROS),
+              (root.hostdb, host_columns, [c for c in HOST_STATE_TIMES if c in host_columns], None),
+              (root.crawldb, URL_STATE_SCHEMA.fieldNames(), URL_STATE_TIMES, None)]
+    duck, by_spark = make_config(crawldb__driver_reader="auto"), make_config(crawldb__driver_reader="spark")
+    assert reads._duckdb_cursor() is not None  # installed here: the test compares two readers
+    for path, columns, epoch, micros in reads_:
+        a = reads.whole_arrow(spark, duck, root, path, columns, epoch, micros)
+        b = reads.whole_arrow(spark, by_spark, root, path, columns, epoch, micros)
+        assert a.column_names == b.column_names == [*columns, *(micros or {})]
+
+        def rows(table: pa.Table) -> list:
+            return sorted((tuple((v, type(v)) for v in row.values()) for row in table.to_pylist()), key=repr)
+        assert a.num_rows > 0 and rows(a) == rows(b), path

@@ -1,10 +1,12 @@
 """Reading the crawl root's tables into a step: a table pinned to its version, whole tables through
-Arrow filtered on the driver (no file-listing jobs), per-host URL counts, whether a table is small
-enough for a step's in-memory path, and the release of what a step cached.
+Arrow filtered on the driver (no file-listing jobs; read by DuckDB's delta extension where it may,
+whole_arrow), per-host URL counts, whether a table is small enough for a step's in-memory path,
+and the release of what a step cached.
 """
 from __future__ import annotations
 
-from typing import Callable
+import threading
+from typing import Callable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,6 +15,7 @@ from pyspark.sql import functions as F
 
 from crawl.config import Config
 from jobs.engine.crawl_root import CrawlRoot
+from jobs.engine.schemas import to_epoch
 from jobs.engine.tables import table_bytes, table_version
 
 
@@ -40,6 +43,59 @@ def rows_where(df: DataFrame, keep: Callable[[pa.Table], pa.Array]) -> list[dict
     jobs of a filtered one (docs/decisions.md "Cycle cost, sixth round")."""
     table = df.toArrow()
     return arrow_rows(table, keep(table))
+
+
+_DUCKDB = threading.local()  # this thread's cursor on the process's one DuckDB, its delta extension loaded
+_DUCKDB_LOCK = threading.Lock()
+_DUCKDB_DB: list = []  # [the process's DuckDB connection], or [None] where it cannot be had
+
+
+def _duckdb_cursor():
+    """A DuckDB cursor of this thread with the delta extension loaded, or None where DuckDB or its
+    delta extension is not installed (they come with the ``analysis`` extra)."""
+    cursor = getattr(_DUCKDB, "cursor", None)
+    if cursor is not None:
+        return cursor
+    with _DUCKDB_LOCK:
+        if not _DUCKDB_DB:
+            try:
+                import duckdb
+
+                from crawl.readers import duckdb_delta_extension
+                con = duckdb.connect()
+                con.execute(f"LOAD '{duckdb_delta_extension()}'")
+                _DUCKDB_DB.append(con)
+            except ImportError:
+                _DUCKDB_DB.append(None)
+        if _DUCKDB_DB[0] is None:
+            return None
+        _DUCKDB.cursor = _DUCKDB_DB[0].cursor()  # a connection is not shared by threads: a cursor each
+    return _DUCKDB.cursor
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def whole_arrow(spark: SparkSession, cfg: Config, root: CrawlRoot, path: str, columns: Sequence[str],
+                epoch: Sequence[str] = (), micros: Mapping[str, str] | None = None) -> pa.Table:
+    """The Delta table at ``path`` (a table of ``root``) read whole into Arrow: ``columns`` as
+    stored, those of them named in ``epoch`` (timestamps) as epoch seconds (schemas.to_epoch), and
+    ``micros`` {alias: timestamp column} as whole microseconds since the epoch (Spark's
+    unix_micros). Read by DuckDB's delta extension (delta-kernel: deletion vectors included; no
+    Spark job, no snapshot built in the JVM) where crawldb.driver_reader is "auto", the root is on
+    this machine and DuckDB is installed; by Spark otherwise. Both give the same rows and types
+    (tests/test_jobs.py). The newest version, as a Spark read by path."""
+    micros = dict(micros or {})
+    cursor = _duckdb_cursor() if cfg.crawldb.driver_reader == "auto" and root.is_local else None
+    if cursor is not None:
+        parts = [f"epoch_us({_quoted(c)}) / 1e6 AS {_quoted(c)}" if c in epoch else _quoted(c) for c in columns]
+        parts += [f"epoch_us({_quoted(c)}) AS {_quoted(alias)}" for alias, c in micros.items()]
+        table = "delta_scan('" + root.local_path(path).replace("'", "''") + "')"
+        return cursor.execute(f"SELECT {', '.join(parts)} FROM {table}").to_arrow_table()
+    frame = spark.read.format("delta").load(path)
+    frame = frame.select(*columns, *[F.unix_micros(c).alias(alias) for alias, c in micros.items()])
+    return to_epoch(frame, list(epoch)).toArrow()
 
 
 def arrow_rows(table: pa.Table, mask: pa.Array) -> list[dict]:
