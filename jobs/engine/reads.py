@@ -52,7 +52,8 @@ _DUCKDB_DB: list = []  # [the process's DuckDB connection], or [None] where it c
 
 def _duckdb_cursor():
     """A DuckDB cursor of this thread with the delta extension loaded, or None where DuckDB or its
-    delta extension is not installed (they come with the ``analysis`` extra)."""
+    delta extension is missing (both are dependencies, for `deltacrawl sql`: an install without
+    them, say)."""
     cursor = getattr(_DUCKDB, "cursor", None)
     if cursor is not None:
         return cursor
@@ -84,7 +85,7 @@ def whole_arrow(spark: SparkSession, cfg: Config, root: CrawlRoot, path: str, co
     ``micros`` {alias: timestamp column} as whole microseconds since the epoch (Spark's
     unix_micros). Read by DuckDB's delta extension (delta-kernel: deletion vectors included; no
     Spark job, no snapshot built in the JVM) where crawldb.driver_reader is "auto", the root is on
-    this machine and DuckDB is installed; by Spark otherwise. Both give the same rows and types
+    this machine and DuckDB is there; by Spark otherwise. Both give the same rows and types
     (tests/test_jobs.py). The newest version, as a Spark read by path."""
     micros = dict(micros or {})
     cursor = _duckdb_cursor() if cfg.crawldb.driver_reader == "auto" and root.is_local else None
