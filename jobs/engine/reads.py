@@ -86,7 +86,7 @@ def whole_arrow(spark: SparkSession, cfg: Config, root: CrawlRoot, path: str, co
     unix_micros). Read by DuckDB's delta extension (delta-kernel: deletion vectors included; no
     Spark job, no snapshot built in the JVM) where crawldb.driver_reader is "auto", the root is on
     this machine and DuckDB is there; by Spark otherwise. Both give the same rows and types
-    (tests/test_jobs.py). The newest version, as a Spark read by path."""
+    (tests/test_e2e.py). The newest version, as a Spark read by path."""
     micros = dict(micros or {})
     cursor = _duckdb_cursor() if cfg.crawldb.driver_reader == "auto" and root.is_local else None
     if cursor is not None:
