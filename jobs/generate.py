@@ -81,8 +81,8 @@ from jobs.engine.commit_info import note_segment, writes_commits
 from jobs.engine.runtime import add_run_options, run_spark_step
 from jobs.engine.errors import EXIT_NOTHING_DUE, EXIT_OK, ConcurrentStepError, UserError, is_commit_conflict
 from jobs.engine.crawl_root import CrawlRoot, check_segment_id, delete_path, write_marker
-from jobs.engine.reads import (CachedFrames, arrow_rows, fits_driver, read_host_state, read_url_state,
-                               whole_arrow)
+from jobs.engine.reads import (CachedFrames, arrow_rows, fits_driver, projected_arrow, read_host_state,
+                               read_url_state, whole_arrow)
 from jobs.engine.schemas import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, epoch_schema, from_epoch,
                                  from_epoch_col, to_epoch)
 from jobs.engine.tables import ensure_tables, table_exists
@@ -294,15 +294,23 @@ _HOST_COLUMNS = ("host_bucket", "host", "url_budget", "backoff_s", "sitemaps", "
                  "deferred_until", "backoff_until")
 
 
+# every host with its robots.txt body, as the driver path reads the hostdb whole
+_ALL_HOST_COLUMNS = (*_HOST_COLUMNS, "robots_txt")
+_ALL_HOST_TIMES = tuple(c for c in HOST_STATE_TIMES if c in _ALL_HOST_COLUMNS)
+
+
+def _hosts_in_table(table: pa.Table) -> dict[str, dict]:
+    """{host: host row} of a whole hostdb read into Arrow (_ALL_HOST_COLUMNS, epoch times)."""
+    return {r["host"]: r for r in arrow_rows(table, pc.is_valid(table["host"]))}
+
+
 def _host_rows(spark: SparkSession, host_state: DataFrame, names: list[str] | None) -> dict[str, dict]:
     """{host: host row (epoch times)} of the hostdb ``host_state``: of the hosts ``names`` without
     their robots.txt bodies, or (None) of every host, bodies included (a whole read, through Arrow;
     local_fetchlist reads the hostdb itself with reads.whole_arrow, the same rows)."""
-    columns = list(_HOST_COLUMNS) if names is not None else [*_HOST_COLUMNS, "robots_txt"]
-    hosts = to_epoch(host_state.select(*columns), [c for c in HOST_STATE_TIMES if c in columns])
     if names is None:
-        table = hosts.toArrow()
-        return {r["host"]: r for r in arrow_rows(table, pc.is_valid(table["host"]))}
+        return _hosts_in_table(projected_arrow(host_state, _ALL_HOST_COLUMNS, _ALL_HOST_TIMES))
+    hosts = to_epoch(host_state.select(*_HOST_COLUMNS), [c for c in HOST_STATE_TIMES if c in _HOST_COLUMNS])
     return {r["host"]: r.asDict() for r in hosts.filter(F.col("host").isin(names)).collect()}
 
 
@@ -314,9 +322,7 @@ def _due_rows(url_state: DataFrame, cfg: Config, now: float, limit: int, whole: 
     if not whole:
         due = _due_regardless_of_host(url_state, cfg, now).select(*DUE_COLUMNS)
         return [r.asDict() for r in to_epoch(due, DUE_TIMES).limit(limit + 1).collect()]
-    frame = to_epoch(url_state.select(*DUE_COLUMNS, *[F.unix_micros(c).alias(a) for a, c in _DUE_MICROS.items()]),
-                     DUE_TIMES)
-    return _due_in_table(frame.toArrow(), cfg, now, limit)
+    return _due_in_table(projected_arrow(url_state, DUE_COLUMNS, DUE_TIMES, _DUE_MICROS), cfg, now, limit)
 
 
 # the times the due rule compares, as whole microseconds (exact in a double)
@@ -405,9 +411,7 @@ def local_fetchlist(spark: SparkSession, cfg: Config, root: CrawlRoot, segment_i
     def all_hosts() -> dict[str, dict] | None:
         if not fits_driver(spark, cfg, root.hostdb):
             return None
-        columns = [*_HOST_COLUMNS, "robots_txt"]
-        table = whole_arrow(spark, cfg, root, root.hostdb, columns, [c for c in HOST_STATE_TIMES if c in columns])
-        return {r["host"]: r for r in arrow_rows(table, pc.is_valid(table["host"]))}
+        return _hosts_in_table(whole_arrow(spark, cfg, root, root.hostdb, _ALL_HOST_COLUMNS, _ALL_HOST_TIMES))
 
     due, hosts = run_concurrently(due_rows, all_hosts)
     if len(due) > limit:

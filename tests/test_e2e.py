@@ -156,12 +156,11 @@ def test_duckdb_and_spark_read_a_whole_table_alike(spark, named_crawl):
     from jobs import generate
     from jobs.engine import reads
     from jobs.engine.crawl_root import CrawlRoot
-    from jobs.engine.schemas import HOST_STATE_TIMES, URL_STATE_SCHEMA, URL_STATE_TIMES
+    from jobs.engine.schemas import URL_STATE_SCHEMA, URL_STATE_TIMES
     from tests.conftest import make_config
     root = CrawlRoot(named_crawl.root)
-    host_columns = [*generate._HOST_COLUMNS, "robots_txt"]
     reads_ = [(root.crawldb, generate.DUE_COLUMNS, generate.DUE_TIMES, generate._DUE_MICROS),
-              (root.hostdb, host_columns, [c for c in HOST_STATE_TIMES if c in host_columns], None),
+              (root.hostdb, generate._ALL_HOST_COLUMNS, generate._ALL_HOST_TIMES, None),
               (root.crawldb, URL_STATE_SCHEMA.fieldNames(), URL_STATE_TIMES, None)]
     duck, by_spark = make_config(crawldb__driver_reader="auto"), make_config(crawldb__driver_reader="spark")
     assert reads._duckdb_cursor() is not None  # installed here: the test compares two readers

@@ -94,8 +94,13 @@ def whole_arrow(spark: SparkSession, cfg: Config, root: CrawlRoot, path: str, co
         parts += [f"epoch_us({_quoted(c)}) AS {_quoted(alias)}" for alias, c in micros.items()]
         table = "delta_scan('" + root.local_path(path).replace("'", "''") + "')"
         return cursor.execute(f"SELECT {', '.join(parts)} FROM {table}").to_arrow_table()
-    frame = spark.read.format("delta").load(path)
-    frame = frame.select(*columns, *[F.unix_micros(c).alias(alias) for alias, c in micros.items()])
+    return projected_arrow(spark.read.format("delta").load(path), columns, epoch, micros)
+
+
+def projected_arrow(frame: DataFrame, columns: Sequence[str], epoch: Sequence[str] = (),
+                    micros: Mapping[str, str] | None = None) -> pa.Table:
+    """``frame``'s ``columns`` in Arrow, with whole_arrow's ``epoch`` and ``micros`` conversions, by Spark."""
+    frame = frame.select(*columns, *[F.unix_micros(c).alias(alias) for alias, c in (micros or {}).items()])
     return to_epoch(frame, list(epoch)).toArrow()
 
 
