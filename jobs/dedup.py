@@ -63,7 +63,7 @@ from jobs.engine.commit_info import writes_commits
 from jobs.engine.runtime import run_segment_step
 from jobs.engine.errors import UserError
 from jobs.engine.crawl_root import CrawlRoot, delete_path, path_exists, write_marker
-from jobs.engine.reads import arrow_rows, fits_driver, read_delta
+from jobs.engine.reads import arrow_rows, fits_driver, read_delta, whole_arrow
 from jobs.engine.schemas import DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, from_epoch_col, to_epoch
 from jobs.engine.tables import ensure_dedup_tables
 from jobs.engine.writes import append_once, local_merge_sources, merge_mode, run_concurrently, txn_app_id
@@ -193,10 +193,27 @@ class InMemory:
 _SLICE_COLUMNS = ("band", "value", "url_hash", "url", "simhash")
 
 
+_KNOWN_COLUMNS = [c for c in _PAGE_COLUMNS if c != "first"]
+
+
 def _known_columns(known: DataFrame) -> DataFrame:
     """dedup/pages rows as decide reads them (``first``: first_fetched_at, epoch seconds)."""
-    return to_epoch(known.select(*[c for c in _PAGE_COLUMNS if c != "first"], F.col("first_fetched_at").alias("first")),
-                    ["first"])
+    return to_epoch(known.select(*_KNOWN_COLUMNS, F.col("first_fetched_at").alias("first")), ["first"])
+
+
+def _whole_tables(spark: SparkSession, cfg: Config, root: CrawlRoot | None, known: DataFrame,
+                  old_bands: DataFrame) -> tuple[pa.Table, pa.Table]:
+    """dedup/pages as decide reads it (_known_columns) and dedup/bands' _SLICE_COLUMNS, each read
+    whole, side by side: ``root``'s tables by reads.whole_arrow (DuckDB where it may), or, without
+    ``root``, the frames ``known`` and ``old_bands`` by Spark."""
+    if root is None:
+        return run_concurrently(lambda: _known_columns(known).toArrow(),
+                                lambda: old_bands.select(*_SLICE_COLUMNS).toArrow())
+    pages, bands = run_concurrently(
+        lambda: whole_arrow(spark, cfg, root, root.dedup_pages, [*_KNOWN_COLUMNS, "first_fetched_at"],
+                            ["first_fetched_at"]),
+        lambda: whole_arrow(spark, cfg, root, root.dedup_bands, _SLICE_COLUMNS))
+    return pages.rename_columns([*_KNOWN_COLUMNS, "first"]), bands
 
 
 def _filtered_slices(spark: SparkSession, known: DataFrame, old_bands: DataFrame, segment_keys: set[tuple],
@@ -216,12 +233,11 @@ def _filtered_slices(spark: SparkSession, known: DataFrame, old_bands: DataFrame
     return [r.asDict() for r in known_rows], [tuple(b) for b in band_slice]
 
 
-def _whole_slices(spark: SparkSession, known: DataFrame, old_bands: DataFrame, segment_keys: set[tuple],
+def _whole_slices(tables: tuple[pa.Table, pa.Table], segment_keys: set[tuple],
                   values: set[tuple[int, int]], texts: set[int]) -> tuple[list[dict], list[tuple]] | None:
-    """The same rows as _filtered_slices, from both tables read whole side by side through Arrow
+    """The same rows as _filtered_slices, from both tables read whole (``tables``: _whole_tables)
     and kept to those rows on the driver (tables that fit it: crawldb.local_read_max_mb)."""
-    pages, bands = run_concurrently(lambda: _known_columns(known).toArrow(),
-                                    lambda: old_bands.select(*_SLICE_COLUMNS).toArrow())
+    pages, bands = tables
     value_set = pa.array(sorted({v for _, v in values}), pa.int64())
     band_slice = [tuple(r[c] for c in _SLICE_COLUMNS)
                   for r in arrow_rows(bands, pc.is_in(bands["value"], value_set=value_set))
@@ -242,7 +258,7 @@ def decide_in_memory(spark: SparkSession, cfg: Config, fetched: DataFrame, known
     (crawl/dedup/in_memory.py) from what it collects: the segment's pages, the band rows holding
     one of their band values (at most _SLICE_MAX_KEYS) and the dedup/pages rows those can meet
     (as table_slices selects them): read whole when both tables of ``root`` fit the driver
-    (_whole_slices), else filtered (_filtered_slices, also without ``root``); ``whole`` decides
+    (_whole_slices; by DuckDB where it may, reads.whole_arrow), else filtered (_filtered_slices, also without ``root``); ``whole`` decides
     instead when given. Three reads
     instead of a dozen planned queries. None when the segment or its band slice is larger (or a
     page appears twice): duplicates() decides then."""
@@ -258,9 +274,9 @@ def decide_in_memory(spark: SparkSession, cfg: Config, fetched: DataFrame, known
     if whole is None:
         whole = root is not None and all(run_concurrently(
             *(lambda path=path: fits_driver(spark, cfg, path) for path in (root.dedup_pages, root.dedup_bands))))
-    slices = _whole_slices if whole else _filtered_slices
-    sliced = slices(spark, known, old_bands, segment_keys, {(b[2], b[3]) for b in new_bands},
-                    {p["text_hash"] for p in page_rows})
+    values, texts = {(b[2], b[3]) for b in new_bands}, {p["text_hash"] for p in page_rows}
+    sliced = (_whole_slices(_whole_tables(spark, cfg, root, known, old_bands), segment_keys, values, texts) if whole
+              else _filtered_slices(spark, known, old_bands, segment_keys, values, texts))
     if sliced is None:
         return None
     known_rows, band_slice = sliced

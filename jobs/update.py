@@ -58,8 +58,8 @@ from jobs.engine.logs import step_logger
 from jobs.engine.discover import HOST_TOTAL_CAP
 from jobs.engine.host_caps import per_host_cap
 from jobs.engine.crawl_root import CrawlRoot, list_segments, path_exists, write_marker
-from jobs.engine.reads import (CachedFrames, arrow_rows, fits_driver, read_host_state, read_url_state, rows_where,
-                               url_counts)
+from jobs.engine.reads import (CachedFrames, arrow_rows, fits_driver, projected_arrow, read_host_state, read_url_state,
+                               url_counts, whole_arrow)
 from jobs.engine.schemas import (FETCHED_SCHEMA, HOST_STATE_SCHEMA, URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema, from_epoch,
                                  from_epoch_col, to_epoch)
 from jobs.engine.tables import ensure_tables
@@ -446,17 +446,23 @@ _KEYS = "host_bucket int, url_hash long, url string"
 
 
 def whole_crawldb(url_state: DataFrame) -> pa.Table:
-    """The crawldb ``url_state`` read whole through Arrow (URL_STATE_SCHEMA's columns, epoch
-    times): update reads it once, for the schedule's fit and for local_sources."""
-    return to_epoch(url_state, URL_STATE_TIMES).select(*_URL_FIELDS).toArrow()
+    """The crawldb ``url_state`` read whole through Arrow by Spark (URL_STATE_SCHEMA's columns,
+    epoch times): what _read_crawldb reads from a crawl root."""
+    return projected_arrow(url_state, _URL_FIELDS, URL_STATE_TIMES)
+
+
+def _read_crawldb(spark: SparkSession, cfg: Config, root: CrawlRoot) -> pa.Table:
+    """``root``'s crawldb read whole (whole_crawldb's columns and times; reads.whole_arrow: by
+    DuckDB where it may): update reads it once, for the schedule's fit and for local_sources."""
+    return whole_arrow(spark, cfg, root, root.crawldb, _URL_FIELDS, URL_STATE_TIMES)
 
 
 def _whole_crawldb_if_small(spark: SparkSession, cfg: Config, root: CrawlRoot) -> pa.Table | None:
-    """whole_crawldb of ``root`` when the crawldb fits the driver (crawldb.local_read_max_mb) and
+    """_read_crawldb of ``root`` when the crawldb fits the driver (crawldb.local_read_max_mb) and
     the schedule's fit or local_sources reads it; else None (each reads what it needs then)."""
     fits = (cfg.schedule.fit_fetch_value or cfg.schedule.fit_rate_prior
             or cfg.schedule.information_horizon_cycles > 0 or cfg.update.local_max_urls > 0)
-    return whole_crawldb(read_url_state(spark, root)) if fits and fits_driver(spark, cfg, root.crawldb) else None
+    return _read_crawldb(spark, cfg, root) if fits and fits_driver(spark, cfg, root.crawldb) else None
 
 
 def _crawldb_rows(crawldb: pa.Table, keys: list[tuple], urls: list[str]) -> list[dict] | None:
@@ -471,18 +477,18 @@ def _crawldb_rows(crawldb: pa.Table, keys: list[tuple], urls: list[str]) -> list
     return None if len(rows) > 2 * _LOCAL_MAX_ROWS else rows
 
 
-_HOST_COLUMNS = ("host_bucket", "host", "url_count", "url_budget", "held_back", "last_segment_id")
+# the host_state columns update's rules read (in_memory.plan, crawl.crawldb.held_back)
+HOST_COLUMNS = ("host_bucket", "host", "url_count", "url_budget", "held_back", "last_segment_id")
 
 
-def _host_rows(host_state: DataFrame, hosts: list[tuple]) -> dict[tuple[int, str], dict]:
-    """{(host_bucket, host): row} of ``hosts``: the host_state columns update's rules read
-    (url_count, url_budget, held_back, last_segment_id) of the whole hostdb, filtered through
-    Arrow (its rows are hosts of a crawldb that fits the driver)."""
+def _host_rows(hostdb: Callable[[], pa.Table], hosts: list[tuple]) -> dict[tuple[int, str], dict]:
+    """{(host_bucket, host): row} of ``hosts`` from the whole hostdb's HOST_COLUMNS (``hostdb``
+    reads them; its rows are hosts of a crawldb that fits the driver), filtered through Arrow."""
     if not hosts:
         return {}
     names = pa.array(sorted({h for _, h in hosts}), pa.string())
-    rows = rows_where(host_state.select(*_HOST_COLUMNS), lambda t: pc.is_in(t["host"], value_set=names))
-    return {(r["host_bucket"], r["host"]): r for r in rows}
+    table = hostdb()
+    return {(r["host_bucket"], r["host"]): r for r in arrow_rows(table, pc.is_in(table["host"], value_set=names))}
 
 
 def _held_back_rows(crawldb: pa.Table, hosts: list[tuple]) -> list[dict] | None:
@@ -512,18 +518,20 @@ def local_sources(spark: SparkSession, cfg: Config, root: CrawlRoot, segment_id:
     if crawldb is None:
         if not fits_driver(spark, cfg, root.crawldb):
             return None
-        crawldb = whole_crawldb(read_url_state(spark, root))
+        crawldb = _read_crawldb(spark, cfg, root)
     return sources_in_memory(spark, cfg, spark.read.parquet(root.fetched(segment_id)),
                              lambda: _dedup_result(spark, root, segment_id), crawldb,
-                             read_host_state(spark, root), segment_id, now, policy=policy)
+                             lambda: whole_arrow(spark, cfg, root, root.hostdb, HOST_COLUMNS),
+                             segment_id, now, policy=policy)
 
 
 def sources_in_memory(spark: SparkSession, cfg: Config, fetched: DataFrame,
-                      dups: Callable[[], DataFrame | None], crawldb: pa.Table, host_state: DataFrame,
+                      dups: Callable[[], DataFrame | None], crawldb: pa.Table, hostdb: Callable[[], pa.Table],
                       segment_id: str, now: float, *, policy: SchedulePolicy | None = None) -> Sources | None:
     """local_sources of the segment's ``fetched`` rows, dedup's answer (``dups``: a reader of
     it, None if dedup did not run), the crawldb read whole (whole_crawldb: it must fit the
-    driver) and the hostdb ``host_state``; None when the segment is too large."""
+    driver) and the hostdb's HOST_COLUMNS (``hostdb``: a reader of them, whole); None when the
+    segment is too large."""
     limit = cfg.update.local_max_urls
     fetched = fetched.select(*[c for c in fetched.columns if c != "signature"])  # dedup's, not needed here
 
@@ -550,7 +558,7 @@ def sources_in_memory(spark: SparkSession, cfg: Config, fetched: DataFrame,
     touched, previous = run_concurrently(
         lambda: _crawldb_rows(crawldb, sorted(keys | {in_memory.key_of(c) for c in cands}),
                               sorted({o["url"] for o in outcomes})),
-        lambda: _host_rows(host_state, sorted(segment_hosts | {(c["host_bucket"], c["host"]) for c in cands})))
+        lambda: _host_rows(hostdb, sorted(segment_hosts | {(c["host_bucket"], c["host"]) for c in cands})))
     if touched is None:
         return None
     counts = {key: row["url_count"] for key, row in previous.items()}

@@ -34,6 +34,7 @@ from crawl.crawldb.status import ALL_STATUSES, DUPLICATE, FetchStatus, schedule_
 from crawl.dedup.rules import band_rows
 from crawl.net.urls import host_bucket, url_hash
 from jobs import dedup, generate, update
+from jobs.engine.reads import projected_arrow
 from jobs.engine.schemas import (DEDUP_BANDS_SCHEMA, DEDUP_PAGES_SCHEMA, FETCHED_SCHEMA, FETCHLIST_SCHEMA,
                                  HOST_STATE_SCHEMA, HOST_STATE_TIMES, URL_STATE_SCHEMA, URL_STATE_TIMES, epoch_schema,
                                  from_epoch)
@@ -396,8 +397,8 @@ def test_update_writes_the_same_rows_both_ways(spark, example):
             if deduped else None)
     host_state = _frame(spark, [h for case in cases for h in case[3]], HOST_STATE_SCHEMA, HOST_STATE_TIMES)
 
-    local = update.sources_in_memory(spark, cfg, fetched, lambda: dups, update.whole_crawldb(url_state), host_state,
-                                     SEGMENT, NOW, policy=policy)
+    local = update.sources_in_memory(spark, cfg, fetched, lambda: dups, update.whole_crawldb(url_state),
+                                     lambda: projected_arrow(host_state, update.HOST_COLUMNS), SEGMENT, NOW, policy=policy)
     assert local is not None
     by_spark = update.sources_by_spark(spark, cfg, fetched, dups, url_state, host_state, SEGMENT, NOW, policy=policy)
     try:

@@ -150,10 +150,11 @@ def test_duckdb_and_spark_read_a_whole_table_alike(spark, named_crawl):
     """reads.whole_arrow by DuckDB's delta extension (crawldb.driver_reader "auto", the default
     here) and by Spark ("spark"): the same rows, values and Python types, for the projections
     generate reads whole (the crawldb's due columns with epoch seconds and microseconds, every
-    hostdb column it keeps, robots.txt bodies and lists included) and the whole crawldb."""
+    hostdb column it keeps, robots.txt bodies and lists included), the whole crawldb and the
+    hostdb's columns update reads, and dedup's two tables as dedup reads them (signatures)."""
     import pyarrow as pa
 
-    from jobs import generate
+    from jobs import dedup, generate, update
     from jobs.engine import reads
     from jobs.engine.crawl_root import CrawlRoot
     from jobs.engine.schemas import URL_STATE_SCHEMA, URL_STATE_TIMES
@@ -161,7 +162,10 @@ def test_duckdb_and_spark_read_a_whole_table_alike(spark, named_crawl):
     root = CrawlRoot(named_crawl.root)
     reads_ = [(root.crawldb, generate.DUE_COLUMNS, generate.DUE_TIMES, generate._DUE_MICROS),
               (root.hostdb, generate._ALL_HOST_COLUMNS, generate._ALL_HOST_TIMES, None),
-              (root.crawldb, URL_STATE_SCHEMA.fieldNames(), URL_STATE_TIMES, None)]
+              (root.crawldb, URL_STATE_SCHEMA.fieldNames(), URL_STATE_TIMES, None),
+              (root.hostdb, update.HOST_COLUMNS, (), None),
+              (root.dedup_pages, [*dedup._KNOWN_COLUMNS, "first_fetched_at"], ["first_fetched_at"], None),
+              (root.dedup_bands, dedup._SLICE_COLUMNS, (), None)]
     duck, by_spark = make_config(crawldb__driver_reader="auto"), make_config(crawldb__driver_reader="spark")
     assert reads._duckdb_cursor() is not None  # installed here: the test compares two readers
     for path, columns, epoch, micros in reads_:
