@@ -10,6 +10,7 @@ crawl of those alone."""
 from __future__ import annotations
 
 import re
+import time
 
 from crawl.config import with_values
 from tests.conftest import FAST, write_seeds
@@ -176,3 +177,8 @@ def test_duckdb_and_spark_read_a_whole_table_alike(spark, named_crawl):
         def rows(table: pa.Table) -> list:
             return sorted((tuple((v, type(v)) for v in row.values()) for row in table.to_pylist()), key=repr)
         assert a.num_rows > 0 and rows(a) == rows(b), path
+    # stats asks its questions of both tables read whole by DuckDB (reads.queried_frame) or of
+    # Spark's reads: the same answers
+    from jobs import stats
+    now = time.time()
+    assert stats.collect_stats(spark, duck, root, now) == stats.collect_stats(spark, by_spark, root, now)

@@ -78,6 +78,24 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _duckdb_for(cfg: Config, root: CrawlRoot):
+    """The DuckDB cursor whole_arrow reads with for ``root``, None where it reads by Spark."""
+    return _duckdb_cursor() if cfg.crawldb.driver_reader == "auto" and root.is_local else None
+
+
+def queried_frame(spark: SparkSession, cfg: Config, root: CrawlRoot, path: str,
+                  columns: Sequence[str] | None = None) -> DataFrame:
+    """``columns`` (all by default) of the Delta table at ``path``, for a step that asks it many
+    questions (stats): where whole_arrow reads by DuckDB and the table fits the driver, read whole
+    into a local relation, on which Spark answers each query without a Delta scan, a file listing
+    or a job; else the table as Spark reads it."""
+    table = spark.read.format("delta").load(path)
+    columns = table.columns if columns is None else list(columns)
+    if _duckdb_for(cfg, root) is not None and fits_driver(spark, cfg, path):
+        return spark.createDataFrame(whole_arrow(spark, cfg, root, path, columns))
+    return table.select(*columns)
+
+
 def whole_arrow(spark: SparkSession, cfg: Config, root: CrawlRoot, path: str, columns: Sequence[str],
                 epoch: Sequence[str] = (), micros: Mapping[str, str] | None = None) -> pa.Table:
     """The Delta table at ``path`` (a table of ``root``) read whole into Arrow: ``columns`` as
@@ -88,7 +106,7 @@ def whole_arrow(spark: SparkSession, cfg: Config, root: CrawlRoot, path: str, co
     this machine and DuckDB is there; by Spark otherwise. Both give the same rows and types
     (tests/test_e2e.py). The newest version, as a Spark read by path."""
     micros = dict(micros or {})
-    cursor = _duckdb_cursor() if cfg.crawldb.driver_reader == "auto" and root.is_local else None
+    cursor = _duckdb_for(cfg, root)
     if cursor is not None:
         parts = [f"epoch_us({_quoted(c)}) / 1e6 AS {_quoted(c)}" if c in epoch else _quoted(c) for c in columns]
         parts += [f"epoch_us({_quoted(c)}) AS {_quoted(alias)}" for alias, c in micros.items()]
