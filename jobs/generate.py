@@ -85,7 +85,7 @@ from jobs.engine.reads import (CachedFrames, arrow_rows, fits_driver, projected_
                                read_url_state, whole_arrow)
 from jobs.engine.schemas import (FETCHLIST_SCHEMA, FETCHLIST_TIMES, HOST_STATE_TIMES, epoch_schema, from_epoch,
                                  from_epoch_col, to_epoch)
-from jobs.engine.tables import ensure_tables, table_exists
+from jobs.engine.tables import ensure_state_tables, table_exists
 from jobs.engine.hint_inbox import consume_hints
 from jobs.engine.segment_owners import OwnedSegments
 from jobs.engine.host_caps import per_host_cap
@@ -498,7 +498,7 @@ def run(spark: SparkSession, cfg: Config, root: CrawlRoot, now: float | None = N
     now = time.time() if now is None else now
     if not table_exists(spark, root.crawldb):
         raise UserError(f"no crawldb in {root.root}: run 'deltacrawl inject SEEDS_FILE' first")
-    ensure_tables(spark, root)  # crawl roots of older versions get the new columns
+    ensure_state_tables(spark, root)  # crawl roots of older versions get the new columns
     consume_hints(spark, cfg, root)  # pushed change hints count in this very segment
     segment_id = new_segment_id(now)
     note_segment(spark, segment_id)  # the lease's commit names the segment

@@ -79,12 +79,18 @@ def _property_true(snapshot, name: str) -> bool:
     return configuration.contains(name) and str(configuration.apply(name)).lower() == "true"
 
 
-def ensure_tables(spark: SparkSession, root: CrawlRoot) -> None:
-    """Create the crawl root's tables if missing, or add new columns to old ones (idempotent)."""
+def ensure_state_tables(spark: SparkSession, root: CrawlRoot) -> None:
+    """ensure_tables for the crawldb and hostdb only: what generate reads and writes (the WARC
+    index's snapshot would cost it a few Spark jobs for nothing)."""
     _ensure(spark, root.crawldb, URL_STATE_SCHEMA, "deltacrawl url_state: one row per known URL", "host_bucket",
             change_feed=True, deletion_vectors=True)
     _ensure(spark, root.hostdb, HOST_STATE_SCHEMA, "deltacrawl host_state: one row per host", "host_bucket",
             change_feed=True, deletion_vectors=True)
+
+
+def ensure_tables(spark: SparkSession, root: CrawlRoot) -> None:
+    """Create the crawl root's tables if missing, or add new columns to old ones (idempotent)."""
+    ensure_state_tables(spark, root)
     _ensure(spark, root.warc_index, WARC_INDEX_SCHEMA, "deltacrawl warc_index: where each response is archived", None)
 
 
