@@ -27,7 +27,7 @@ from jobs.engine.runtime import add_run_options, run_spark_step
 from jobs.engine.errors import EXIT_OK, UserError
 from jobs.engine.logs import log_step
 from jobs.engine.crawl_root import CrawlRoot
-from jobs.engine.reads import queried_frame, read_url_state
+from jobs.engine.reads import queried_frame
 from jobs.engine.schemas import from_epoch_col
 from jobs.engine.tables import table_exists, table_version
 
@@ -50,8 +50,7 @@ def collect_stats(spark: SparkSession, cfg: Mapping[str, Any], root: CrawlRoot, 
     # (bench/scale.py: 7.9x for 10x the URLs). A crawldb that fits the driver is read whole by
     # DuckDB into a local relation first (reads.queried_frame: stats 1.6-2.2 s against 3.1-4.3 on
     # the demo's crawl), and so is the hostdb, which host_stats asks a dozen questions.
-    stored = read_url_state(spark, root).columns
-    table = queried_frame(spark, cfg, root, root.crawldb, [c for c in _CRAWLDB_COLUMNS if c in stored])
+    table = queried_frame(spark, cfg, root, root.crawldb, _CRAWLDB_COLUMNS)
     # held_back: absent from a crawldb no update has written since it was added (then none)
     reason = F.col("held_back") if "held_back" in table.columns else F.lit(None).cast("string")
     # the media type of the URL's last answer (its Content-Type, corrected by sniffing: "application/pdf"

@@ -85,12 +85,13 @@ def _duckdb_for(cfg: Config, root: CrawlRoot):
 
 def queried_frame(spark: SparkSession, cfg: Config, root: CrawlRoot, path: str,
                   columns: Sequence[str] | None = None) -> DataFrame:
-    """``columns`` (all by default) of the Delta table at ``path``, for a step that asks it many
-    questions (stats): where whole_arrow reads by DuckDB and the table fits the driver, read whole
-    into a local relation, on which Spark answers each query without a Delta scan, a file listing
-    or a job; else the table as Spark reads it."""
+    """``columns`` (all by default; those the table lacks left out: a table of an older crawl
+    root) of the Delta table at ``path``, for a step that asks it many questions (stats): where
+    whole_arrow reads by DuckDB and the table fits the driver, read whole into a local relation,
+    on which Spark answers each query without a Delta scan, a file listing or a job; else the
+    table as Spark reads it."""
     table = spark.read.format("delta").load(path)
-    columns = table.columns if columns is None else list(columns)
+    columns = table.columns if columns is None else [c for c in columns if c in table.columns]
     if _duckdb_for(cfg, root) is not None and fits_driver(spark, cfg, path):
         return spark.createDataFrame(whole_arrow(spark, cfg, root, path, columns))
     return table.select(*columns)
