@@ -60,3 +60,18 @@ def test_stats_reads_an_old_crawl_root_both_ways(spark, root):
     assert duck == stats.collect_stats(spark, with_values(cfg, {"crawldb.driver_reader": "spark"}), root, now)
     assert duck["total_urls"] == 4 and dict(duck["by_status"]) == {"fetched": 2, "unfetched": 1, "gone": 1}
     assert duck["held_back"] == [] and duck["by_content_type"] == [] and duck["hostdb"]["dns_errors"] == 0
+
+
+def test_stats_of_empty_tables_both_ways(spark, root):
+    """stats of a crawl root whose tables hold no row yet (an inject of nothing): DuckDB's empty
+    read (reads.queried_frame) makes a local relation as Spark's read does, the same report."""
+    import time
+
+    from crawl.config import with_values
+    from jobs import stats
+    from tests.conftest import make_config
+    ensure_tables(spark, root)
+    cfg, now = make_config(), time.time()
+    duck = stats.collect_stats(spark, cfg, root, now)
+    assert duck == stats.collect_stats(spark, with_values(cfg, {"crawldb.driver_reader": "spark"}), root, now)
+    assert duck["total_urls"] == 0 and duck["by_status"] == [] and duck["hostdb"]["links"]["found"] == 0

@@ -93,7 +93,9 @@ def queried_frame(spark: SparkSession, cfg: Config, root: CrawlRoot, path: str,
     table = spark.read.format("delta").load(path)
     columns = table.columns if columns is None else [c for c in columns if c in table.columns]
     if _duckdb_for(cfg, root) is not None and fits_driver(spark, cfg, path):
-        return spark.createDataFrame(whole_arrow(spark, cfg, root, path, columns))
+        rows = whole_arrow(spark, cfg, root, path, columns)
+        # an empty read has columns of no chunks, which pyspark's conversion refuses: one empty chunk each
+        return spark.createDataFrame(rows if rows.num_rows else rows.schema.empty_table())
     return table.select(*columns)
 
 
