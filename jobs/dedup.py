@@ -258,10 +258,10 @@ def decide_in_memory(spark: SparkSession, cfg: Config, fetched: DataFrame, known
     (crawl/dedup/in_memory.py) from what it collects: the segment's pages, the band rows holding
     one of their band values (at most _SLICE_MAX_KEYS) and the dedup/pages rows those can meet
     (as table_slices selects them): read whole when both tables of ``root`` fit the driver
-    (_whole_slices; by DuckDB where it may, reads.whole_arrow), else filtered (_filtered_slices, also without ``root``); ``whole`` decides
-    instead when given. Three reads
-    instead of a dozen planned queries. None when the segment or its band slice is larger (or a
-    page appears twice): duplicates() decides then."""
+    (_whole_slices; by DuckDB where it may, reads.whole_arrow), else filtered (_filtered_slices,
+    also without ``root``); ``whole`` decides instead when given. Three reads instead of a dozen
+    planned queries. None when the segment or its band slice is larger (or a page appears twice):
+    duplicates() decides then."""
     limit = cfg.dedup.local_max_pages
     if limit <= 0:
         return None

@@ -1,12 +1,13 @@
 """Reading the crawl root's tables into a step: a table pinned to its version, whole tables through
 Arrow filtered on the driver (no file-listing jobs; read by DuckDB's delta extension where it may,
-whole_arrow), per-host URL counts, whether a table is small enough for a step's in-memory path,
-and the release of what a step cached.
+whole_arrow), a small table as a local relation for a step that asks it many questions
+(queried_frame), per-host URL counts, whether a table is small enough for a step's in-memory
+path, and the release of what a step cached.
 """
 from __future__ import annotations
 
 import threading
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,15 +35,6 @@ def fits_driver(spark: SparkSession, cfg: Config, path: str) -> bool:
     (crawldb.local_read_max_mb)."""
     max_bytes = cfg.crawldb.local_read_max_mb * 1024 * 1024
     return max_bytes > 0 and table_bytes(spark, path) <= max_bytes
-
-
-def rows_where(df: DataFrame, keep: Callable[[pa.Table], pa.Array]) -> list[dict]:
-    """The rows of ``df`` (a projection of a whole table, no filter) that ``keep`` (a boolean
-    mask of an Arrow table; null counts as false) selects, as dicts. Read through Arrow and
-    filtered on the driver: Delta plans a read without a filter without the three file-listing
-    jobs of a filtered one (docs/decisions.md "Cycle cost, sixth round")."""
-    table = df.toArrow()
-    return arrow_rows(table, keep(table))
 
 
 _DUCKDB = threading.local()  # this thread's cursor on the process's one DuckDB, its delta extension loaded
