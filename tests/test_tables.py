@@ -28,18 +28,27 @@ def test_an_old_host_state_gets_the_new_columns_and_its_robots_cache_is_not_reus
     assert answers_of({**migrated, "robots_fetched_at": 1e9}) == {}
 
 
+def _stats_both_ways(spark, root) -> dict:
+    """stats of ``root`` read by DuckDB (the default) and by Spark: asserted equal, returned."""
+    import time
+
+    from crawl.config import with_values
+    from jobs import stats
+    from tests.conftest import make_config
+    cfg, now = make_config(), time.time()
+    duck = stats.collect_stats(spark, cfg, root, now)
+    assert duck == stats.collect_stats(spark, with_values(cfg, {"crawldb.driver_reader": "spark"}), root, now)
+    return duck
+
+
 def test_stats_reads_an_old_crawl_root_both_ways(spark, root):
     """stats on tables an older deltacrawl wrote (no held_back, content_type or parse_error in the
     crawldb; no DNS, TLS or held_back columns in the hostdb), never touched by a step since:
     read whole by DuckDB into a local relation (reads.queried_frame) or by Spark, the same report,
     the missing columns counted as empty."""
-    import time
     from datetime import datetime
 
-    from crawl.config import with_values
-    from jobs import stats
     from jobs.engine.schemas import URL_STATE_SCHEMA
-    from tests.conftest import make_config
     url_old = StructType([f for f in URL_STATE_SCHEMA.fields if f.name not in ("held_back", "content_type",
                                                                                 "parse_error")])
     rows = []
@@ -55,9 +64,7 @@ def test_stats_reads_an_old_crawl_root_both_ways(spark, root):
     host.update(host="a.test", host_bucket=1, robots_status=200, requests=3, pages_fetched=2, errors=0)
     spark.createDataFrame([tuple(host[f.name] for f in host_old.fields)], host_old).write.format("delta") \
         .partitionBy("host_bucket").save(root.hostdb)
-    cfg, now = make_config(), time.time()
-    duck = stats.collect_stats(spark, cfg, root, now)
-    assert duck == stats.collect_stats(spark, with_values(cfg, {"crawldb.driver_reader": "spark"}), root, now)
+    duck = _stats_both_ways(spark, root)
     assert duck["total_urls"] == 4 and dict(duck["by_status"]) == {"fetched": 2, "unfetched": 1, "gone": 1}
     assert duck["held_back"] == [] and duck["by_content_type"] == [] and duck["hostdb"]["dns_errors"] == 0
 
@@ -65,13 +72,6 @@ def test_stats_reads_an_old_crawl_root_both_ways(spark, root):
 def test_stats_of_empty_tables_both_ways(spark, root):
     """stats of a crawl root whose tables hold no row yet (an inject of nothing): DuckDB's empty
     read (reads.queried_frame) makes a local relation as Spark's read does, the same report."""
-    import time
-
-    from crawl.config import with_values
-    from jobs import stats
-    from tests.conftest import make_config
     ensure_tables(spark, root)
-    cfg, now = make_config(), time.time()
-    duck = stats.collect_stats(spark, cfg, root, now)
-    assert duck == stats.collect_stats(spark, with_values(cfg, {"crawldb.driver_reader": "spark"}), root, now)
+    duck = _stats_both_ways(spark, root)
     assert duck["total_urls"] == 0 and duck["by_status"] == [] and duck["hostdb"]["links"]["found"] == 0

@@ -85,9 +85,7 @@ def queried_frame(spark: SparkSession, cfg: Config, root: CrawlRoot, path: str,
     table = spark.read.format("delta").load(path)
     columns = table.columns if columns is None else [c for c in columns if c in table.columns]
     if _duckdb_for(cfg, root) is not None and fits_driver(spark, cfg, path):
-        rows = whole_arrow(spark, cfg, root, path, columns)
-        # an empty read has columns of no chunks, which pyspark's conversion refuses: one empty chunk each
-        return spark.createDataFrame(rows if rows.num_rows else rows.schema.empty_table())
+        return spark.createDataFrame(whole_arrow(spark, cfg, root, path, columns))
     return table.select(*columns)
 
 
@@ -106,7 +104,10 @@ def whole_arrow(spark: SparkSession, cfg: Config, root: CrawlRoot, path: str, co
         parts = [f"epoch_us({_quoted(c)}) / 1e6 AS {_quoted(c)}" if c in epoch else _quoted(c) for c in columns]
         parts += [f"epoch_us({_quoted(c)}) AS {_quoted(alias)}" for alias, c in micros.items()]
         table = "delta_scan('" + root.local_path(path).replace("'", "''") + "')"
-        return cursor.execute(f"SELECT {', '.join(parts)} FROM {table}").to_arrow_table()
+        rows = cursor.execute(f"SELECT {', '.join(parts)} FROM {table}").to_arrow_table()
+        # DuckDB's empty answer has columns of no chunks, which pyspark's conversion refuses
+        # (queried_frame): one empty chunk each, as Spark's read gives
+        return rows if rows.num_rows else rows.schema.empty_table()
     return projected_arrow(spark.read.format("delta").load(path), columns, epoch, micros)
 
 
